@@ -1,0 +1,43 @@
+/**
+ * The HTTP application: one listener for every API (D1). Routers are mounted per API family, each
+ * with its own error form; nothing here parses bodies globally (each family reads its own, so
+ * size, encoding and syntax failures are answered in that family's shape).
+ */
+import express, { type Express } from 'express';
+import { createBullBoard } from '@bull-board/api';
+import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
+import { ExpressAdapter } from '@bull-board/express';
+import type { AppContext } from './context.js';
+import { healthRouter } from './routes/health.js';
+import { adminRouter, type AdminExtension } from './routes/admin.js';
+import { adminAuth } from './middleware/admin-auth.js';
+import { sendRouter } from './routes/send.js';
+import { xmlRouter } from './routes/xml.js';
+import { sandboxRouter } from './routes/sandbox.js';
+import { webhookAdmin } from './routes/admin-webhooks.js';
+
+export function buildApp(ctx: AppContext, adminExtensions: AdminExtension[] = []): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.set('query parser', 'simple');
+
+  app.use(healthRouter(ctx));
+  app.use('/admin/api', adminRouter(ctx, [webhookAdmin, ...adminExtensions]));
+
+  const board = new ExpressAdapter();
+  board.setBasePath('/admin/queues');
+  createBullBoard({ queues: ctx.queues.all().map((q) => new BullMQAdapter(q)), serverAdapter: board });
+  app.use('/admin/queues', adminAuth(ctx.config.adminToken, { basicChallenge: true }), board.getRouter());
+
+  app.use(sendRouter(ctx));
+  app.use(xmlRouter(ctx));
+  if (ctx.config.sandbox) {
+    app.use(sandboxRouter(ctx));
+  }
+
+  app.use((_req, res) => {
+    res.status(404).json({ message: 'Not found' });
+  });
+  return app;
+}

@@ -1,0 +1,91 @@
+/** Operator API under `/admin/api` (D11): thin handlers over the same domain functions as the CLI. */
+import { Router, type ErrorRequestHandler, type Request } from 'express';
+import Joi from 'joi';
+import type { AppContext } from '../context.js';
+import { adminAuth } from '../middleware/admin-auth.js';
+import { readJsonBody, BodyError } from '../middleware/body.js';
+import { validate } from '../middleware/validate.js';
+import { AppError, badRequest } from '../../shared/errors.js';
+import { createAccount, getAccount, updateAccount, addAccountCredit, addKeyCredit, listKeys } from '../../shared/domain/accounts.js';
+import { listPrices, upsertPrices } from '../../shared/domain/prices.js';
+import { assignNumber } from '../../shared/domain/numbers.js';
+import {
+  newAccountSchema, accountSettingsSchema, creditSchema, keyCreditSchema, pricesSchema, numberAssignmentSchema,
+} from '../../shared/domain/admin-schemas.js';
+
+const idParam = Joi.number().integer().min(1).max(Number.MAX_SAFE_INTEGER);
+
+export function parseId(raw: unknown, name = 'id'): number {
+  const id = Number(raw);
+  if (typeof raw !== 'string' || !/^\d+$/.test(raw) || idParam.validate(id).error) {
+    throw badRequest(`${name}: must be a positive integer`);
+  }
+  return id;
+}
+
+/** Extra admin routes contributed by other slices (webhooks, carriers) without editing this file. */
+export type AdminExtension = (router: Router, ctx: AppContext) => void;
+
+export function adminRouter(ctx: AppContext, extensions: AdminExtension[] = []): Router {
+  const router = Router();
+  router.use(adminAuth(ctx.config.adminToken));
+  const body = (req: Request) => readJsonBody(req);
+
+  router.post('/accounts', async (req, res) => {
+    const input = validate(newAccountSchema, await body(req), { convert: true });
+    res.status(201).json(await createAccount(ctx.db, input));
+  });
+  router.get('/accounts/:id', async (req, res) => {
+    res.json(await getAccount(ctx.db, parseId(req.params.id)));
+  });
+  router.patch('/accounts/:id', async (req, res) => {
+    const input = validate(accountSettingsSchema, await body(req), { convert: true });
+    res.json(await updateAccount(ctx.db, parseId(req.params.id), input));
+  });
+  router.post('/accounts/:id/credit', async (req, res) => {
+    const input = validate(creditSchema, await body(req));
+    res.json(await addAccountCredit(ctx.db, parseId(req.params.id), input.czk ?? 0, input.eur ?? 0));
+  });
+  router.get('/keys', async (req, res) => {
+    const accountId = req.query.account_id === undefined ? undefined : parseId(req.query.account_id, 'account_id');
+    res.json({ keys: await listKeys(ctx.db, accountId) });
+  });
+  router.post('/keys/:id/credit', async (req, res) => {
+    const input = validate(keyCreditSchema, await body(req));
+    res.json(await addKeyCredit(ctx.db, parseId(req.params.id), input.amount));
+  });
+  router.get('/prices', async (_req, res) => {
+    res.json({ prices: await listPrices(ctx.db) });
+  });
+  router.put('/prices', async (req, res) => {
+    const rows = validate(pricesSchema, await body(req), { convert: true });
+    res.json({ updated: await upsertPrices(ctx.db, rows) });
+  });
+  router.post('/numbers', async (req, res) => {
+    const input = validate(numberAssignmentSchema, await body(req), { convert: true });
+    res.status(201).json(await assignNumber(ctx.db, input));
+  });
+  for (const extend of extensions) {
+    extend(router, ctx);
+  }
+  router.use((_req, res) => {
+    res.status(404).json({ error: 'NOT_FOUND', message: 'No such admin call' });
+  });
+  router.use(adminErrors(ctx));
+  return router;
+}
+
+function adminErrors(ctx: AppContext): ErrorRequestHandler {
+  return (err, _req, res, _next) => {
+    if (err instanceof AppError) {
+      res.status(err.status).json({ error: err.code, message: err.message });
+      return;
+    }
+    if (err instanceof BodyError) {
+      res.status(err.status).json({ error: 'BAD_REQUEST', message: err.message });
+      return;
+    }
+    ctx.logger.error({ err }, 'admin call failed');
+    res.status(500).json({ error: 'INTERNAL_ERROR', message: 'Internal error' });
+  };
+}

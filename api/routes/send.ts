@@ -1,0 +1,158 @@
+/**
+ * The sending API: JSON v2 (`/v2/message`, `/v2/messages`), the simple endpoints and legacy JSON
+ * v1 (`POST /v1/messages`). Handlers only authenticate, read the body, call `acceptMessages` and
+ * present its result in the endpoint's shape (D2, D9).
+ */
+import { randomUUID } from 'node:crypto';
+import { Router, type ErrorRequestHandler, type Request, type Response } from 'express';
+import type { AppContext } from '../context.js';
+import { readJsonBody, readFormBody, mediaType, BodyError } from '../middleware/body.js';
+import { headerKey, keyFromRequest } from '../middleware/api-key.js';
+import { acceptMessages, type AcceptMode, type MessageSource } from '../../shared/sending/accept.js';
+import { MAX_OBJECTS } from '../../shared/sending/message-schema.js';
+import { AppError } from '../../shared/errors.js';
+import type { ApiKeyRecord } from '../../shared/domain/keys.js';
+
+/** D2: the exact text for a missing, unknown, revoked or disabled key (HTTP 400, not 401). */
+export const NOT_AUTHORIZED = 'User is not authorized to access this resource with an explicit deny';
+
+class SendError extends Error {
+  constructor(readonly status: number, message: string, readonly body?: Record<string, unknown>) {
+    super(message);
+  }
+}
+
+export function sendRouter(ctx: AppContext): Router {
+  const router = Router();
+  const deps = { db: ctx.db, queues: ctx.queues, config: ctx.config, logger: ctx.logger };
+
+  const auth = async (presented: string | undefined): Promise<ApiKeyRecord> => {
+    const key = await keyFromRequest(ctx.db, presented);
+    if (!key) {
+      throw new SendError(400, NOT_AUTHORIZED);
+    }
+    return key;
+  };
+
+  const batch = (source: MessageSource, camel: boolean) => async (req: Request, res: Response) => {
+    const key = await auth(headerKey(req));
+    const body = await readJsonBody(req);
+    if (!Array.isArray(body)) {
+      throw new SendError(400, 'Request body must be a JSON array of message objects');
+    }
+    if (body.length < 1 || body.length > MAX_OBJECTS) {
+      throw new SendError(400, `Request body must hold 1 to ${MAX_OBJECTS} message objects (got ${body.length})`);
+    }
+    const result = await acceptMessages(deps, key, body, { mode: 'batch', source });
+    res.json(camel
+      ? {
+          requestId: result.requestId,
+          accepted: result.accepted.map((a) => ({ key: a.key, messageId: a.messageId })),
+          rejected: result.rejected.map((r) => ({ key: r.key, message: r.message })),
+        }
+      : { request_id: result.requestId, accepted: result.accepted.map((a) => ({ key: a.key, message_id: a.messageId })), rejected: result.rejected });
+  };
+
+  router.post('/v2/messages', batch('v2', false));
+  router.post('/v1/messages', batch('v1', true));
+
+  router.post('/v2/message', async (req, res) => {
+    const key = await auth(headerKey(req));
+    const body = await readJsonBody(req);
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+      throw new SendError(400, 'Request body must be one message object');
+    }
+    const result = await acceptMessages(deps, key, [body], { mode: 'single', source: 'v2' });
+    res.json({ request_id: result.requestId, accepted: result.accepted.map((a) => ({ key: a.key, message_id: a.messageId })), rejected: [] });
+  });
+
+  // Simple endpoints (D9): one recipient, flat parameters.
+  const simple = async (req: Request, res: Response, params: Record<string, string | undefined>, presented: string | undefined) => {
+    const key = await auth(presented);
+    const mode: AcceptMode = 'single';
+    const message = simpleToMessage(params);
+    try {
+      const result = await acceptMessages(deps, key, [message], { mode, source: 'simple' });
+      res.json({ request_id: result.requestId, message_id: result.accepted[0]!.messageId, accepted: true });
+    } catch (err) {
+      if (err instanceof AppError && err.status === 400) {
+        res.status(400).json({ request_id: randomUUID(), accepted: false, message: translateSimpleField(err.message) });
+        return;
+      }
+      throw err;
+    }
+  };
+  router.get('/v2/simple/message', async (req, res) => {
+    const query = flatQuery(req);
+    await simple(req, res, query, headerKey(req) ?? query.apikey);
+  });
+  router.post('/v2/simple/message', async (req, res) => {
+    if (mediaType(req) !== 'application/x-www-form-urlencoded') {
+      req.resume();
+      res.status(415).json({ message: 'Unsupported Media Type' });
+      return;
+    }
+    await simple(req, res, await readFormBody(req), headerKey(req));
+  });
+
+  router.use(sendErrors(ctx));
+  return router;
+}
+
+function flatQuery(req: Request): Record<string, string | undefined> {
+  const out: Record<string, string | undefined> = {};
+  for (const [name, value] of Object.entries(req.query)) {
+    out[name] = typeof value === 'string' ? value : Array.isArray(value) && typeof value[0] === 'string' ? value[0] : undefined;
+  }
+  return out;
+}
+
+/** D9 parameters → a v2 message object (aliases: number, body, time; customID kept as payload.customID). */
+export function simpleToMessage(p: Record<string, string | undefined>): Record<string, unknown> {
+  const phone = p.phone_number ?? p.number;
+  const text = p.message ?? p.body;
+  const when = p.datetime ?? p.time;
+  const sms: Record<string, unknown> = {};
+  if (p.sender !== undefined && p.sender !== '') {
+    sms.sender = p.sender;
+  }
+  if (p.gateway !== undefined && p.gateway !== '') {
+    sms.gateway = p.gateway;
+  }
+  return {
+    ...(text !== undefined && { body: text }),
+    to: phone === undefined ? undefined : [{ phone_number: phone }],
+    flow: [{ sms }],
+    ...(when !== undefined && when !== '' && { datetime: when }),
+    ...(p.customID !== undefined && { payload: { customID: p.customID } }),
+  };
+}
+
+/** Name the simple endpoint's own parameters in errors (`to[0].phone_number` → `phone_number`). */
+function translateSimpleField(message: string): string {
+  return message
+    .replace(/^to\[0\]\.phone_number/, 'phone_number')
+    .replace(/^to:/, 'phone_number:')
+    .replace(/^body:/, 'message:')
+    .replace(/^flow\[0\]\.sms\./, '');
+}
+
+function sendErrors(ctx: AppContext): ErrorRequestHandler {
+  return (err, _req, res, _next) => {
+    if (err instanceof SendError) {
+      res.status(err.status).json({ Message: err.message });
+      return;
+    }
+    if (err instanceof BodyError) {
+      // D2: every whole-request failure, size included, is HTTP 400 with a specific Message.
+      res.status(400).json({ Message: err.message });
+      return;
+    }
+    if (err instanceof AppError && err.status < 500) {
+      res.status(err.status).json({ Message: err.message });
+      return;
+    }
+    ctx.logger.error({ err }, 'sending API call failed');
+    res.status(500).json({ Message: 'Internal server error' });
+  };
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# `npm start`: install dependencies when missing, compile when the sources are newer than dist/,
+# then run the compiled service (production mode code path; NODE_ENV decides the defaults).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+role="${1:-all}"; shift || true
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  npm ci --no-audit --no-fund >&2
+fi
+if [ ! -f dist/bin/switchboard.js ] || [ -n "$(find api workers shared bin scripts -newer dist/bin/switchboard.js -type f 2>/dev/null | head -n 1)" ]; then
+  npm run --silent build >&2
+fi
+exec node --enable-source-maps dist/bin/switchboard.js "$role" "$@"

@@ -1,0 +1,92 @@
+/**
+ * The one interface every carrier connector (sandbox, SMPP, later WhatsApp and Viber) implements.
+ * The dispatch engine hands attempts to a carrier and learns what happened to them only through
+ * the CarrierSink it gave the carrier: carriers never touch Postgres, queues or accounts.
+ */
+
+export type Channel = 'sms' | 'viber' | 'whatsapp_text' | 'whatsapp_template';
+
+/** Result of one attempt (recipient x flow step); the `result` field of sentMessage events. */
+export type AttemptState = 'sending' | 'sent' | 'delivered' | 'seen' | 'undelivered' | 'rejected' | 'failed';
+
+export type SmsEncoding = 'gsm7' | 'ucs2';
+
+/** Everything a carrier needs to send one attempt; built by the engine, never containing secrets. */
+export interface OutboundAttempt {
+  /** Primary key of the attempt row; the handle for every later report. */
+  attemptId: number;
+  /** The recipient's public id (`<message_id>-<index>` or its own id). */
+  recipientPublicId: string;
+  channel: Channel;
+  /** Destination, E.164 digits without `+`. */
+  to: string;
+  sender: string;
+  /** Final text as it will be sent (channel body chosen, `sms.type=sms` transliteration applied). */
+  text: string;
+  /** SMS only: encoding and the text of each part (one element for a single-part SMS). */
+  encoding?: SmsEncoding;
+  parts?: string[];
+  smsGateway?: 'high' | 'direct' | 'custom';
+  /** Minutes the step may take before the engine moves on; carriers may pass it on (validity period). */
+  ttlMinutes: number;
+  viberButton?: { title: string; url: string };
+  whatsappTemplate?: {
+    templateName: string;
+    language?: string;
+    params?: string[];
+    paramsHeader?: string[];
+    paramsButtons?: string[];
+  };
+}
+
+/**
+ * A status change reported by a carrier. Either `attemptId` (the carrier knows our attempt, e.g. a
+ * submit response) or `carrier` + `ref` (a later receipt that names only the carrier's message id).
+ */
+export interface StatusReport {
+  attemptId?: number;
+  /** Connection name the ref belongs to (e.g. `smpp.main`); with `ref`. */
+  carrier?: string;
+  /** Carrier message id: stored with `sent`, or used to find the attempt on a receipt. */
+  ref?: string;
+  /** For multi-part SMS: 0-based part index the ref belongs to, and how many parts there are. */
+  part?: number;
+  partCount?: number;
+  state: AttemptState;
+  /** e.g. `[0] Delivered`, `[1] Undelivered`, `[88] Throttled` */
+  resultInfo: string;
+  /** Unix milliseconds when it happened (carrier time when known). */
+  at: number;
+}
+
+/** An inbound (mobile-originated) message, from any channel. */
+export interface InboundReport {
+  gateway: 'sms' | 'viber' | 'whatsapp';
+  /** Who sent it (a phone number in any form; normalised by the inbound path). */
+  sender: string;
+  /** The number or sender id that received it. */
+  recipient: string;
+  body: string;
+  /** Unix milliseconds when the person sent it (receipt time when unknown). */
+  at: number;
+  /** Set only by the sandbox: the account whose key injected it (D5). */
+  accountId?: number;
+}
+
+/** The engine's side of the contract: where carriers report what happened. */
+export interface CarrierSink {
+  report(updates: StatusReport[]): Promise<void>;
+  inbound(message: InboundReport): Promise<void>;
+}
+
+export interface Carrier {
+  /** Stable name, stored on attempts (`sandbox`, `smpp.<connection>`). */
+  readonly name: string;
+  /**
+   * Hand attempts over. Resolves once the carrier has taken responsibility for them (queued in its
+   * window or sent); outcomes arrive later through the sink. Must be safe to call again with the
+   * same attempt after a crash (the engine re-hands attempts that never got a carrier answer).
+   */
+  send(attempts: OutboundAttempt[]): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,132 @@
+/**
+ * Configuration from the environment, validated once at start. Every problem is listed with the
+ * variable's name, so a bad deployment fails with a message an operator can act on. No other
+ * module reads `process.env`.
+ */
+import Joi from 'joi';
+import { existsSync } from 'node:fs';
+
+export interface Config {
+  /** `NODE_ENV === 'production'`; everything else counts as development (D11). */
+  production: boolean;
+  /** HTTP port (default 8080). */
+  port: number;
+  /** Postgres connection string (default postgres://127.0.0.1:5432/switchboard). */
+  databaseUrl: string;
+  /** Redis connection string (default redis://127.0.0.1:6379). */
+  redisUrl: string;
+  /** Prefix for every Redis key and BullMQ queue (default `sb`); tests use one per run. */
+  redisPrefix: string;
+  /** Base URL used to build links (default http://localhost:8080). */
+  publicUrl: string;
+  /** Bearer token of the admin API and bull-board; unset refuses every admin call. */
+  adminToken: string | null;
+  /** Built-in sandbox carrier (D10): default on in development, off in production. */
+  sandbox: boolean;
+  /** Allow callbacks to private/loopback addresses: default on in development, off in production. */
+  allowPrivateCallbacks: boolean;
+  /** SMS sender when neither the step nor the account names one. */
+  defaultSender: string;
+  /** pino level. */
+  logLevel: string;
+  /** Single SMPP connection (`smpp://…`), optional. */
+  smppUrl: string | null;
+  /** Worker concurrency per pool. */
+  concurrency: { sms: number; viber: number; whatsapp: number; status: number; webhooks: number };
+  /** Webhook retry delays in ms (D4); overridable for tests. */
+  webhookRetryScheduleMs: number[];
+  /** Maximum events of one webhook POST and how long events may wait for company (D4). */
+  webhookBatchMax: number;
+  webhookLingerMs: number;
+  /** Sandbox delay of the `04` outcome (D10: 5 s). */
+  sandboxSlowDeliveryMs: number;
+  /** How often the recovery sweep looks for work that Redis lost. */
+  recoverySweepMs: number;
+  /** Run migrations on start (default true). */
+  migrateOnStart: boolean;
+}
+
+const bool = Joi.boolean().truthy('1').falsy('0').sensitive(false);
+const list = Joi.string().pattern(/^\d+(,\d+)*$/);
+
+const schema = Joi.object({
+  NODE_ENV: Joi.string().valid('production', 'development', 'test').default('development'),
+  PORT: Joi.number().integer().min(0).max(65535).default(8080),
+  DATABASE_URL: Joi.string().uri({ scheme: ['postgres', 'postgresql'] }).default('postgres://127.0.0.1:5432/switchboard'),
+  REDIS_URL: Joi.string().uri({ scheme: ['redis', 'rediss'] }).default('redis://127.0.0.1:6379'),
+  REDIS_PREFIX: Joi.string().pattern(/^[A-Za-z0-9_-]{1,40}$/).default('sb'),
+  PUBLIC_URL: Joi.string().uri({ scheme: ['http', 'https'] }).default('http://localhost:8080'),
+  ADMIN_TOKEN: Joi.string().min(16).allow(''),
+  SANDBOX: bool,
+  ALLOW_PRIVATE_CALLBACKS: bool,
+  DEFAULT_SENDER: Joi.string().min(1).max(15).default('Info'),
+  LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
+  SMPP_URL: Joi.string().pattern(/^smpps?:\/\//).allow(''),
+  SMS_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(8),
+  VIBER_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(4),
+  WHATSAPP_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(4),
+  STATUS_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(4),
+  WEBHOOK_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(32),
+  WEBHOOK_RETRY_SCHEDULE_MS: list,
+  WEBHOOK_BATCH_MAX: Joi.number().integer().min(1).max(100).default(100),
+  WEBHOOK_LINGER_MS: Joi.number().integer().min(0).max(1000).default(200),
+  SANDBOX_SLOW_DELIVERY_MS: Joi.number().integer().min(0).default(5000),
+  RECOVERY_SWEEP_MS: Joi.number().integer().min(100).default(30000),
+  MIGRATE_ON_START: bool.default(true),
+}).unknown(true);
+
+/** D4: about 10 s, 1 min, 5 min, 15 min, 1 h, 3 h, 6 h, 12 h, 24 h. */
+const DEFAULT_RETRY_SCHEDULE_MS = [10e3, 60e3, 300e3, 900e3, 3600e3, 3 * 3600e3, 6 * 3600e3, 12 * 3600e3, 24 * 3600e3];
+
+export class ConfigError extends Error {
+  constructor(public readonly problems: string[]) {
+    super(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Validate an environment object (default: `process.env`, after an optional `.env` file). */
+export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
+  const { value, error } = schema.validate(env, { abortEarly: false, convert: true });
+  if (error) {
+    throw new ConfigError(error.details.map((d) => `${String(d.path[0])}: ${d.message.replace(/^"[^"]+" /, '')}`));
+  }
+  const production = value.NODE_ENV === 'production';
+  return Object.freeze({
+    production,
+    port: value.PORT,
+    databaseUrl: value.DATABASE_URL,
+    redisUrl: value.REDIS_URL,
+    redisPrefix: value.REDIS_PREFIX,
+    publicUrl: value.PUBLIC_URL.replace(/\/$/, ''),
+    adminToken: value.ADMIN_TOKEN ? value.ADMIN_TOKEN : null,
+    sandbox: value.SANDBOX ?? !production,
+    allowPrivateCallbacks: value.ALLOW_PRIVATE_CALLBACKS ?? !production,
+    defaultSender: value.DEFAULT_SENDER,
+    logLevel: value.LOG_LEVEL,
+    smppUrl: value.SMPP_URL ? value.SMPP_URL : null,
+    concurrency: {
+      sms: value.SMS_CONCURRENCY,
+      viber: value.VIBER_CONCURRENCY,
+      whatsapp: value.WHATSAPP_CONCURRENCY,
+      status: value.STATUS_CONCURRENCY,
+      webhooks: value.WEBHOOK_CONCURRENCY,
+    },
+    webhookRetryScheduleMs: value.WEBHOOK_RETRY_SCHEDULE_MS
+      ? String(value.WEBHOOK_RETRY_SCHEDULE_MS).split(',').map(Number)
+      : DEFAULT_RETRY_SCHEDULE_MS,
+    webhookBatchMax: value.WEBHOOK_BATCH_MAX,
+    webhookLingerMs: value.WEBHOOK_LINGER_MS,
+    sandboxSlowDeliveryMs: value.SANDBOX_SLOW_DELIVERY_MS,
+    recoverySweepMs: value.RECOVERY_SWEEP_MS,
+    migrateOnStart: value.MIGRATE_ON_START,
+  });
+}
+
+/** `process.env` after loading `.env` from the working directory, when one exists (values already set win). */
+function readEnv(): NodeJS.ProcessEnv {
+  if (existsSync('.env')) {
+    process.loadEnvFile('.env');
+  }
+  return process.env;
+}

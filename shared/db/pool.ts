@@ -1,0 +1,114 @@
+/**
+ * The one Postgres module: pool, transactions, database creation and migrations.
+ * Hot paths write hand-written SQL (unnest batches); nothing else talks to Postgres directly.
+ */
+import pg from 'pg';
+import { readdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+
+export type Db = pg.Pool;
+export type Tx = pg.PoolClient;
+/** Anything that can run a query: the pool or a transaction's client. */
+export type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
+
+// bigint columns (ids, counters) are well below 2^53 in practice; read them as numbers.
+pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
+// json (not jsonb) columns hold payloads whose exact text must come back: keep them as text.
+pg.types.setTypeParser(114, (v) => v);
+// numeric balances and prices: numbers in API answers; 4 decimal places fit a double exactly enough.
+pg.types.setTypeParser(pg.types.builtins.NUMERIC, (v) => Number(v));
+
+export function createPool(databaseUrl: string, max = 10): Db {
+  const pool = new pg.Pool({ connectionString: databaseUrl, max, connectionTimeoutMillis: 5000, idleTimeoutMillis: 30000 });
+  // An idle client error (server restart) must not crash the process; the pool replaces it.
+  pool.on('error', () => undefined);
+  return pool;
+}
+
+/** Run `fn` in a transaction; commits when it resolves, rolls back when it throws. */
+export async function withTx<T>(db: Db, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  const client = await db.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await fn(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+/** Create the database named in the URL when it does not exist (D11: "creates the database when it can"). */
+export async function ensureDatabase(databaseUrl: string): Promise<void> {
+  const url = new URL(databaseUrl);
+  const name = decodeURIComponent(url.pathname.replace(/^\//, ''));
+  if (!name) {
+    return;
+  }
+  const probe = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 5000 });
+  try {
+    await probe.connect();
+    await probe.end();
+    return;
+  } catch (err) {
+    await probe.end().catch(() => undefined);
+    if ((err as { code?: string }).code !== '3D000') {
+      throw err;
+    }
+  }
+  url.pathname = '/postgres';
+  const admin = new pg.Client({ connectionString: url.toString(), connectionTimeoutMillis: 5000 });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
+  } catch (err) {
+    // Another process created it between our probe and now.
+    if ((err as { code?: string }).code !== '42P04') {
+      throw err;
+    }
+  } finally {
+    await admin.end();
+  }
+}
+
+const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
+
+/**
+ * Apply pending `NNN_name.sql` files in order, each in its own transaction, under an advisory
+ * lock so that several processes starting at once migrate exactly once.
+ */
+export async function migrate(db: Db): Promise<string[]> {
+  const files = readdirSync(MIGRATIONS_DIR).filter((f) => /^\d{3}_.+\.sql$/.test(f)).sort();
+  const client = await db.connect();
+  const applied: string[] = [];
+  try {
+    await client.query('SELECT pg_advisory_lock(727001)');
+    await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
+      name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
+    const done = new Set((await client.query<{ name: string }>('SELECT name FROM schema_migrations')).rows.map((r) => r.name));
+    for (const file of files) {
+      if (done.has(file)) {
+        continue;
+      }
+      const sql = readFileSync(path.join(MIGRATIONS_DIR, file), 'utf8');
+      await client.query('BEGIN');
+      try {
+        await client.query(sql);
+        await client.query('INSERT INTO schema_migrations (name) VALUES ($1)', [file]);
+        await client.query('COMMIT');
+      } catch (err) {
+        await client.query('ROLLBACK');
+        throw new Error(`migration ${file} failed: ${(err as Error).message}`);
+      }
+      applied.push(file);
+    }
+  } finally {
+    await client.query('SELECT pg_advisory_unlock(727001)').catch(() => undefined);
+    client.release();
+  }
+  return applied;
+}

@@ -1,0 +1,196 @@
+/** Accounts, balances and their settings: the operations behind the admin API and the CLI. */
+import { withTx, type Db, type Queryable } from '../db/pool.js';
+import { notFound, badRequest } from '../errors.js';
+import { generateApiKey } from './keys.js';
+
+export type Currency = 'CZK' | 'EUR';
+
+export interface NewAccount {
+  name?: string;
+  country?: string;
+  currency: Currency;
+  credit_czk?: number;
+  credit_eur?: number;
+  default_sender?: string;
+}
+
+/** Settings an operator may change (D11). */
+export interface AccountSettings {
+  name?: string;
+  country?: string;
+  default_sender?: string | null;
+  verification_secret?: string | null;
+  verification_attempts?: number;
+  verification_expiry_s?: number;
+  verification_template?: string;
+  verify_account_per_min?: number;
+  verify_phone_per_hour?: number;
+  verify_phone_cooldown_s?: number;
+  reply_window_days?: number;
+}
+
+export interface AccountView {
+  account_id: number;
+  name: string;
+  country: string;
+  currency: Currency;
+  credit_czk: number;
+  credit_eur: number;
+  default_sender: string | null;
+  verification_secret_set: boolean;
+  verification_attempts: number;
+  verification_expiry_s: number;
+  verification_template: string;
+  verify_account_per_min: number;
+  verify_phone_per_hour: number;
+  verify_phone_cooldown_s: number;
+  reply_window_days: number;
+  created_at: string;
+}
+
+export async function createAccount(db: Db, input: NewAccount): Promise<{ account_id: number; api_key: string }> {
+  const key = generateApiKey();
+  return withTx(db, async (tx) => {
+    const { rows } = await tx.query<{ id: number }>(
+      `INSERT INTO accounts (name, country, currency, credit_czk, credit_eur, default_sender)
+       VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
+      [input.name ?? '', (input.country ?? 'CZ').toUpperCase(), input.currency, input.credit_czk ?? 0,
+        input.credit_eur ?? 0, input.default_sender ?? null],
+    );
+    const accountId = rows[0]!.id;
+    await tx.query(
+      `INSERT INTO api_keys (account_id, is_primary, key_hash, key_prefix, shared, currency, note)
+       VALUES ($1, true, $2, $3, true, $4, 'primary')`,
+      [accountId, key.hash, key.prefix, input.currency],
+    );
+    return { account_id: accountId, api_key: key.key };
+  });
+}
+
+interface AccountRow {
+  id: number;
+  name: string;
+  country: string;
+  currency: Currency;
+  credit_czk: number;
+  credit_eur: number;
+  default_sender: string | null;
+  verification_secret: string | null;
+  verification_attempts: number;
+  verification_expiry_s: number;
+  verification_template: string;
+  verify_account_per_min: number;
+  verify_phone_per_hour: number;
+  verify_phone_cooldown_s: number;
+  reply_window_days: number;
+  created_at: Date;
+}
+
+export async function getAccount(db: Queryable, id: number): Promise<AccountView> {
+  const { rows } = await db.query<AccountRow>('SELECT * FROM accounts WHERE id = $1', [id]);
+  const row = rows[0];
+  if (!row) {
+    throw notFound(`account ${id} not found`);
+  }
+  return presentAccount(row);
+}
+
+function presentAccount(row: AccountRow): AccountView {
+  return {
+    account_id: row.id,
+    name: row.name,
+    country: row.country.trim(),
+    currency: row.currency,
+    credit_czk: row.credit_czk,
+    credit_eur: row.credit_eur,
+    default_sender: row.default_sender,
+    verification_secret_set: row.verification_secret !== null,
+    verification_attempts: row.verification_attempts,
+    verification_expiry_s: row.verification_expiry_s,
+    verification_template: row.verification_template,
+    verify_account_per_min: row.verify_account_per_min,
+    verify_phone_per_hour: row.verify_phone_per_hour,
+    verify_phone_cooldown_s: row.verify_phone_cooldown_s,
+    reply_window_days: row.reply_window_days,
+    created_at: row.created_at.toISOString(),
+  };
+}
+
+const SETTING_COLUMNS: ReadonlyArray<keyof AccountSettings> = [
+  'name', 'country', 'default_sender', 'verification_secret', 'verification_attempts', 'verification_expiry_s',
+  'verification_template', 'verify_account_per_min', 'verify_phone_per_hour', 'verify_phone_cooldown_s',
+  'reply_window_days',
+];
+
+export async function updateAccount(db: Db, id: number, settings: AccountSettings): Promise<AccountView> {
+  const sets: string[] = [];
+  const values: unknown[] = [];
+  for (const column of SETTING_COLUMNS) {
+    const value = settings[column];
+    if (value !== undefined) {
+      values.push(column === 'country' && typeof value === 'string' ? value.toUpperCase() : value);
+      sets.push(`${column} = $${values.length}`);
+    }
+  }
+  if (sets.length === 0) {
+    return getAccount(db, id);
+  }
+  values.push(id);
+  const { rowCount } = await db.query(`UPDATE accounts SET ${sets.join(', ')} WHERE id = $${values.length}`, values);
+  if (!rowCount) {
+    throw notFound(`account ${id} not found`);
+  }
+  return getAccount(db, id);
+}
+
+/** Add (or with negative amounts take) credit; an operator correction may leave a balance below zero. */
+export async function addAccountCredit(db: Db, id: number, czk: number, eur: number): Promise<{ credit_czk: number; credit_eur: number }> {
+  const { rows } = await db.query<{ credit_czk: number; credit_eur: number }>(
+    `UPDATE accounts SET credit_czk = credit_czk + $2, credit_eur = credit_eur + $3 WHERE id = $1
+     RETURNING credit_czk, credit_eur`,
+    [id, czk, eur],
+  );
+  const row = rows[0];
+  if (!row) {
+    throw notFound(`account ${id} not found`);
+  }
+  return row;
+}
+
+/** Top up an own-credit sub-key (its balance is in its own currency). */
+export async function addKeyCredit(db: Db, keyId: number, amount: number): Promise<{ id: number; currency: Currency; balance: number }> {
+  const { rows } = await db.query<{ id: number; currency: Currency; balance: number; shared: boolean; is_primary: boolean }>(
+    `UPDATE api_keys SET balance = balance + $2 WHERE id = $1 AND NOT shared AND NOT is_primary
+     RETURNING id, currency, balance, shared, is_primary`,
+    [keyId, amount],
+  );
+  const row = rows[0];
+  if (!row) {
+    const exists = await db.query('SELECT 1 FROM api_keys WHERE id = $1', [keyId]);
+    throw exists.rowCount ? badRequest('key shares its account balance; top up the account instead') : notFound(`key ${keyId} not found`);
+  }
+  return { id: row.id, currency: row.currency, balance: row.balance };
+}
+
+export interface KeyListing {
+  id: number;
+  account_id: number;
+  is_primary: boolean;
+  key_prefix: string;
+  note: string;
+  shared: boolean;
+  currency: Currency;
+  balance: number;
+  default_callback_url: string | null;
+  disabled: boolean;
+  created_at: string;
+}
+
+export async function listKeys(db: Queryable, accountId?: number): Promise<KeyListing[]> {
+  const { rows } = await db.query<Omit<KeyListing, 'created_at'> & { created_at: Date }>(
+    `SELECT id, account_id, is_primary, key_prefix, note, shared, currency, balance, default_callback_url, disabled, created_at
+       FROM api_keys ${accountId === undefined ? '' : 'WHERE account_id = $1'} ORDER BY id`,
+    accountId === undefined ? [] : [accountId],
+  );
+  return rows.map((r) => ({ ...r, created_at: r.created_at.toISOString() }));
+}

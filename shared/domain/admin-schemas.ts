@@ -1,0 +1,50 @@
+/** Input schemas of the operator operations, shared by the admin HTTP API and the CLI (D11). */
+import Joi from 'joi';
+import type { NewAccount, AccountSettings } from './accounts.js';
+import type { PriceRow } from './prices.js';
+import { isValidCountry } from '../phone/normalize.js';
+
+const country = Joi.string().length(2).uppercase().custom((v: string, helpers) =>
+  isValidCountry(v.toUpperCase()) ? v.toUpperCase() : helpers.error('any.invalid'));
+const money = Joi.number().precision(4).min(-1e12).max(1e12);
+const sender = Joi.string().min(1).max(15).pattern(/^[A-Za-z0-9 .&_-]+$/);
+
+export const newAccountSchema = Joi.object<NewAccount>({
+  name: Joi.string().max(200).allow(''),
+  country,
+  currency: Joi.string().valid('CZK', 'EUR').required(),
+  credit_czk: money.min(0),
+  credit_eur: money.min(0),
+  default_sender: sender,
+});
+
+export const accountSettingsSchema = Joi.object<AccountSettings>({
+  name: Joi.string().max(200).allow(''),
+  country,
+  default_sender: sender.allow(null),
+  verification_secret: Joi.string().min(16).max(256).allow(null),
+  verification_attempts: Joi.number().integer().min(1).max(20),
+  verification_expiry_s: Joi.number().integer().min(1).max(86400),
+  verification_template: Joi.string().min(1).max(500).pattern(/\{code\}/, 'containing {code}'),
+  verify_account_per_min: Joi.number().integer().min(1).max(1e6),
+  verify_phone_per_hour: Joi.number().integer().min(1).max(1e4),
+  verify_phone_cooldown_s: Joi.number().integer().min(0).max(86400),
+  reply_window_days: Joi.number().integer().min(0).max(365),
+}).min(1);
+
+export const creditSchema = Joi.object<{ czk?: number; eur?: number }>({ czk: money, eur: money }).or('czk', 'eur');
+export const keyCreditSchema = Joi.object<{ amount: number }>({ amount: money.required() });
+
+export const pricesSchema = Joi.array<PriceRow[]>().items(Joi.object({
+  channel: Joi.string().valid('sms', 'viber', 'whatsapp_text', 'whatsapp_template').required(),
+  prefix: Joi.string().pattern(/^[0-9]{0,15}$/).allow('').required(),
+  operator: Joi.number().integer().min(0).max(999).default(0),
+  price_czk: Joi.number().min(0).max(1e6).required(),
+  price_eur: Joi.number().min(0).max(1e6).required(),
+})).min(1).max(100000);
+
+export const numberAssignmentSchema = Joi.object<{ account_id: number; value: string; channels: string[] }>({
+  account_id: Joi.number().integer().min(1).required(),
+  value: Joi.string().min(1).max(32).required(),
+  channels: Joi.array().items(Joi.string().valid('sms', 'viber', 'whatsapp')).min(1).unique().default(['sms', 'viber', 'whatsapp']),
+});

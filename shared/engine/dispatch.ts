@@ -1,0 +1,333 @@
+/**
+ * Starting one flow step for the recipients of a dispatch job. In one transaction: lock the
+ * recipients still waiting for this step, price every attempt, take the credit (one locked
+ * balance row per payer, never below zero), write the attempts, the recipients' new state and
+ * the `sending`/`rejected` events. After the commit: hand the attempts to their carriers and set
+ * their ttl timers. A second run of the same job finds nothing waiting and only re-hands attempts
+ * that never reached a carrier (a crash between commit and hand-over).
+ */
+import { withTx, type Tx } from '../db/pool.js';
+import type { Carrier, Channel, OutboundAttempt } from '../carriers/types.js';
+import type { DispatchJob } from '../queues.js';
+import { stepChannel, type FlowStep } from '../sending/message-schema.js';
+import { planSms } from '../sms/gsm7.js';
+import { mccOfE164 } from '../phone/mcc.js';
+import { findPrice, currentPrices } from '../domain/prices.js';
+import { isInsideWindow, nextSendInstant, type DeliveryWindow } from '../schedule/window.js';
+import { defaultTtlMinutes, familyOf } from './transitions.js';
+import { insertEvents, sentMessageEvent, type OutboxEvent } from './events.js';
+import type { EngineDeps, NextStep } from './engine.js';
+
+export interface MessageRow {
+  id: string;
+  request_id: string;
+  account_id: number;
+  key_id: number;
+  body: string | null;
+  flow: FlowStep[];
+  callback: string | null;
+  tag: string;
+  lane: number;
+  payload: string | null;
+  send_at: Date | null;
+  delivery_time: DeliveryWindow | null;
+  source: string;
+  key_shared: boolean;
+  key_primary: boolean;
+  key_currency: 'CZK' | 'EUR';
+  default_callback_url: string | null;
+  default_sender: string | null;
+}
+
+export async function loadMessage(db: EngineDeps['db'] | Tx, messageId: string): Promise<MessageRow | null> {
+  const { rows } = await db.query<MessageRow>(
+    `SELECT m.id, m.request_id, m.account_id, m.key_id, m.body, m.flow, m.callback, m.tag, m.lane, m.payload,
+            m.send_at, m.delivery_time, m.source, k.shared AS key_shared, k.is_primary AS key_primary,
+            k.currency AS key_currency, k.default_callback_url, a.default_sender
+       FROM messages m JOIN api_keys k ON k.id = m.key_id JOIN accounts a ON a.id = m.account_id
+      WHERE m.id = $1`,
+    [messageId],
+  );
+  return rows[0] ?? null;
+}
+
+/** When this step may run: the scheduled time and the delivery window (checked again when the job fires). */
+export function dueInstant(msg: Pick<MessageRow, 'send_at' | 'delivery_time'>, now: Date): Date {
+  let due = msg.send_at && msg.send_at > now ? msg.send_at : now;
+  if (msg.delivery_time && !isInsideWindow(msg.delivery_time, due)) {
+    due = nextSendInstant(msg.delivery_time, due);
+  }
+  return due;
+}
+
+interface RecipientRow {
+  id: number;
+  public_id: string;
+  phone: string | null;
+  state: string;
+}
+
+interface Planned {
+  recipient: RecipientRow;
+  channel: Channel;
+  sender: string;
+  text: string;
+  carrier: Carrier | null;
+  attempt: Omit<OutboundAttempt, 'attemptId'>;
+  count: number;
+  priceCzk: number;
+  priceEur: number;
+  country: number;
+  /** Set when the attempt is rejected before leaving: result_info, and whether the flow goes on. */
+  reject?: { info: string; fallback: boolean };
+}
+
+const UNITS = 10000; // money is summed in 1/10000 to keep balances exact
+
+export interface DispatchOutcome {
+  delayUntil: Date | null;
+  handed: number;
+  rejected: number;
+}
+
+export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new Date()): Promise<DispatchOutcome> {
+  const msg = await loadMessage(deps.db, job.messageId);
+  if (!msg || job.step >= msg.flow.length) {
+    return { delayUntil: null, handed: 0, rejected: 0 };
+  }
+  const due = dueInstant(msg, now);
+  if (due.getTime() - now.getTime() > 1000) {
+    await deps.db.query(
+      `UPDATE recipients SET due_at = $3 WHERE id = ANY($1) AND step = $2 AND state = 'queued'`,
+      [job.recipientIds, job.step, due],
+    );
+    return { delayUntil: due, handed: 0, rejected: 0 };
+  }
+
+  const { channel, config: stepConfig } = stepChannel(msg.flow[job.step]!);
+  const ttlMinutes = stepConfig.ttl ?? defaultTtlMinutes(job.step, msg.flow.length);
+  const prices = await currentPrices(deps.db);
+
+  const result = await withTx(deps.db, async (tx) => {
+    const { rows: recipients } = await tx.query<RecipientRow>(
+      `SELECT id, public_id, phone, state FROM recipients
+        WHERE id = ANY($1) AND step = $2 AND state IN ('queued', 'sending') ORDER BY id FOR UPDATE`,
+      [job.recipientIds, job.step],
+    );
+    const waiting = recipients.filter((r) => r.state === 'queued');
+    const inFlight = recipients.filter((r) => r.state === 'sending').map((r) => r.id);
+    const texts = deps.hooks.resolveTexts && waiting.length
+      ? await deps.hooks.resolveTexts(tx, msg.source, waiting.map((r) => r.id))
+      : null;
+
+    const planned = waiting.map((r) => planAttempt(deps, msg, job.step, channel, stepConfig, ttlMinutes, r, texts?.get(r.id), prices));
+    await charge(tx, msg, planned);
+
+    const events: OutboxEvent[] = [];
+    const nextSteps: NextStep[] = [];
+    const toHand: Array<{ carrier: Carrier; attempt: OutboundAttempt }> = [];
+    if (planned.length > 0) {
+      const { rows: inserted } = await tx.query<{ id: number; recipient_id: number }>(
+        `INSERT INTO attempts (recipient_id, step, channel, family, state, result_info, phone, sender, carrier, parts, encoding,
+                               country, operator, price_czk, price_eur, charged, charged_currency, payer_kind, payer_id)
+         SELECT u.recipient_id, $1, $2, $3, u.state, u.result_info, u.phone, u.sender, u.carrier, u.parts, u.encoding,
+                u.country, 0, u.price_czk, u.price_eur, u.charged, u.charged_currency, u.payer_kind, u.payer_id
+           FROM unnest($4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::int[], $11::text[],
+                       $12::int[], $13::numeric[], $14::numeric[], $15::numeric[], $16::text[], $17::text[], $18::bigint[])
+             AS u(recipient_id, state, result_info, phone, sender, carrier, parts, encoding, country, price_czk, price_eur,
+                  charged, charged_currency, payer_kind, payer_id)
+         RETURNING id, recipient_id`,
+        [job.step, channel, familyOf(channel),
+          planned.map((p) => p.recipient.id),
+          planned.map((p) => (p.reject ? 'rejected' : 'sending')),
+          planned.map((p) => p.reject?.info ?? 'Sending'),
+          planned.map((p) => p.recipient.phone ?? ''),
+          planned.map((p) => p.sender),
+          planned.map((p) => p.carrier?.name ?? 'none'),
+          planned.map((p) => p.count),
+          planned.map((p) => p.attempt.encoding ?? null),
+          planned.map((p) => p.country),
+          planned.map((p) => p.priceCzk),
+          planned.map((p) => p.priceEur),
+          planned.map((p) => (p.reject ? 0 : p.charge?.amount ?? 0)),
+          planned.map((p) => (p.reject ? null : msg.key_currency)),
+          planned.map((p) => (p.reject ? null : p.charge?.payerKind ?? null)),
+          planned.map((p) => (p.reject ? null : p.charge?.payerId ?? null)),
+        ],
+      );
+      const attemptIdOf = new Map(inserted.map((row) => [row.recipient_id, row.id]));
+
+      const callbackUrl = msg.callback ?? msg.default_callback_url;
+      const upd = { id: [] as number[], state: [] as string[], step: [] as number[], due: [] as Array<Date | null>,
+        body: [] as string[], sender: [] as string[], parts: [] as number[] };
+      for (const p of planned) {
+        const attemptId = attemptIdOf.get(p.recipient.id)!;
+        const state = p.reject ? 'rejected' : 'sending';
+        events.push({
+          accountId: msg.account_id, keyId: msg.key_id, callbackUrl, recipientId: p.recipient.id, kind: 'sentMessage',
+          body: sentMessageEvent({
+            requestId: msg.request_id, publicId: p.recipient.public_id, channel, payload: msg.payload,
+            phone: p.recipient.phone ?? '', state, resultInfo: p.reject?.info ?? 'Sending', at: now.getTime(),
+            sender: p.sender, country: p.country, operator: 0, priceCzk: p.priceCzk, priceEur: p.priceEur,
+            count: p.count, smsGateway: channel === 'sms' ? (stepConfig.gateway ?? 'high') : null,
+          }),
+        });
+        const fallback = p.reject?.fallback === true && job.step + 1 < msg.flow.length;
+        upd.id.push(p.recipient.id);
+        upd.state.push(fallback ? 'queued' : state);
+        upd.step.push(fallback ? job.step + 1 : job.step);
+        upd.due.push(fallback ? now : null);
+        upd.body.push(deps.hooks.maskText ? deps.hooks.maskText(msg.source, p.text) : p.text);
+        upd.sender.push(p.sender);
+        upd.parts.push(p.count);
+        if (fallback) {
+          nextSteps.push({ messageId: msg.id, step: job.step + 1, recipientId: p.recipient.id, lane: msg.lane, flow: msg.flow });
+        } else if (!p.reject && p.carrier) {
+          toHand.push({ carrier: p.carrier, attempt: { ...p.attempt, attemptId } });
+        }
+      }
+      await tx.query(
+        `UPDATE recipients r SET state = u.state, step = u.step, due_at = u.due_at,
+                flow_taken = CASE WHEN r.flow_taken = '' THEN $1 ELSE r.flow_taken || ',' || $1 END,
+                body = u.body, sender = u.sender, parts = u.parts, updated_at = now()
+           FROM unnest($2::bigint[], $3::text[], $4::smallint[], $5::timestamptz[], $6::text[], $7::text[], $8::int[])
+             AS u(id, state, step, due_at, body, sender, parts)
+          WHERE r.id = u.id`,
+        [channel, upd.id, upd.state, upd.step, upd.due, upd.body, upd.sender, upd.parts],
+      );
+      await insertEvents(tx, events);
+    }
+
+    // Attempts that were charged and recorded but never reached a carrier (crash before hand-over).
+    if (inFlight.length > 0) {
+      const { rows } = await tx.query<{ id: number; recipient_id: number }>(
+        `SELECT id, recipient_id FROM attempts WHERE recipient_id = ANY($1) AND step = $2 AND state = 'sending' AND handed_at IS NULL`,
+        [inFlight, job.step],
+      );
+      if (rows.length > 0) {
+        const again = recipients.filter((r) => rows.some((a) => a.recipient_id === r.id));
+        const againTexts = deps.hooks.resolveTexts ? await deps.hooks.resolveTexts(tx, msg.source, again.map((r) => r.id)) : null;
+        for (const row of rows) {
+          const r = again.find((x) => x.id === row.recipient_id)!;
+          const p = planAttempt(deps, msg, job.step, channel, stepConfig, ttlMinutes, r, againTexts?.get(r.id), prices);
+          if (p.carrier) {
+            toHand.push({ carrier: p.carrier, attempt: { ...p.attempt, attemptId: row.id } });
+          }
+        }
+      }
+    }
+    return { toHand, nextSteps, rejected: planned.filter((p) => p.reject).length };
+  });
+
+  await handOver(deps, msg, result.toHand, ttlMinutes);
+  await deps.enqueueNextSteps(result.nextSteps);
+  return { delayUntil: null, handed: result.toHand.length, rejected: result.rejected };
+}
+
+type PlannedWithCharge = Planned & { charge?: { amount: number; payerKind: 'account' | 'key'; payerId: number } };
+
+function planAttempt(
+  deps: EngineDeps, msg: MessageRow, step: number, channel: Channel,
+  cfg: ReturnType<typeof stepChannel>['config'], ttlMinutes: number, r: RecipientRow,
+  resolvedText: string | undefined, prices: Awaited<ReturnType<typeof currentPrices>>,
+): PlannedWithCharge {
+  const sender = cfg.sender ?? (channel === 'sms' ? (msg.default_sender ?? deps.config.defaultSender) : '');
+  const text = channel === 'whatsapp_template' ? (cfg.body ?? msg.body ?? cfg.template_name) : (resolvedText ?? cfg.body ?? msg.body ?? '');
+  const base = {
+    recipient: r, channel, sender, text, carrier: null, count: 1, priceCzk: 0, priceEur: 0, country: 0,
+    attempt: { recipientPublicId: r.public_id, channel, to: r.phone ?? '', sender, text, ttlMinutes },
+  } satisfies Planned;
+  if (!r.phone) {
+    return { ...base, reject: { info: '[302] Invalid phone number', fallback: false } };
+  }
+  let attempt: Omit<OutboundAttempt, 'attemptId'> = base.attempt;
+  let count = 1;
+  let sentText = text;
+  if (channel === 'sms') {
+    const plan = planSms(text, cfg.type ?? 'utf');
+    count = plan.parts.length;
+    sentText = plan.text;
+    attempt = { ...attempt, text: plan.text, encoding: plan.encoding, parts: plan.parts, smsGateway: cfg.gateway ?? 'high' };
+  } else if (channel === 'viber' && cfg.buttons?.[0]) {
+    attempt = { ...attempt, viberButton: cfg.buttons[0] };
+  } else if (channel === 'whatsapp_template') {
+    attempt = {
+      ...attempt,
+      whatsappTemplate: {
+        templateName: cfg.template_name,
+        ...(cfg.language !== undefined && { language: cfg.language }),
+        ...(cfg.params !== undefined && { params: cfg.params }),
+        ...(cfg.params_header !== undefined && { paramsHeader: cfg.params_header }),
+        ...(cfg.params_buttons !== undefined && { paramsButtons: cfg.params_buttons }),
+      },
+    };
+  }
+  const country = mccOfE164(r.phone);
+  const carrier = deps.carriers.pick(channel, r.phone);
+  const price = findPrice(prices, channel, r.phone);
+  const planned: PlannedWithCharge = {
+    ...base, text: sentText, attempt, count, country, carrier,
+    priceCzk: (price?.price_czk ?? 0) * count, priceEur: (price?.price_eur ?? 0) * count,
+  };
+  if (!carrier || !price) {
+    return { ...planned, reject: { info: '[303] No route', fallback: true } };
+  }
+  void step;
+  return planned;
+}
+
+/**
+ * Take the credit of every planned attempt from its payer (D3, D6): an own-credit sub-key pays
+ * from its own balance, every other key from the account's balance in the key's currency. The
+ * payer row is locked for the rest of this short transaction, so concurrent workers serialise
+ * here and a balance never goes below zero; attempts that do not fit are rejected `[307]`.
+ */
+async function charge(tx: Tx, msg: MessageRow, planned: PlannedWithCharge[]): Promise<void> {
+  const payable = planned.filter((p) => !p.reject);
+  if (payable.length === 0) {
+    return;
+  }
+  const ownCredit = !msg.key_primary && !msg.key_shared;
+  const column = msg.key_currency === 'CZK' ? 'credit_czk' : 'credit_eur';
+  const payerKind = ownCredit ? 'key' : 'account';
+  const payerId = ownCredit ? msg.key_id : msg.account_id;
+  const { rows } = ownCredit
+    ? await tx.query<{ balance: number }>('SELECT balance FROM api_keys WHERE id = $1 FOR UPDATE', [payerId])
+    : await tx.query<{ balance: number }>(`SELECT ${column} AS balance FROM accounts WHERE id = $1 FOR UPDATE`, [payerId]);
+  let available = Math.round((rows[0]?.balance ?? 0) * UNITS);
+  let total = 0;
+  for (const p of payable) {
+    const price = Math.round((msg.key_currency === 'CZK' ? p.priceCzk : p.priceEur) * UNITS);
+    if (price > available) {
+      p.reject = { info: '[307] Insufficient credit', fallback: false };
+      continue;
+    }
+    available -= price;
+    total += price;
+    p.charge = { amount: price / UNITS, payerKind, payerId };
+  }
+  if (total > 0) {
+    await (ownCredit
+      ? tx.query('UPDATE api_keys SET balance = balance - $2 WHERE id = $1', [payerId, total / UNITS])
+      : tx.query(`UPDATE accounts SET ${column} = ${column} - $2 WHERE id = $1`, [payerId, total / UNITS]));
+  }
+}
+
+/** Give attempts to their carriers, record the hand-over and start each attempt's ttl timer. */
+async function handOver(deps: EngineDeps, msg: MessageRow, toHand: Array<{ carrier: Carrier; attempt: OutboundAttempt }>, ttlMinutes: number): Promise<void> {
+  if (toHand.length === 0) {
+    return;
+  }
+  const byCarrier = new Map<Carrier, OutboundAttempt[]>();
+  for (const { carrier, attempt } of toHand) {
+    const list = byCarrier.get(carrier) ?? [];
+    list.push(attempt);
+    byCarrier.set(carrier, list);
+  }
+  // A carrier that throws leaves its attempts unhanded: the job fails and its retry re-hands them.
+  await Promise.all([...byCarrier.entries()].map(([carrier, attempts]) => carrier.send(attempts)));
+  const ids = toHand.map((t) => t.attempt.attemptId);
+  await deps.db.query('UPDATE attempts SET handed_at = now() WHERE id = ANY($1) AND handed_at IS NULL', [ids]);
+  await deps.hooks.afterHanded?.(msg.source, toHand.map((t) => t.attempt));
+  await deps.scheduleTtl(ids, ttlMinutes * 60_000);
+}

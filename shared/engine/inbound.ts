@@ -1,0 +1,92 @@
+/**
+ * The one inbound path for every carrier (D5): normalise the addresses, store the message,
+ * decide reply or unsolicited, and write the event for the owning account, all in one transaction.
+ *
+ * An inbound message from X to Y is a reply when the latest outbound attempt sent from Y to X on
+ * that channel family is at most `reply_window_days` old (account setting, default 7).
+ */
+import { withTx, type Db } from '../db/pool.js';
+import type { InboundReport } from '../carriers/types.js';
+import { canonicalAddress, ownerOfAddress } from '../domain/numbers.js';
+import { insertEvents, type OutboxEvent } from './events.js';
+
+interface ReplyMatch {
+  attempt_id: number;
+  created_at: Date;
+  public_id: string;
+  account_id: number;
+  key_id: number;
+  request_id: string;
+  payload: string | null;
+  callback: string | null;
+  default_callback_url: string | null;
+  reply_window_days: number;
+}
+
+export type InboundOutcome =
+  | { kind: 'incomingReplyMessage'; accountId: number; inboundId: number }
+  | { kind: 'incomingMessage'; accountId: number; inboundId: number }
+  | { kind: 'unowned'; inboundId: number };
+
+export async function ingestInbound(db: Db, msg: InboundReport, now = new Date()): Promise<InboundOutcome> {
+  const sender = canonicalAddress(msg.sender);
+  const recipient = canonicalAddress(msg.recipient);
+  const timestamp = Math.floor((msg.at || now.getTime()) / 1000);
+  return withTx(db, async (tx) => {
+    // Sandbox injections only ever match their own account's messages.
+    const { rows } = await tx.query<ReplyMatch>(
+      `SELECT a.id AS attempt_id, a.created_at, r.public_id, r.account_id, r.key_id, m.request_id, m.payload, m.callback,
+              k.default_callback_url, acc.reply_window_days
+         FROM attempts a
+         JOIN recipients r ON r.id = a.recipient_id
+         JOIN messages m ON m.id = r.message_id
+         JOIN api_keys k ON k.id = r.key_id
+         JOIN accounts acc ON acc.id = r.account_id
+        WHERE a.phone = $1 AND a.family = $2 AND a.sender = $3 AND ($4::bigint IS NULL OR r.account_id = $4)
+        ORDER BY a.created_at DESC LIMIT 1`,
+      [sender, msg.gateway, recipient, msg.accountId ?? null],
+    );
+    const match = rows[0];
+    const isReply = match !== undefined && now.getTime() - match.created_at.getTime() <= match.reply_window_days * 86400_000;
+    const accountId = isReply ? match.account_id : (msg.accountId ?? await ownerOfAddress(tx, recipient, msg.gateway));
+    const { rows: stored } = await tx.query<{ id: number }>(
+      `INSERT INTO inbound_messages (account_id, gateway, sender, recipient, body, sent_at, reply_to_attempt)
+       VALUES ($1, $2, $3, $4, $5, to_timestamp($6), $7) RETURNING id`,
+      [accountId, msg.gateway, sender, recipient, msg.body, timestamp, isReply ? match.attempt_id : null],
+    );
+    const inboundId = stored[0]!.id;
+    if (accountId === null) {
+      return { kind: 'unowned', inboundId };
+    }
+    let event: OutboxEvent;
+    if (isReply) {
+      event = {
+        accountId, keyId: match.key_id, callbackUrl: match.callback ?? match.default_callback_url, recipientId: null,
+        kind: 'incomingReplyMessage',
+        body: {
+          request_id: match.request_id,
+          message_id: match.public_id,
+          payload: match.payload === null ? null : (JSON.parse(match.payload) as unknown),
+          gateway: msg.gateway,
+          timestamp,
+          type: 'incoming',
+          sender,
+          recipient,
+          body: msg.body,
+        },
+      };
+    } else {
+      const { rows: keys } = await tx.query<{ id: number; default_callback_url: string | null }>(
+        'SELECT id, default_callback_url FROM api_keys WHERE account_id = $1 AND is_primary',
+        [accountId],
+      );
+      event = {
+        accountId, keyId: keys[0]?.id ?? null, callbackUrl: keys[0]?.default_callback_url ?? null, recipientId: null,
+        kind: 'incomingMessage',
+        body: { gateway: msg.gateway, timestamp, type: 'incoming', sender, recipient, body: msg.body },
+      };
+    }
+    await insertEvents(tx, [event]);
+    return { kind: event.kind as 'incomingReplyMessage' | 'incomingMessage', accountId, inboundId };
+  });
+}

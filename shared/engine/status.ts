@@ -1,0 +1,291 @@
+/**
+ * Applying carrier reports and ttl expiries in batches. One transaction per batch: resolve
+ * carrier refs to attempts, lock the attempts, move each along its allowed path (duplicates and
+ * late reports fall out as "no move"), refund attempts that failed before reaching `sent`, move
+ * the recipient when the attempt is its current step, start the next flow step on failure, and
+ * write exactly one event per state entered. Late reports of abandoned steps are reported but
+ * never start anything (D3).
+ */
+import { withTx, type Tx } from '../db/pool.js';
+import type { AttemptState, Channel, StatusReport } from '../carriers/types.js';
+import type { FlowStep } from '../sending/message-schema.js';
+import { planTransition, isStepFailure, ttlExpiryApplies, defaultResultInfo } from './transitions.js';
+import { insertEvents, sentMessageEvent, type OutboxEvent } from './events.js';
+import type { EngineDeps, NextStep } from './engine.js';
+
+interface AttemptRow {
+  id: number;
+  recipient_id: number;
+  step: number;
+  channel: Channel;
+  state: AttemptState;
+  phone: string;
+  sender: string;
+  parts: number;
+  country: number;
+  operator: number;
+  price_czk: number;
+  price_eur: number;
+  charged: number;
+  payer_kind: 'account' | 'key' | null;
+  payer_id: number | null;
+  charged_currency: 'CZK' | 'EUR' | null;
+  refunded: boolean;
+  reached_sent: boolean;
+  public_id: string;
+  current_step: number;
+  account_id: number;
+  key_id: number;
+  request_id: string;
+  payload: string | null;
+  callback: string | null;
+  flow: FlowStep[];
+  lane: number;
+  message_id: string;
+  source: string;
+  default_callback_url: string | null;
+}
+
+/** One requested move of an attempt. */
+interface Move {
+  attemptId: number;
+  state: AttemptState;
+  resultInfo: string;
+  at: number;
+  ttl: boolean;
+}
+
+export interface ApplyOutcome {
+  transitions: number;
+  events: number;
+}
+
+export async function applyReports(deps: EngineDeps, reports: StatusReport[], ttlAttemptIds: number[] = []): Promise<ApplyOutcome> {
+  const now = Date.now();
+  const outcome = await withTx(deps.db, async (tx) => {
+    const moves = await resolveMoves(tx, reports);
+    for (const attemptId of ttlAttemptIds) {
+      moves.push({ attemptId, state: 'undelivered', resultInfo: '[1] TTL expired', at: now, ttl: true });
+    }
+    if (moves.length === 0) {
+      return { transitions: 0, events: [] as OutboxEvent[], nextSteps: [] as NextStep[], delivered: [] as number[], sources: [] as string[] };
+    }
+    const ids = [...new Set(moves.map((m) => m.attemptId))].sort((a, b) => a - b);
+    const { rows } = await tx.query<AttemptRow>(
+      `SELECT a.id, a.recipient_id, a.step, a.channel, a.state, a.phone, a.sender, a.parts, a.country, a.operator,
+              a.price_czk, a.price_eur, a.charged, a.payer_kind, a.payer_id, a.charged_currency, a.refunded, a.reached_sent,
+              r.public_id, r.step AS current_step, r.account_id, r.key_id, m.request_id, m.payload, m.callback, m.flow,
+              m.lane, m.id AS message_id, m.source, k.default_callback_url
+         FROM attempts a
+         JOIN recipients r ON r.id = a.recipient_id
+         JOIN messages m ON m.id = r.message_id
+         JOIN api_keys k ON k.id = r.key_id
+        WHERE a.id = ANY($1)
+        ORDER BY a.id
+          FOR UPDATE OF a, r`,
+      [ids],
+    );
+    const attempts = new Map(rows.map((row) => [row.id, row]));
+    moves.sort((a, b) => a.at - b.at);
+
+    const events: OutboxEvent[] = [];
+    const changed = new Map<number, AttemptRow & { result_info: string; gateway: string | null }>();
+    const recipientUpdates = new Map<number, { state: string; step: number; due: Date | null; sent: Date | null; delivered: Date | null }>();
+    const nextSteps: NextStep[] = [];
+    const refunds: AttemptRow[] = [];
+    const delivered: number[] = [];
+    const sources: string[] = [];
+
+    for (const move of moves) {
+      const a = attempts.get(move.attemptId);
+      if (!a) {
+        continue;
+      }
+      if (move.ttl && !ttlExpiryApplies(a.channel, a.state)) {
+        continue;
+      }
+      const path = planTransition(a.state, move.state);
+      if (!path) {
+        continue;
+      }
+      const smsGateway = a.channel === 'sms' ? gatewayOf(a.flow[a.step]) : null;
+      for (const state of path) {
+        a.state = state;
+        const resultInfo = state === move.state ? move.resultInfo : defaultResultInfo(state);
+        events.push({
+          accountId: a.account_id, keyId: a.key_id, callbackUrl: a.callback ?? a.default_callback_url,
+          recipientId: a.recipient_id, kind: 'sentMessage',
+          body: sentMessageEvent({
+            requestId: a.request_id, publicId: a.public_id, channel: a.channel, payload: a.payload, phone: a.phone,
+            state, resultInfo, at: move.at, sender: a.sender, country: a.country, operator: a.operator,
+            priceCzk: a.price_czk, priceEur: a.price_eur, count: a.parts, smsGateway,
+          }),
+        });
+        changed.set(a.id, { ...a, result_info: resultInfo, gateway: smsGateway });
+      }
+      if (a.state === 'sent' || a.state === 'delivered' || a.state === 'seen') {
+        a.reached_sent = true;
+      }
+      // D3: an attempt that ends failed or rejected without reaching `sent` is refunded.
+      if ((a.state === 'failed' || a.state === 'rejected') && !a.reached_sent && !a.refunded && a.charged > 0) {
+        a.refunded = true;
+        refunds.push(a);
+      }
+      if (a.state === 'delivered') {
+        delivered.push(a.recipient_id);
+        sources.push(a.source);
+      }
+      if (a.step !== a.current_step) {
+        continue; // an abandoned step: reported above, never moves the recipient (D3)
+      }
+      const update = recipientUpdates.get(a.recipient_id) ?? { state: a.state, step: a.step, due: null, sent: null, delivered: null };
+      update.state = a.state;
+      if (path.includes('sent')) {
+        update.sent = new Date(move.at);
+      }
+      if (path.includes('delivered')) {
+        update.delivered = new Date(move.at);
+      }
+      if (isStepFailure(a.state) && a.step + 1 < a.flow.length) {
+        update.state = 'queued';
+        update.step = a.step + 1;
+        update.due = new Date(now);
+        a.current_step = a.step + 1;
+        nextSteps.push({ messageId: a.message_id, step: a.step + 1, recipientId: a.recipient_id, lane: a.lane, flow: a.flow });
+      }
+      recipientUpdates.set(a.recipient_id, update);
+    }
+
+    if (changed.size > 0) {
+      const list = [...changed.values()];
+      await tx.query(
+        `UPDATE attempts a SET state = u.state, result_info = u.result_info, reached_sent = u.reached_sent,
+                refunded = u.refunded, updated_at = now()
+           FROM unnest($1::bigint[], $2::text[], $3::text[], $4::boolean[], $5::boolean[])
+             AS u(id, state, result_info, reached_sent, refunded)
+          WHERE a.id = u.id`,
+        [list.map((a) => a.id), list.map((a) => attempts.get(a.id)!.state), list.map((a) => a.result_info),
+          list.map((a) => attempts.get(a.id)!.reached_sent), list.map((a) => attempts.get(a.id)!.refunded)],
+      );
+    }
+    if (recipientUpdates.size > 0) {
+      const ids = [...recipientUpdates.keys()];
+      const ups = [...recipientUpdates.values()];
+      await tx.query(
+        `UPDATE recipients r SET state = u.state, step = u.step, due_at = u.due_at,
+                ts_sent = COALESCE(r.ts_sent, u.ts_sent), ts_delivered = COALESCE(r.ts_delivered, u.ts_delivered), updated_at = now()
+           FROM unnest($1::bigint[], $2::text[], $3::smallint[], $4::timestamptz[], $5::timestamptz[], $6::timestamptz[])
+             AS u(id, state, step, due_at, ts_sent, ts_delivered)
+          WHERE r.id = u.id`,
+        [ids, ups.map((u) => u.state), ups.map((u) => u.step), ups.map((u) => u.due), ups.map((u) => u.sent), ups.map((u) => u.delivered)],
+      );
+    }
+    await refund(tx, refunds);
+    await insertEvents(tx, events);
+    if (deps.hooks.onDelivered && delivered.length > 0) {
+      await deps.hooks.onDelivered(tx, delivered, sources);
+    }
+    return { transitions: changed.size, events, nextSteps, delivered, sources };
+  });
+  await deps.enqueueNextSteps(outcome.nextSteps);
+  return { transitions: outcome.transitions, events: outcome.events.length };
+}
+
+function gatewayOf(step: FlowStep | undefined): string {
+  return step && 'sms' in step ? (step.sms.gateway ?? 'high') : 'high';
+}
+
+/**
+ * Turn carrier reports into moves on attempt ids. Reports that name a carrier ref are matched
+ * through `carrier_refs`; refs not stored yet (a receipt overtaking its submit response) wait in
+ * `pending_receipts` and are replayed when the ref arrives. For multi-part SMS the attempt is
+ * `delivered` only when every part is; the first failed part decides a failure.
+ */
+async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
+  const moves: Move[] = [];
+  const register = reports.filter((r) => r.attemptId !== undefined && r.ref !== undefined && r.carrier !== undefined);
+  if (register.length > 0) {
+    await tx.query(
+      `INSERT INTO carrier_refs (carrier, ref, attempt_id, part)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[]) ON CONFLICT DO NOTHING`,
+      [register.map((r) => r.carrier), register.map((r) => r.ref), register.map((r) => r.attemptId), register.map((r) => r.part ?? 0)],
+    );
+    const { rows: waiting } = await tx.query<{ carrier: string; ref: string; state: AttemptState; result_info: string; at: Date }>(
+      `DELETE FROM pending_receipts p USING unnest($1::text[], $2::text[]) AS u(carrier, ref)
+        WHERE p.carrier = u.carrier AND p.ref = u.ref
+        RETURNING p.carrier, p.ref, p.state, p.result_info, p.at`,
+      [register.map((r) => r.carrier), register.map((r) => r.ref)],
+    );
+    for (const w of waiting) {
+      reports.push({ carrier: w.carrier, ref: w.ref, state: w.state, resultInfo: w.result_info, at: w.at.getTime() });
+    }
+  }
+  for (const r of reports) {
+    if (r.attemptId !== undefined) {
+      moves.push({ attemptId: r.attemptId, state: r.state, resultInfo: r.resultInfo, at: r.at, ttl: false });
+    }
+  }
+  const byRef = reports.filter((r) => r.attemptId === undefined && r.ref !== undefined && r.carrier !== undefined);
+  if (byRef.length === 0) {
+    return moves;
+  }
+  const { rows: known } = await tx.query<{ carrier: string; ref: string; attempt_id: number }>(
+    `UPDATE carrier_refs c SET state = u.state
+       FROM unnest($1::text[], $2::text[], $3::text[]) AS u(carrier, ref, state)
+      WHERE c.carrier = u.carrier AND c.ref = u.ref
+      RETURNING c.carrier, c.ref, c.attempt_id`,
+    [byRef.map((r) => r.carrier), byRef.map((r) => r.ref), byRef.map((r) => r.state)],
+  );
+  const attemptOf = new Map(known.map((k) => [`${k.carrier}\u0000${k.ref}`, k.attempt_id]));
+  const unknown = byRef.filter((r) => !attemptOf.has(`${r.carrier}\u0000${r.ref}`));
+  if (unknown.length > 0) {
+    await tx.query(
+      `INSERT INTO pending_receipts (carrier, ref, state, result_info, at)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[])`,
+      [unknown.map((r) => r.carrier), unknown.map((r) => r.ref), unknown.map((r) => r.state), unknown.map((r) => r.resultInfo),
+        unknown.map((r) => new Date(r.at))],
+    );
+  }
+  const attemptIds = [...new Set(known.map((k) => k.attempt_id))];
+  const { rows: partStates } = await tx.query<{ attempt_id: number; total: number; delivered: number; parts: number }>(
+    `SELECT c.attempt_id, count(*)::int AS total, count(*) FILTER (WHERE c.state = 'delivered')::int AS delivered, a.parts
+       FROM carrier_refs c JOIN attempts a ON a.id = c.attempt_id
+      WHERE c.attempt_id = ANY($1) GROUP BY c.attempt_id, a.parts`,
+    [attemptIds],
+  );
+  const complete = new Map(partStates.map((p) => [p.attempt_id, p.delivered >= p.parts]));
+  for (const r of byRef) {
+    const attemptId = attemptOf.get(`${r.carrier}\u0000${r.ref}`);
+    if (attemptId === undefined) {
+      continue;
+    }
+    if (r.state === 'delivered' && !complete.get(attemptId)) {
+      continue; // more parts still to be delivered
+    }
+    moves.push({ attemptId, state: r.state, resultInfo: r.resultInfo, at: r.at, ttl: false });
+  }
+  return moves;
+}
+
+/** Give the charge of each refunded attempt back to its payer, summed per payer. */
+async function refund(tx: Tx, attempts: AttemptRow[]): Promise<void> {
+  const sums = new Map<string, { kind: 'account' | 'key'; id: number; currency: 'CZK' | 'EUR'; amount: number }>();
+  for (const a of attempts) {
+    if (!a.payer_kind || a.payer_id === null || !a.charged_currency) {
+      continue;
+    }
+    const k = `${a.payer_kind}.${a.payer_id}.${a.charged_currency}`;
+    const entry = sums.get(k) ?? { kind: a.payer_kind, id: a.payer_id, currency: a.charged_currency, amount: 0 };
+    entry.amount += Math.round(a.charged * 10000);
+    sums.set(k, entry);
+  }
+  for (const s of sums.values()) {
+    const amount = s.amount / 10000;
+    if (s.kind === 'key') {
+      await tx.query('UPDATE api_keys SET balance = balance + $2 WHERE id = $1', [s.id, amount]);
+    } else {
+      const column = s.currency === 'CZK' ? 'credit_czk' : 'credit_eur';
+      await tx.query(`UPDATE accounts SET ${column} = ${column} + $2 WHERE id = $1`, [s.id, amount]);
+    }
+  }
+}

@@ -1,0 +1,93 @@
+/**
+ * The attempt state machine (spec "States and transitions", D3), as pure functions.
+ *
+ *   sending → sent | failed | rejected | undelivered
+ *   sent → delivered | undelivered | failed | rejected
+ *   delivered → seen
+ *   seen, undelivered, rejected, failed are final.
+ *
+ * A report may skip a state the carrier never told us about (a receipt that arrives before the
+ * submit response): `planTransition` returns the whole path so that every state a receiver
+ * expects is still reported once, in order. A report that is not a move forward returns null:
+ * duplicates and late reports change nothing.
+ */
+import type { AttemptState, Channel } from '../carriers/types.js';
+
+const NEXT: Record<AttemptState, readonly AttemptState[]> = {
+  sending: ['sent', 'failed', 'rejected', 'undelivered'],
+  sent: ['delivered', 'undelivered', 'failed', 'rejected'],
+  delivered: ['seen'],
+  seen: [],
+  undelivered: [],
+  rejected: [],
+  failed: [],
+};
+
+export const FINAL_STATES: ReadonlySet<AttemptState> = new Set(['seen', 'undelivered', 'rejected', 'failed']);
+
+/** States to pass through (in order) to move from `current` to `target`, or null when that is no valid move. */
+export function planTransition(current: AttemptState, target: AttemptState): AttemptState[] | null {
+  if (NEXT[current].includes(target)) {
+    return [target];
+  }
+  // Receipts that overtake the submit response: sending → (sent) → delivered → (seen).
+  if (current === 'sending' && (target === 'delivered' || target === 'seen')) {
+    return target === 'delivered' ? ['sent', 'delivered'] : ['sent', 'delivered', 'seen'];
+  }
+  if (current === 'sent' && target === 'seen') {
+    return ['delivered', 'seen'];
+  }
+  return null;
+}
+
+/** D3: a step succeeds at `sent` for SMS and at `delivered` (or `seen`) for the other channels. */
+export function isStepSuccess(channel: Channel, state: AttemptState): boolean {
+  if (channel === 'sms') {
+    return state === 'sent' || state === 'delivered' || state === 'seen';
+  }
+  return state === 'delivered' || state === 'seen';
+}
+
+/** A step ends without success in these states and the flow moves to its next step (D3). */
+export function isStepFailure(state: AttemptState): boolean {
+  return state === 'undelivered' || state === 'rejected' || state === 'failed';
+}
+
+/** The ttl timer fires: expire the attempt unless it already met its step's condition or ended. */
+export function ttlExpiryApplies(channel: Channel, state: AttemptState): boolean {
+  return !isStepSuccess(channel, state) && !FINAL_STATES.has(state);
+}
+
+/** D3 default ttl: 10 minutes for a step with a next step, 1440 for the last. */
+export function defaultTtlMinutes(stepIndex: number, stepCount: number): number {
+  return stepIndex < stepCount - 1 ? 10 : 1440;
+}
+
+/** `result_info` when the carrier gave none (spec Events examples). */
+export function defaultResultInfo(state: AttemptState): string {
+  switch (state) {
+    case 'sending':
+      return 'Sending';
+    case 'sent':
+      return 'Sent';
+    case 'delivered':
+      return '[0] Delivered';
+    case 'seen':
+      return '[0] Seen';
+    case 'undelivered':
+      return '[1] Undelivered';
+    case 'rejected':
+      return '[2] Rejected';
+    case 'failed':
+      return '[3] Failed';
+  }
+}
+
+/** Key of the channel object in sentMessage events (`whatsapp_body` for `whatsapp_text`). */
+export function eventChannelKey(channel: Channel): string {
+  return channel === 'whatsapp_text' ? 'whatsapp_body' : channel;
+}
+
+export function familyOf(channel: Channel): 'sms' | 'viber' | 'whatsapp' {
+  return channel === 'sms' ? 'sms' : channel === 'viber' ? 'viber' : 'whatsapp';
+}

@@ -1,0 +1,22 @@
+/** Structured JSON logs. Keys and secrets are redacted wherever they appear in a logged object. */
+import { pino, type Logger } from 'pino';
+
+export type { Logger };
+
+const REDACT = [
+  'apiKey', 'api_key', 'apikey', 'key', 'secret', 'password', 'token', 'code', 'proof',
+  'authorization', 'webhook_secret', 'verification_secret',
+  '*.apiKey', '*.api_key', '*.apikey', '*.secret', '*.password', '*.token', '*.code', '*.proof',
+  '*.authorization', '*.webhook_secret', '*.verification_secret',
+  'req.headers["x-api-key"]', 'req.headers.authorization', 'headers["x-api-key"]', 'headers.authorization',
+];
+
+export function createLogger(level: string, name = 'switchboard'): Logger {
+  return pino({
+    name,
+    level,
+    redact: { paths: REDACT, censor: '[redacted]' },
+    base: { pid: process.pid },
+    timestamp: pino.stdTimeFunctions.isoTime,
+  });
+}

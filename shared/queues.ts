@@ -1,0 +1,92 @@
+/**
+ * Every BullMQ queue of the service, its typed job payload and default options. Payloads carry
+ * ids, never secrets or message text: workers read the rows from Postgres. Job ids are
+ * deterministic where a duplicate enqueue must be a no-op (BullMQ refuses `:` in ids: we use `.`).
+ */
+import { Queue, type JobsOptions, type ConnectionOptions } from 'bullmq';
+import type { StatusReport } from './carriers/types.js';
+
+export const LANES = ['priority', 'transactional', 'promotional'] as const;
+export type Lane = (typeof LANES)[number];
+export const CHANNEL_POOLS = ['sms', 'viber', 'whatsapp'] as const;
+export type ChannelPool = (typeof CHANNEL_POOLS)[number];
+
+/** Lane of a message from its tag (D2): `priority` > `transactional` > everything else. */
+export function laneOfTag(tag: string): Lane {
+  return tag === 'priority' ? 'priority' : tag === 'transactional' ? 'transactional' : 'promotional';
+}
+export const LANE_NUMBER: Record<Lane, number> = { priority: 0, transactional: 1, promotional: 2 };
+export const LANE_OF_NUMBER: readonly Lane[] = LANES;
+
+/** Start (or resume) one flow step for some recipients of one message. */
+export interface DispatchJob {
+  messageId: string;
+  step: number;
+  recipientIds: number[];
+}
+
+/** Carrier reports in a batch, or a step's ttl timer. */
+export type StatusJob =
+  | { kind: 'reports'; reports: StatusReport[] }
+  | { kind: 'ttl'; attemptId: number };
+
+/** Deliver one stored webhook batch. */
+export interface WebhookJob {
+  batchId: number;
+  /** Scheme://host:port of the callback (no path, no credentials): the per-receiver fairness key. */
+  origin: string;
+}
+
+export function dispatchQueueName(pool: ChannelPool, lane: Lane): string {
+  return `${pool}.${lane}`;
+}
+export const STATUS_QUEUE = 'status';
+export const WEBHOOK_QUEUE = 'webhooks';
+
+export const dispatchJobId = (messageId: string, step: number, recipientId?: number): string =>
+  recipientId === undefined ? `m.${messageId}.s${step}` : `r.${recipientId}.s${step}`;
+export const ttlJobId = (attemptId: number): string => `ttl.${attemptId}`;
+export const webhookJobId = (batchId: number): string => `wh.${batchId}`;
+
+const KEEP = { removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600, count: 10000 } } satisfies JobsOptions;
+
+/** Dispatch jobs are idempotent and re-run after a crash; a few quick retries cover transient DB errors. */
+export const DISPATCH_JOB_OPTIONS: JobsOptions = { ...KEEP, attempts: 5, backoff: { type: 'exponential', delay: 500 } };
+export const STATUS_JOB_OPTIONS: JobsOptions = { ...KEEP, attempts: 8, backoff: { type: 'exponential', delay: 200 } };
+
+/** All producers of the service share these Queue objects (one Redis connection). */
+export class Queues {
+  readonly dispatch = new Map<string, Queue<DispatchJob>>();
+  readonly status: Queue<StatusJob>;
+  readonly webhooks: Queue<WebhookJob>;
+
+  constructor(
+    readonly connection: ConnectionOptions,
+    readonly prefix: string,
+  ) {
+    for (const pool of CHANNEL_POOLS) {
+      for (const lane of LANES) {
+        const name = dispatchQueueName(pool, lane);
+        this.dispatch.set(name, new Queue<DispatchJob>(name, { connection, prefix }));
+      }
+    }
+    this.status = new Queue<StatusJob>(STATUS_QUEUE, { connection, prefix });
+    this.webhooks = new Queue<WebhookJob>(WEBHOOK_QUEUE, { connection, prefix });
+  }
+
+  dispatchQueue(pool: ChannelPool, lane: Lane): Queue<DispatchJob> {
+    const queue = this.dispatch.get(dispatchQueueName(pool, lane));
+    if (!queue) {
+      throw new Error(`no dispatch queue ${pool}.${lane}`);
+    }
+    return queue;
+  }
+
+  all(): Queue[] {
+    return [...this.dispatch.values(), this.status, this.webhooks] as Queue[];
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.all().map((q) => q.close()));
+  }
+}

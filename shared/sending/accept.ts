@@ -1,0 +1,214 @@
+/**
+ * Accepting messages: the hottest path of the service. Shape, limits and auth are checked here;
+ * number validity, routing, price and credit are settled later by dispatch (D2 two-phase
+ * acceptance). Accepted work is durable before the caller hears 200: one transaction writes
+ * every message object and recipient of the call (one statement per table), then the dispatch
+ * jobs are added in bulk. If Redis fails after the commit the recovery sweep enqueues them.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { Db } from '../db/pool.js';
+import { withTx } from '../db/pool.js';
+import type { Config } from '../config.js';
+import type { Logger } from '../logger.js';
+import type { ApiKeyRecord } from '../domain/keys.js';
+import { Queues, laneOfTag, LANE_NUMBER, dispatchJobId, DISPATCH_JOB_OPTIONS, type ChannelPool, type DispatchJob } from '../queues.js';
+import { messageSchema, stepMissingBody, effectiveFlow, stepChannel, type MessageInput, type Channel } from './message-schema.js';
+import { describeJoiError } from '../../api/middleware/validate.js';
+import { normalizePhone } from '../phone/normalize.js';
+import { resolveSendAt, validateDeliveryWindow, nextSendInstant } from '../schedule/window.js';
+import { checkCallbackUrl } from '../net/ssrf.js';
+import { badRequest } from '../errors.js';
+
+/** D2: accepted with ids, never sent, never charged, no webhooks. */
+export const TEST_NUMBER = '420777777777';
+
+export interface AcceptDeps {
+  db: Db;
+  queues: Queues;
+  config: Config;
+  logger: Logger;
+}
+
+export type AcceptMode = 'batch' | 'single';
+export type MessageSource = 'v2' | 'v1' | 'simple' | 'xml' | 'verify';
+
+export interface AcceptOptions {
+  /** `batch`: one id per object, recipients `<id>-<index>`; `single`: every recipient its own id, any error fails the call. */
+  mode: AcceptMode;
+  source: MessageSource;
+  now?: Date;
+  /** Refuse the whole call at the first invalid object, before anything is written (XML API). */
+  atomic?: boolean;
+}
+
+export interface AcceptResult {
+  requestId: string;
+  accepted: Array<{ key: string; messageId: string }>;
+  rejected: Array<{ key: string; message: string }>;
+  /** Per accepted object: its recipients' public ids and stored numbers (the XML and verify APIs need them). */
+  recipients: Array<{ messageId: string; publicIds: string[]; phones: Array<string | null>; recipientIds: number[] }>;
+}
+
+interface Prepared {
+  key: string;
+  input: MessageInput;
+  flow: ReturnType<typeof effectiveFlow>;
+  sendAt: Date | null;
+  dueAt: Date;
+  phones: Array<string | null>;
+}
+
+/** A checked message object, or the reason it is rejected (`<field path>: <what is wrong>`). */
+export function prepareMessage(raw: unknown, key: ApiKeyRecord, config: Config, now: Date): Prepared | string {
+  const { value, error } = messageSchema.validate(raw, { abortEarly: true, convert: false });
+  if (error) {
+    return describeJoiError(error);
+  }
+  const input = value as MessageInput;
+  const missing = stepMissingBody(input);
+  if (missing !== null) {
+    return `body: is required unless every flow channel has its own body (flow[${missing}] has none)`;
+  }
+  if (input.callback !== undefined) {
+    const policy = checkCallbackUrl(input.callback, config.allowPrivateCallbacks);
+    if (!policy.ok) {
+      return `callback: ${policy.reason}`;
+    }
+  }
+  let sendAt: Date | null = null;
+  if (input.datetime !== undefined) {
+    const resolved = resolveSendAt(input.datetime, now);
+    if (!resolved.ok) {
+      return `datetime: ${resolved.message}`;
+    }
+    sendAt = resolved.sendAt;
+  }
+  let dueAt = sendAt ?? now;
+  if (input.delivery_time !== undefined) {
+    const check = validateDeliveryWindow(input.delivery_time);
+    if (!check.ok) {
+      return `${check.field}: ${check.message}`;
+    }
+    dueAt = nextSendInstant(input.delivery_time, dueAt);
+  }
+  const phones = input.to.map((r) => normalizePhone(r.phone_number, key.accountCountry));
+  return { key: '', input, flow: effectiveFlow(input), sendAt, dueAt, phones };
+}
+
+export function poolOfChannel(channel: Channel): ChannelPool {
+  return channel === 'sms' ? 'sms' : channel === 'viber' ? 'viber' : 'whatsapp';
+}
+
+const newId = () => randomBytes(10).toString('hex');
+
+export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs: unknown[], opts: AcceptOptions): Promise<AcceptResult> {
+  const now = opts.now ?? new Date();
+  const result: AcceptResult = { requestId: randomUUID(), accepted: [], rejected: [], recipients: [] };
+  const prepared: Prepared[] = [];
+  inputs.forEach((raw, index) => {
+    const p = prepareMessage(raw, key, deps.config, now);
+    if (typeof p === 'string') {
+      if (opts.mode === 'single' || opts.atomic) {
+        throw badRequest(opts.mode === 'single' ? p : `[${index}] ${p}`, 'VALIDATION', { index });
+      }
+      result.rejected.push({ key: String(index), message: p });
+    } else {
+      p.key = String(index);
+      prepared.push(p);
+    }
+  });
+  if (prepared.length === 0) {
+    return result;
+  }
+
+  // Columns for one multi-row insert per table.
+  const m = { id: [] as string[], body: [] as Array<string | null>, flow: [] as string[], callback: [] as Array<string | null>,
+    tag: [] as string[], lane: [] as number[], params: [] as Array<string | null>, payload: [] as Array<string | null>,
+    sendAt: [] as Array<Date | null>, window: [] as Array<string | null> };
+  const r = { publicId: [] as string[], messageId: [] as string[], idx: [] as number[], tag: [] as string[],
+    raw: [] as string[], phone: [] as Array<string | null>, state: [] as string[], dueAt: [] as Date[] };
+
+  for (const p of prepared) {
+    const messageId = newId();
+    const tag = p.input.tag ?? 'promotional';
+    m.id.push(messageId);
+    m.body.push(p.input.body ?? null);
+    m.flow.push(JSON.stringify(p.flow));
+    m.callback.push(p.input.callback ?? null);
+    m.tag.push(tag);
+    m.lane.push(LANE_NUMBER[laneOfTag(tag)]);
+    m.params.push(p.input.params === undefined ? null : JSON.stringify(p.input.params));
+    m.payload.push(p.input.payload === undefined ? null : JSON.stringify(p.input.payload));
+    m.sendAt.push(p.sendAt);
+    m.window.push(p.input.delivery_time === undefined ? null : JSON.stringify(p.input.delivery_time));
+    const publicIds: string[] = [];
+    p.input.to.forEach((recipient, i) => {
+      const publicId = opts.mode === 'single' ? newId() : `${messageId}-${i}`;
+      publicIds.push(publicId);
+      r.publicId.push(publicId);
+      r.messageId.push(messageId);
+      r.idx.push(i);
+      r.tag.push(tag);
+      r.raw.push(recipient.phone_number);
+      r.phone.push(p.phones[i] ?? null);
+      r.state.push(p.phones[i] === TEST_NUMBER ? 'test' : 'queued');
+      r.dueAt.push(p.dueAt);
+    });
+    if (opts.mode === 'single') {
+      publicIds.forEach((id, i) => result.accepted.push({ key: String(i), messageId: id }));
+    } else {
+      result.accepted.push({ key: p.key, messageId });
+    }
+    result.recipients.push({ messageId, publicIds, phones: p.phones, recipientIds: [] });
+  }
+
+  const idsByPublic = await withTx(deps.db, async (tx) => {
+    await tx.query(
+      `INSERT INTO messages (id, request_id, account_id, key_id, body, flow, callback, tag, lane, params, payload, send_at, delivery_time, source)
+       SELECT u.id, $1, $2, $3, u.body, u.flow, u.callback, u.tag, u.lane, u.params, u.payload, u.send_at, u.delivery_time, $4
+         FROM unnest($5::text[], $6::text[], $7::jsonb[], $8::text[], $9::text[], $10::smallint[], $11::jsonb[], $12::json[],
+                     $13::timestamptz[], $14::jsonb[])
+           AS u(id, body, flow, callback, tag, lane, params, payload, send_at, delivery_time)`,
+      [result.requestId, key.accountId, key.id, opts.source, m.id, m.body, m.flow, m.callback, m.tag, m.lane, m.params,
+        m.payload, m.sendAt, m.window],
+    );
+    const { rows } = await tx.query<{ id: number; public_id: string }>(
+      `INSERT INTO recipients (public_id, message_id, idx, account_id, key_id, tag, raw_phone, phone, state, due_at)
+       SELECT u.public_id, u.message_id, u.idx, $1, $2, u.tag, u.raw_phone, u.phone, u.state,
+              CASE WHEN u.state = 'queued' THEN u.due_at END
+         FROM unnest($3::text[], $4::text[], $5::smallint[], $6::text[], $7::text[], $8::text[], $9::text[], $10::timestamptz[])
+           AS u(public_id, message_id, idx, tag, raw_phone, phone, state, due_at)
+       RETURNING id, public_id`,
+      [key.accountId, key.id, r.publicId, r.messageId, r.idx, r.tag, r.raw, r.phone, r.state, r.dueAt],
+    );
+    return new Map(rows.map((row) => [row.public_id, row.id]));
+  });
+
+  const jobs = new Map<string, Array<{ name: string; data: DispatchJob; opts: typeof DISPATCH_JOB_OPTIONS }>>();
+  prepared.forEach((p, i) => {
+    const entry = result.recipients[i]!;
+    entry.recipientIds = entry.publicIds.map((id) => idsByPublic.get(id)!);
+    const live = entry.recipientIds.filter((_, j) => entry.phones[j] !== TEST_NUMBER);
+    if (live.length === 0) {
+      return;
+    }
+    const pool = poolOfChannel(stepChannel(p.flow[0]!).channel);
+    const lane = laneOfTag(p.input.tag ?? 'promotional');
+    const queueName = `${pool}.${lane}`;
+    const delay = Math.max(0, p.dueAt.getTime() - now.getTime());
+    const list = jobs.get(queueName) ?? [];
+    list.push({
+      name: 'dispatch',
+      data: { messageId: entry.messageId, step: 0, recipientIds: live },
+      opts: { ...DISPATCH_JOB_OPTIONS, jobId: dispatchJobId(entry.messageId, 0), delay },
+    });
+    jobs.set(queueName, list);
+  });
+  try {
+    await Promise.all([...jobs.entries()].map(([name, list]) => deps.queues.dispatch.get(name)!.addBulk(list)));
+  } catch (err) {
+    // Committed in Postgres: the recovery sweep will enqueue these; the caller's work is safe.
+    deps.logger.error({ err: (err as Error).message, requestId: result.requestId }, 'enqueue after accept failed; left to the recovery sweep');
+  }
+  return result;
+}

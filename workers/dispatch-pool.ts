@@ -1,0 +1,37 @@
+/**
+ * Dispatch pools: one BullMQ worker per channel pool and lane (`sms.priority`, …). Each lane has
+ * its own worker, so a promotional backlog never stands in front of a priority message; the
+ * priority lane gets the most concurrency.
+ */
+import { Worker, DelayedError, type Job } from 'bullmq';
+import type { Engine } from '../shared/engine/engine.js';
+import type { Logger } from '../shared/logger.js';
+import { LANES, dispatchQueueName, type ChannelPool, type DispatchJob, type Lane } from '../shared/queues.js';
+import type { WorkerConnection } from './connection.js';
+
+const LANE_SHARE: Record<Lane, number> = { priority: 1, transactional: 1, promotional: 1 };
+
+export function startDispatchPool(engine: Engine, pool: ChannelPool, concurrency: number, conn: WorkerConnection, logger: Logger): Worker[] {
+  return LANES.map((lane) => {
+    const worker = new Worker<DispatchJob>(
+      dispatchQueueName(pool, lane),
+      async (job: Job<DispatchJob>, token?: string) => {
+        const outcome = await engine.dispatch(job.data);
+        if (outcome.delayUntil) {
+          // Not yet inside the schedule or window: the same job waits until then (and checks again).
+          await job.moveToDelayed(outcome.delayUntil.getTime(), token);
+          throw new DelayedError();
+        }
+        return { handed: outcome.handed, rejected: outcome.rejected };
+      },
+      { connection: conn.connection, prefix: conn.prefix, concurrency: Math.max(1, Math.round(concurrency * LANE_SHARE[lane])) },
+    );
+    worker.on('failed', (job, err) => {
+      if (job && job.attemptsMade >= (job.opts.attempts ?? 1)) {
+        logger.error({ queue: worker.name, jobId: job.id, err: err.message }, 'dispatch job failed for good; the recovery sweep will retry it');
+      }
+    });
+    worker.on('error', (err) => logger.error({ queue: worker.name, err: err.message }, 'dispatch worker error'));
+    return worker;
+  });
+}

@@ -1,0 +1,87 @@
+/**
+ * The recovery sweep. Postgres is the truth and Redis only transport: this finds work that is due
+ * but may have lost its job (Redis lost data, a process died between commit and enqueue) and adds
+ * the job again under its deterministic id, so a job that still exists is not duplicated, and a
+ * duplicate that slips through finds nothing to do (every job is idempotent).
+ */
+import type { Db } from '../shared/db/pool.js';
+import type { Logger } from '../shared/logger.js';
+import { Queues, LANE_OF_NUMBER, DISPATCH_JOB_OPTIONS, dispatchJobId, type DispatchJob } from '../shared/queues.js';
+import { poolOfChannel } from '../shared/sending/accept.js';
+import { stepChannel, type FlowStep } from '../shared/sending/message-schema.js';
+import { enqueueBatches } from '../shared/webhooks/relay.js';
+
+export interface SweepResult {
+  dispatch: number;
+  webhooks: number;
+}
+
+/** Work older than `graceMs` without progress is re-enqueued. */
+export async function sweepOnce(db: Db, queues: Queues, opts: { graceMs: number; webhookRetries: number }): Promise<SweepResult> {
+  const { rows } = await db.query<{ message_id: string; step: number; lane: number; flow: FlowStep[]; ids: number[] }>(
+    `SELECT r.message_id, r.step, m.lane, m.flow, array_agg(r.id ORDER BY r.id) AS ids
+       FROM (SELECT id, message_id, step FROM recipients
+              WHERE state = 'queued' AND due_at < now() - make_interval(secs => $1::float / 1000)
+              ORDER BY due_at LIMIT 5000) r
+       JOIN messages m ON m.id = r.message_id
+      GROUP BY r.message_id, r.step, m.lane, m.flow
+     UNION ALL
+     SELECT r.message_id, a.step, m.lane, m.flow, array_agg(r.id ORDER BY r.id)
+       FROM attempts a JOIN recipients r ON r.id = a.recipient_id JOIN messages m ON m.id = r.message_id
+      WHERE a.handed_at IS NULL AND a.state = 'sending' AND a.created_at < now() - make_interval(secs => $1::float / 1000)
+      GROUP BY r.message_id, a.step, m.lane, m.flow`,
+    [opts.graceMs],
+  );
+  let dispatch = 0;
+  for (const row of rows) {
+    const pool = poolOfChannel(stepChannel(row.flow[row.step]!).channel);
+    const queue = queues.dispatchQueue(pool, LANE_OF_NUMBER[row.lane] ?? 'promotional');
+    const jobs = row.step === 0
+      ? [{ data: { messageId: row.message_id, step: 0, recipientIds: row.ids }, jobId: dispatchJobId(row.message_id, 0) }]
+      : row.ids.map((id) => ({ data: { messageId: row.message_id, step: row.step, recipientIds: [id] }, jobId: dispatchJobId(row.message_id, row.step, id) }));
+    await queue.addBulk(jobs.map((j) => ({ name: 'dispatch', data: j.data as DispatchJob, opts: { ...DISPATCH_JOB_OPTIONS, jobId: j.jobId } })));
+    dispatch += jobs.length;
+  }
+  const { rows: batches } = await db.query<{ id: number; url: string }>(
+    `SELECT id, url FROM webhook_batches WHERE status = 'pending' AND updated_at < now() - make_interval(secs => $1::float / 1000)
+      ORDER BY updated_at LIMIT 5000`,
+    [Math.max(opts.graceMs, 60_000)],
+  );
+  // A pending batch with a live job (waiting out its retry delay) keeps that job: same job id.
+  await enqueueBatches(queues, batches, opts.webhookRetries);
+  return { dispatch, webhooks: batches.length };
+}
+
+export class RecoverySweep {
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly db: Db,
+    private readonly queues: Queues,
+    private readonly opts: { intervalMs: number; graceMs: number; webhookRetries: number },
+    private readonly logger: Logger,
+  ) {}
+
+  start(): void {
+    const tick = async () => {
+      try {
+        const result = await sweepOnce(this.db, this.queues, this.opts);
+        if (result.dispatch + result.webhooks > 0) {
+          this.logger.info(result, 'recovery sweep re-enqueued work');
+        }
+      } catch (err) {
+        this.logger.error({ err: (err as Error).message }, 'recovery sweep failed');
+      }
+      this.timer = setTimeout(() => void tick(), this.opts.intervalMs);
+      this.timer.unref();
+    };
+    this.timer = setTimeout(() => void tick(), this.opts.intervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) {
+      clearTimeout(this.timer);
+    }
+  }
+}
