@@ -15,6 +15,8 @@ import { sendRouter } from './routes/send.js';
 import { xmlRouter } from './routes/xml.js';
 import { sandboxRouter } from './routes/sandbox.js';
 import { webhookAdmin } from './routes/admin-webhooks.js';
+import { restRouter } from './routes/rest.js';
+import { verifyRouter } from './routes/verify.js';
 
 export function buildApp(ctx: AppContext, adminExtensions: AdminExtension[] = []): Express {
   const app = express();
@@ -32,6 +34,8 @@ export function buildApp(ctx: AppContext, adminExtensions: AdminExtension[] = []
 
   app.use(sendRouter(ctx));
   app.use(xmlRouter(ctx));
+  app.use(restRouter(ctx));
+  app.use(verifyRouter(ctx));
   if (ctx.config.sandbox) {
     app.use(sandboxRouter(ctx));
   }

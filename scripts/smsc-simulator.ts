@@ -1,0 +1,631 @@
+/**
+ * An in-process SMSC for tests, benchmarks and local development (`scripts/smsc.ts` is its CLI).
+ * Listens on 127.0.0.1 only. Accepts binds, answers submit_sm with sequential ids and sends
+ * delivery receipts whose outcome is chosen by the destination's last two digits:
+ *
+ *   01 → UNDELIV   02 → submit_sm_resp 0x08 (system error), no receipt   03 → no receipt
+ *   04 → DELIVRD after `slowReceiptDelayMs`   05 → REJECTD   anything else → DELIVRD
+ *
+ * Every part of a multi-part message gets its own id and receipt. It can throttle (ESME_RTHROTTLED
+ * 0x58), drop all connections, go silent (answer nothing), delay responses, and send MO messages
+ * (long ones as concatenated parts, UCS-2 when needed). Submitted PDUs are recorded (decoded from
+ * their raw bytes) for assertions.
+ */
+import { EventEmitter } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import smpp from 'smpp';
+import {
+  DATA_CODING_GSM7,
+  DATA_CODING_UCS2,
+  ESM_CLASS_SMSC_RECEIPT,
+  ESM_CLASS_UDHI,
+  concatUdh,
+  decodeUserData,
+  parseSmPdu,
+  type ConcatInfo,
+} from '../shared/carriers/smpp/pdu.js';
+import { SMPP_STATUS, tapRawPdus } from '../shared/carriers/smpp/session.js';
+import { encodeGsm7Unpacked, encodeUcs2, planSms } from '../shared/sms/gsm7.js';
+
+export const SIM_HOST = '127.0.0.1';
+
+export type SimIdForm = 'hex' | 'decimal';
+
+export interface SmscSimulatorOptions {
+  /** 0 (default) = any free port. */
+  port?: number;
+  /** When both are set, binds must use exactly this pair (else ESME_RINVSYSID / ESME_RINVPASWD). */
+  systemId?: string;
+  password?: string;
+  /** Form of message_id in submit_sm_resp: `hex` (upper-case, 8 digits, zero-padded) or `decimal`. Default hex. */
+  idForm?: SimIdForm;
+  /** Form of the id in receipts (text and receipted_message_id); default `same` as idForm. */
+  receiptIdForm?: SimIdForm | 'same';
+  /** First message id number; default 1. */
+  firstId?: number;
+  /** Delay before a receipt; default 50 ms. */
+  receiptDelayMs?: number;
+  /** Delay for destinations ending in 04; default 5000 ms. */
+  slowReceiptDelayMs?: number;
+  /** Delay before answering each submit_sm; default 0. */
+  responseDelayMs?: number;
+  /** Include receipted_message_id and message_state TLVs in receipts; default true. */
+  receiptTlvs?: boolean;
+  /** Send enquire_link to every bound session this often; default 0 (never). */
+  enquireLinkIntervalMs?: number;
+  /** Keep at most this many submitted records (oldest dropped); default 100 000. */
+  maxRecords?: number;
+}
+
+export interface SubmittedRecord {
+  sessionId: number;
+  systemId: string;
+  sequenceNumber: number;
+  /** Id given in submit_sm_resp; null when the submit was refused. */
+  messageId: string | null;
+  commandStatus: number;
+  source_addr: string;
+  source_addr_ton: number;
+  source_addr_npi: number;
+  destination_addr: string;
+  dest_addr_ton: number;
+  dest_addr_npi: number;
+  esm_class: number;
+  data_coding: number;
+  registered_delivery: number;
+  validity_period: string;
+  /** UDH including its length octet, or null. */
+  udh: Buffer | null;
+  concat: ConcatInfo | null;
+  /** Decoded text of this part. */
+  text: string;
+  receivedAt: number;
+}
+
+export interface SimulatorCounters {
+  binds: number;
+  bindsRejected: number;
+  unbinds: number;
+  submits: number;
+  submitsAccepted: number;
+  submitsRefused: number;
+  receiptsSent: number;
+  receiptsAcked: number;
+  receiptsNacked: number;
+  moPartsSent: number;
+  enquireLinksReceived: number;
+  enquireLinksSent: number;
+  enquireLinkRespsReceived: number;
+  /** Most submit_sm received and not yet answered at one time on one session. */
+  maxOutstanding: number;
+}
+
+export interface SimulatorMode {
+  /** Throttle every submit while true. */
+  throttle: boolean;
+  /** Throttle this many further submits. */
+  throttleNext: number;
+  /** Answer nothing (binds, submits, enquire_link, unbind). */
+  silent: boolean;
+}
+
+export interface MoRequest {
+  from: string;
+  to: string;
+  text: string;
+  /** Use the 16-bit reference IE (0x08) instead of 0x00. */
+  udh16?: boolean;
+  /** Send the parts in reverse order. */
+  reverse?: boolean;
+}
+
+export type SimulatorEvents = {
+  bind: [info: { sessionId: number; systemId: string; mode: string }];
+  submit: [record: SubmittedRecord];
+  receipt: [info: { messageId: string; stat: string }];
+  unbind: [info: { sessionId: number }];
+};
+
+interface SimSession {
+  id: number;
+  lib: smpp.Session;
+  systemId: string | null;
+  mode: 'transceiver' | 'transmitter' | 'receiver' | null;
+  outstanding: number;
+  lastRaw: Buffer | null;
+  waiters: Map<number, { resolve(pdu: smpp.PDU): void; timer: NodeJS.Timeout }>;
+  closed: boolean;
+}
+
+interface PendingReceipt {
+  systemId: string;
+  fields: smpp.PduFields;
+  messageId: string;
+  stat: string;
+}
+
+const BIND_MODES: Record<string, SimSession['mode']> = {
+  bind_transceiver: 'transceiver',
+  bind_transmitter: 'transmitter',
+  bind_receiver: 'receiver',
+};
+
+const OUTCOMES: Record<string, { stat: string; state: number; err: string } | 'error' | 'none' | 'slow'> = {
+  '01': { stat: 'UNDELIV', state: 5, err: '001' },
+  '02': 'error',
+  '03': 'none',
+  '04': 'slow',
+  '05': { stat: 'REJECTD', state: 8, err: '002' },
+};
+const DELIVERED = { stat: 'DELIVRD', state: 2, err: '000' };
+
+function smppDate(d: Date): string {
+  const two = (n: number): string => String(n).padStart(2, '0');
+  return `${two(d.getUTCFullYear() % 100)}${two(d.getUTCMonth() + 1)}${two(d.getUTCDate())}${two(d.getUTCHours())}${two(d.getUTCMinutes())}`;
+}
+
+export class SmscSimulator extends EventEmitter<SimulatorEvents> {
+  readonly options: Required<Omit<SmscSimulatorOptions, 'systemId' | 'password'>> & Pick<SmscSimulatorOptions, 'systemId' | 'password'>;
+  readonly mode: SimulatorMode = { throttle: false, throttleNext: 0, silent: false };
+  readonly submitted: SubmittedRecord[] = [];
+  readonly counters: SimulatorCounters = SmscSimulator.zeroCounters();
+  private server: smpp.Server | null = null;
+  private readonly sessions = new Set<SimSession>();
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly pendingReceipts: PendingReceipt[] = [];
+  private sessionSeq = 0;
+  private nextId: number;
+  private moRef = 0;
+  private enquireTimer: NodeJS.Timeout | null = null;
+  private _port = 0;
+
+  constructor(options: SmscSimulatorOptions = {}) {
+    super();
+    this.options = {
+      port: options.port ?? 0,
+      systemId: options.systemId,
+      password: options.password,
+      idForm: options.idForm ?? 'hex',
+      receiptIdForm: options.receiptIdForm ?? 'same',
+      firstId: options.firstId ?? 1,
+      receiptDelayMs: options.receiptDelayMs ?? 50,
+      slowReceiptDelayMs: options.slowReceiptDelayMs ?? 5_000,
+      responseDelayMs: options.responseDelayMs ?? 0,
+      receiptTlvs: options.receiptTlvs ?? true,
+      enquireLinkIntervalMs: options.enquireLinkIntervalMs ?? 0,
+      maxRecords: options.maxRecords ?? 100_000,
+    };
+    this.nextId = this.options.firstId;
+  }
+
+  private static zeroCounters(): SimulatorCounters {
+    return {
+      binds: 0,
+      bindsRejected: 0,
+      unbinds: 0,
+      submits: 0,
+      submitsAccepted: 0,
+      submitsRefused: 0,
+      receiptsSent: 0,
+      receiptsAcked: 0,
+      receiptsNacked: 0,
+      moPartsSent: 0,
+      enquireLinksReceived: 0,
+      enquireLinksSent: 0,
+      enquireLinkRespsReceived: 0,
+      maxOutstanding: 0,
+    };
+  }
+
+  get host(): string {
+    return SIM_HOST;
+  }
+
+  get port(): number {
+    return this._port;
+  }
+
+  /** Sessions currently bound. */
+  get boundSessions(): number {
+    let n = 0;
+    for (const s of this.sessions) if (s.mode && !s.closed) n++;
+    return n;
+  }
+
+  /** Open TCP sessions (bound or not). */
+  get openSessions(): number {
+    return this.sessions.size;
+  }
+
+  /** Submits received but not answered yet, over all sessions. */
+  get outstanding(): number {
+    let n = 0;
+    for (const s of this.sessions) n += s.outstanding;
+    return n;
+  }
+
+  async start(): Promise<{ host: string; port: number }> {
+    if (this.server) return { host: SIM_HOST, port: this._port };
+    const server = smpp.createServer({}, (session) => this.onSession(session));
+    this.server = server;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(this.options.port, SIM_HOST, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    server.on('error', () => {});
+    this._port = (server.address() as AddressInfo).port;
+    if (this.options.enquireLinkIntervalMs > 0) {
+      this.enquireTimer = setInterval(() => void this.enquireLinkAll(this.options.enquireLinkIntervalMs), this.options.enquireLinkIntervalMs);
+    }
+    return { host: SIM_HOST, port: this._port };
+  }
+
+  async stop(): Promise<void> {
+    if (this.enquireTimer) clearInterval(this.enquireTimer);
+    this.enquireTimer = null;
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    this.dropConnections();
+    const server = this.server;
+    this.server = null;
+    if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+
+  /** Changes behaviour: `throttle` true/false (all submits) or a number (the next N). */
+  setMode(change: { throttle?: boolean | number; silent?: boolean; dropConnections?: boolean }): SimulatorMode {
+    if (typeof change.throttle === 'number') {
+      this.mode.throttleNext = Math.max(0, Math.floor(change.throttle));
+    } else if (typeof change.throttle === 'boolean') {
+      this.mode.throttle = change.throttle;
+      if (!change.throttle) this.mode.throttleNext = 0;
+    }
+    if (typeof change.silent === 'boolean') this.mode.silent = change.silent;
+    if (change.dropConnections) this.dropConnections();
+    return { ...this.mode };
+  }
+
+  /** Answers the next `n` submits with ESME_RTHROTTLED. */
+  throttleNext(n: number): void {
+    this.mode.throttleNext = n;
+  }
+
+  /** Destroys every client connection at once (no unbind). */
+  dropConnections(): void {
+    for (const s of this.sessions) s.lib.destroy();
+  }
+
+  /** Clears records and counters (not the mode or the id sequence). */
+  reset(): void {
+    this.submitted.length = 0;
+    Object.assign(this.counters, SmscSimulator.zeroCounters());
+  }
+
+  /** Sends enquire_link to every bound session; resolves with how many answered within `timeoutMs`. */
+  async enquireLinkAll(timeoutMs = 2_000): Promise<number> {
+    const targets = [...this.sessions].filter((s) => s.mode && !s.closed);
+    const results = await Promise.all(
+      targets.map((s) => {
+        this.counters.enquireLinksSent++;
+        return this.request(s, new smpp.PDU('enquire_link', {}), timeoutMs);
+      }),
+    );
+    const answered = results.filter((r) => r !== null).length;
+    this.counters.enquireLinkRespsReceived += answered;
+    return answered;
+  }
+
+  /** Sends unbind to every bound session (as an SMSC does before maintenance); resolves with how many answered. */
+  async unbindAll(timeoutMs = 2_000): Promise<number> {
+    const targets = [...this.sessions].filter((s) => s.mode && !s.closed);
+    const results = await Promise.all(targets.map((s) => this.request(s, new smpp.PDU('unbind', {}), timeoutMs)));
+    for (const s of targets) s.lib.close();
+    return results.filter((r) => r !== null && r.command === 'unbind_resp').length;
+  }
+
+  /**
+   * Sends a mobile-originated message to the first bound receiver/transceiver: GSM-7 or UCS-2 as
+   * needed, concatenated parts when long. Resolves with the deliver_sm_resp status of each part
+   * (null = no answer within 5 s).
+   */
+  async sendMo(mo: MoRequest): Promise<{ parts: number; statuses: (number | null)[] }> {
+    const target = [...this.sessions].find((s) => !s.closed && (s.mode === 'transceiver' || s.mode === 'receiver'));
+    if (!target) throw new Error('no receiver or transceiver is bound');
+    const plan = planSms(mo.text, 'utf');
+    const dataCoding = plan.encoding === 'gsm7' ? DATA_CODING_GSM7 : DATA_CODING_UCS2;
+    const total = plan.parts.length;
+    this.moRef = (this.moRef + 1) & 0xffff;
+    const pdus = plan.parts.map((part, i) => {
+      const body = plan.encoding === 'gsm7' ? encodeGsm7Unpacked(part) : encodeUcs2(part);
+      let short = body;
+      if (total > 1) {
+        const udh = mo.udh16
+          ? Buffer.from([0x06, 0x08, 0x04, (this.moRef >> 8) & 0xff, this.moRef & 0xff, total, i + 1])
+          : concatUdh(this.moRef & 0xff, total, i + 1);
+        short = Buffer.concat([udh, body]);
+      }
+      return new smpp.PDU('deliver_sm', {
+        source_addr_ton: 1,
+        source_addr_npi: 1,
+        source_addr: mo.from.replace(/^\+/, ''),
+        dest_addr_ton: /^\+?\d+$/.test(mo.to) ? 1 : 5,
+        dest_addr_npi: /^\+?\d+$/.test(mo.to) ? 1 : 0,
+        destination_addr: mo.to.replace(/^\+/, ''),
+        esm_class: total > 1 ? ESM_CLASS_UDHI : 0,
+        data_coding: dataCoding,
+        short_message: short,
+      });
+    });
+    if (mo.reverse) pdus.reverse();
+    const statuses: (number | null)[] = [];
+    for (const pdu of pdus) {
+      this.counters.moPartsSent++;
+      const resp = await this.request(target, pdu, 5_000);
+      statuses.push(resp ? resp.command_status : null);
+    }
+    return { parts: total, statuses };
+  }
+
+  /** Polls `predicate` every 10 ms until true; rejects after `timeoutMs`. */
+  async waitFor(predicate: () => boolean, timeoutMs = 5_000, what = 'condition'): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!predicate()) {
+      if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+
+  private later(ms: number, fn: () => void): void {
+    const t = setTimeout(() => {
+      this.timers.delete(t);
+      fn();
+    }, ms);
+    this.timers.add(t);
+  }
+
+  private onSession(lib: smpp.Session): void {
+    const s: SimSession = {
+      id: ++this.sessionSeq,
+      lib,
+      systemId: null,
+      mode: null,
+      outstanding: 0,
+      lastRaw: null,
+      waiters: new Map(),
+      closed: false,
+    };
+    this.sessions.add(s);
+    tapRawPdus(lib.socket, (raw) => {
+      s.lastRaw = raw;
+    });
+    lib.on('error', () => lib.destroy());
+    lib.on('close', () => {
+      s.closed = true;
+      this.sessions.delete(s);
+      for (const w of s.waiters.values()) {
+        clearTimeout(w.timer);
+      }
+      s.waiters.clear();
+    });
+    lib.on('pdu', (pdu: smpp.PDU) => {
+      try {
+        this.onPdu(s, pdu);
+      } catch {
+        lib.destroy();
+      }
+    });
+  }
+
+  /** Sends a request; resolves with the response, or null on timeout / closed session. */
+  private request(s: SimSession, pdu: smpp.PDU, timeoutMs: number): Promise<smpp.PDU | null> {
+    return new Promise((resolve) => {
+      if (s.closed || !s.lib.send(pdu)) {
+        resolve(null);
+        return;
+      }
+      const seq = pdu.sequence_number;
+      const timer = setTimeout(() => {
+        s.waiters.delete(seq);
+        resolve(null);
+      }, timeoutMs);
+      s.waiters.set(seq, {
+        timer,
+        resolve: (resp) => {
+          clearTimeout(timer);
+          resolve(resp);
+        },
+      });
+    });
+  }
+
+  private onPdu(s: SimSession, pdu: smpp.PDU): void {
+    const raw = s.lastRaw;
+    s.lastRaw = null;
+    if (pdu.isResponse()) {
+      const waiter = s.waiters.get(pdu.sequence_number);
+      if (waiter) {
+        s.waiters.delete(pdu.sequence_number);
+        waiter.resolve(pdu);
+      }
+      return;
+    }
+    if (pdu.command === 'submit_sm') this.counters.submits++;
+    if (pdu.command === 'enquire_link') this.counters.enquireLinksReceived++;
+    if (this.mode.silent) return;
+
+    const bindMode = BIND_MODES[pdu.command];
+    if (bindMode) {
+      this.onBind(s, pdu, bindMode);
+      return;
+    }
+    switch (pdu.command) {
+      case 'enquire_link':
+        s.lib.send(pdu.response());
+        return;
+      case 'unbind':
+        this.counters.unbinds++;
+        this.emit('unbind', { sessionId: s.id });
+        s.lib.send(pdu.response(), () => s.lib.close());
+        return;
+      case 'submit_sm':
+        this.onSubmit(s, pdu, raw);
+        return;
+      default:
+        s.lib.send(pdu.response({ command_status: SMPP_STATUS.ESME_RINVCMDID }));
+    }
+  }
+
+  private onBind(s: SimSession, pdu: smpp.PDU, mode: NonNullable<SimSession['mode']>): void {
+    const systemId = typeof pdu.system_id === 'string' ? pdu.system_id : '';
+    const password = typeof pdu.password === 'string' ? pdu.password : '';
+    let status: number = SMPP_STATUS.ESME_ROK;
+    if (s.mode) status = SMPP_STATUS.ESME_RINVBNDSTS;
+    else if (this.options.systemId !== undefined && systemId !== this.options.systemId) status = SMPP_STATUS.ESME_RINVSYSID;
+    else if (this.options.password !== undefined && password !== this.options.password) status = SMPP_STATUS.ESME_RINVPASWD;
+    if (status !== SMPP_STATUS.ESME_ROK) {
+      this.counters.bindsRejected++;
+      s.lib.send(pdu.response({ command_status: status }));
+      return;
+    }
+    s.systemId = systemId;
+    s.mode = mode;
+    this.counters.binds++;
+    s.lib.send(pdu.response({ system_id: 'SMSCSIM' }));
+    this.emit('bind', { sessionId: s.id, systemId, mode });
+    if (mode !== 'transmitter') this.flushPendingReceipts();
+  }
+
+  private formatId(n: number, form: SimIdForm): string {
+    return form === 'hex' ? n.toString(16).toUpperCase().padStart(8, '0') : String(n);
+  }
+
+  private onSubmit(s: SimSession, pdu: smpp.PDU, raw: Buffer | null): void {
+    if (!s.mode || s.mode === 'receiver') {
+      s.lib.send(pdu.response({ command_status: SMPP_STATUS.ESME_RINVBNDSTS }));
+      return;
+    }
+    let view;
+    try {
+      if (!raw) throw new Error('raw PDU not captured');
+      view = parseSmPdu(raw);
+    } catch {
+      this.counters.submitsRefused++;
+      s.lib.send(pdu.response({ command_status: SMPP_STATUS.ESME_RSYSERR }));
+      return;
+    }
+    const outcome = OUTCOMES[view.destination_addr.slice(-2)] ?? DELIVERED;
+    let status: number = SMPP_STATUS.ESME_ROK;
+    if (this.mode.throttle) status = SMPP_STATUS.ESME_RTHROTTLED;
+    else if (this.mode.throttleNext > 0) {
+      this.mode.throttleNext--;
+      status = SMPP_STATUS.ESME_RTHROTTLED;
+    } else if (outcome === 'error') status = SMPP_STATUS.ESME_RSYSERR;
+
+    let messageId: string | null = null;
+    let idNumber = 0;
+    if (status === SMPP_STATUS.ESME_ROK) {
+      idNumber = this.nextId++;
+      messageId = this.formatId(idNumber, this.options.idForm);
+    }
+    let text: string;
+    try {
+      text = decodeUserData(view.data_coding, view.body);
+    } catch {
+      text = view.body.toString('latin1');
+    }
+    const record: SubmittedRecord = {
+      sessionId: s.id,
+      systemId: s.systemId ?? '',
+      sequenceNumber: view.sequenceNumber,
+      messageId,
+      commandStatus: status,
+      source_addr: view.source_addr,
+      source_addr_ton: view.source_addr_ton,
+      source_addr_npi: view.source_addr_npi,
+      destination_addr: view.destination_addr,
+      dest_addr_ton: view.dest_addr_ton,
+      dest_addr_npi: view.dest_addr_npi,
+      esm_class: view.esm_class,
+      data_coding: view.data_coding,
+      registered_delivery: view.registered_delivery,
+      validity_period: view.validity_period,
+      udh: view.udh ? Buffer.from(view.udh.raw) : null,
+      concat: view.udh?.concat ?? null,
+      text,
+      receivedAt: Date.now(),
+    };
+    this.submitted.push(record);
+    if (this.submitted.length > this.options.maxRecords) this.submitted.shift();
+    if (status === SMPP_STATUS.ESME_ROK) this.counters.submitsAccepted++;
+    else this.counters.submitsRefused++;
+    this.emit('submit', record);
+
+    s.outstanding++;
+    this.counters.maxOutstanding = Math.max(this.counters.maxOutstanding, s.outstanding);
+    const answer = (): void => {
+      s.outstanding--;
+      if (s.closed || this.mode.silent) return;
+      s.lib.send(pdu.response(status === SMPP_STATUS.ESME_ROK ? { message_id: messageId ?? '' } : { command_status: status }));
+      if (status !== SMPP_STATUS.ESME_ROK || messageId === null) return;
+      if (outcome === 'none' || outcome === 'error' || (view.registered_delivery & 0x03) === 0) return;
+      const final = outcome === 'slow' ? DELIVERED : outcome;
+      const delay = outcome === 'slow' ? this.options.slowReceiptDelayMs : this.options.receiptDelayMs;
+      const receiptForm = this.options.receiptIdForm === 'same' ? this.options.idForm : this.options.receiptIdForm;
+      const receiptId = this.formatId(idNumber, receiptForm);
+      const now = new Date();
+      const snippet = text.slice(0, 20).replace(/[^\x20-\x7e]/g, '?');
+      const body =
+        `id:${receiptId} sub:001 dlvrd:${final.stat === 'DELIVRD' ? '001' : '000'} ` +
+        `submit date:${smppDate(new Date(record.receivedAt))} done date:${smppDate(now)} ` +
+        `stat:${final.stat} err:${final.err} text:${snippet}`;
+      const fields: smpp.PduFields = {
+        source_addr_ton: view.dest_addr_ton,
+        source_addr_npi: view.dest_addr_npi,
+        source_addr: view.destination_addr,
+        dest_addr_ton: view.source_addr_ton,
+        dest_addr_npi: view.source_addr_npi,
+        destination_addr: view.source_addr,
+        esm_class: ESM_CLASS_SMSC_RECEIPT,
+        data_coding: DATA_CODING_GSM7,
+        short_message: Buffer.from(body, 'latin1'),
+      };
+      if (this.options.receiptTlvs) {
+        fields.receipted_message_id = receiptId;
+        fields.message_state = final.state;
+      }
+      const systemId = s.systemId ?? '';
+      this.later(delay, () => this.deliverReceipt({ systemId, fields, messageId: receiptId, stat: final.stat }, s));
+    };
+    if (this.options.responseDelayMs > 0) this.later(this.options.responseDelayMs, answer);
+    else answer();
+  }
+
+  private receiverFor(systemId: string, preferred?: SimSession): SimSession | undefined {
+    const canReceive = (x: SimSession): boolean => !x.closed && (x.mode === 'transceiver' || x.mode === 'receiver');
+    if (preferred && canReceive(preferred)) return preferred;
+    return [...this.sessions].find((x) => canReceive(x) && x.systemId === systemId);
+  }
+
+  private deliverReceipt(receipt: PendingReceipt, preferred?: SimSession): void {
+    const target = this.receiverFor(receipt.systemId, preferred);
+    if (!target || this.mode.silent) {
+      this.pendingReceipts.push(receipt);
+      return;
+    }
+    this.counters.receiptsSent++;
+    this.emit('receipt', { messageId: receipt.messageId, stat: receipt.stat });
+    void this.request(target, new smpp.PDU('deliver_sm', receipt.fields), 10_000).then((resp) => {
+      if (resp && resp.command_status === 0) this.counters.receiptsAcked++;
+      else this.counters.receiptsNacked++;
+    });
+  }
+
+  private flushPendingReceipts(): void {
+    const pending = this.pendingReceipts.splice(0);
+    for (const r of pending) this.deliverReceipt(r);
+  }
+}

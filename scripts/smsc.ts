@@ -1,0 +1,184 @@
+/**
+ * SMSC simulator CLI (see scripts/smsc-simulator.ts for behaviour).
+ *
+ *   node --import tsx scripts/smsc.ts --port 2775 [--control-port 2776] [--system-id ID --password PW]
+ *        [--id-form hex|decimal] [--receipt-id-form same|hex|decimal] [--receipt-delay 50]
+ *        [--slow-delay 5000] [--response-delay 0] [--enquire-link 0]
+ *
+ * Prints one JSON line when listening: {"event":"listening","host":"127.0.0.1","port":…,"controlPort":…}.
+ * Control API (HTTP, 127.0.0.1 only, JSON):
+ *   POST /mo    {from, to, text, udh16?, reverse?}               → {parts, statuses}
+ *   POST /mode  {throttle?: bool|number, silent?: bool, dropConnections?: true} → mode
+ *   GET  /stats                                                  → counters, mode, sessions
+ *   GET  /submitted?limit=N                                      → last N submitted records
+ *   POST /reset                                                  → clears records and counters
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { parseArgs } from 'node:util';
+import { SIM_HOST, SmscSimulator, type SimIdForm, type SubmittedRecord } from './smsc-simulator.js';
+
+const { values } = parseArgs({
+  options: {
+    port: { type: 'string', default: '2775' },
+    'control-port': { type: 'string' },
+    'system-id': { type: 'string' },
+    password: { type: 'string' },
+    'id-form': { type: 'string', default: 'hex' },
+    'receipt-id-form': { type: 'string', default: 'same' },
+    'receipt-delay': { type: 'string', default: '50' },
+    'slow-delay': { type: 'string', default: '5000' },
+    'response-delay': { type: 'string', default: '0' },
+    'enquire-link': { type: 'string', default: '0' },
+  },
+  strict: true,
+});
+
+function int(name: string, value: string | undefined, min: number, max: number): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    process.stderr.write(`--${name} must be an integer ${min}..${max}\n`);
+    process.exit(2);
+  }
+  return n;
+}
+
+function form<T extends string>(name: string, value: string | undefined, allowed: readonly T[]): T {
+  if (!allowed.includes(value as T)) {
+    process.stderr.write(`--${name} must be one of ${allowed.join(', ')}\n`);
+    process.exit(2);
+  }
+  return value as T;
+}
+
+const sim = new SmscSimulator({
+  port: int('port', values.port, 0, 65535),
+  systemId: values['system-id'],
+  password: values.password,
+  idForm: form<SimIdForm>('id-form', values['id-form'], ['hex', 'decimal']),
+  receiptIdForm: form<SimIdForm | 'same'>('receipt-id-form', values['receipt-id-form'], ['same', 'hex', 'decimal']),
+  receiptDelayMs: int('receipt-delay', values['receipt-delay'], 0, 3_600_000),
+  slowReceiptDelayMs: int('slow-delay', values['slow-delay'], 0, 3_600_000),
+  responseDelayMs: int('response-delay', values['response-delay'], 0, 3_600_000),
+  enquireLinkIntervalMs: int('enquire-link', values['enquire-link'], 0, 3_600_000),
+});
+
+const MAX_BODY = 64 * 1024;
+
+function readJson(req: http.IncomingMessage): Promise<Record<string, unknown>> {
+  return new Promise((resolve, reject) => {
+    let size = 0;
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_BODY) {
+        reject(new Error('body too large'));
+        req.destroy();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('end', () => {
+      try {
+        const text = Buffer.concat(chunks).toString('utf8');
+        const parsed: unknown = text.trim() === '' ? {} : JSON.parse(text);
+        if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('body must be a JSON object');
+        resolve(parsed as Record<string, unknown>);
+      } catch (err) {
+        reject(err instanceof Error ? err : new Error(String(err)));
+      }
+    });
+    req.on('error', reject);
+  });
+}
+
+function send(res: http.ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function recordJson(r: SubmittedRecord): Record<string, unknown> {
+  return { ...r, udh: r.udh ? r.udh.toString('hex') : null };
+}
+
+async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  const url = new URL(req.url ?? '/', `http://${SIM_HOST}`);
+  const route = `${req.method ?? 'GET'} ${url.pathname}`;
+  switch (route) {
+    case 'POST /mo': {
+      const body = await readJson(req);
+      const { from, to, text } = body;
+      if (typeof from !== 'string' || typeof to !== 'string' || typeof text !== 'string') {
+        send(res, 400, { error: 'from, to and text must be strings' });
+        return;
+      }
+      try {
+        send(res, 200, await sim.sendMo({ from, to, text, udh16: body.udh16 === true, reverse: body.reverse === true }));
+      } catch (err) {
+        send(res, 409, { error: err instanceof Error ? err.message : String(err) });
+      }
+      return;
+    }
+    case 'POST /mode': {
+      const body = await readJson(req);
+      const change: { throttle?: boolean | number; silent?: boolean; dropConnections?: boolean } = {};
+      if (typeof body.throttle === 'boolean' || typeof body.throttle === 'number') change.throttle = body.throttle;
+      if (typeof body.silent === 'boolean') change.silent = body.silent;
+      if (body.dropConnections === true) change.dropConnections = true;
+      send(res, 200, sim.setMode(change));
+      return;
+    }
+    case 'GET /stats':
+      send(res, 200, {
+        counters: sim.counters,
+        mode: sim.mode,
+        openSessions: sim.openSessions,
+        boundSessions: sim.boundSessions,
+        outstanding: sim.outstanding,
+        recorded: sim.submitted.length,
+      });
+      return;
+    case 'GET /submitted': {
+      const limit = Math.max(0, Math.min(10_000, Number(url.searchParams.get('limit') ?? 100) || 0));
+      send(res, 200, sim.submitted.slice(-limit).map(recordJson));
+      return;
+    }
+    case 'POST /reset':
+      sim.reset();
+      send(res, 200, { ok: true });
+      return;
+    default:
+      send(res, 404, { error: `no route ${route}` });
+  }
+}
+
+async function main(): Promise<void> {
+  const { host, port } = await sim.start();
+  let controlPort: number | null = null;
+  let control: http.Server | null = null;
+  if (values['control-port'] !== undefined) {
+    const server = http.createServer((req, res) => {
+      handle(req, res).catch((err: unknown) => send(res, 400, { error: err instanceof Error ? err.message : String(err) }));
+    });
+    control = server;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(int('control-port', values['control-port'], 0, 65535), SIM_HOST, () => resolve());
+    });
+    controlPort = (server.address() as AddressInfo).port;
+  }
+  process.stdout.write(`${JSON.stringify({ event: 'listening', host, port, controlPort })}\n`);
+  const shutdown = (): void => {
+    control?.close();
+    control?.closeAllConnections();
+    void sim.stop().then(() => process.exit(0));
+  };
+  process.once('SIGINT', shutdown);
+  process.once('SIGTERM', shutdown);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});
