@@ -58,6 +58,15 @@ export function clearKeyCache(): void {
   cache.clear();
 }
 
+/** Forget a key at once in this process (disable, settings change); other processes follow within CACHE_MS. */
+export function invalidateKeyCache(keyId: number): void {
+  for (const [hash, entry] of cache) {
+    if (entry.record?.id === keyId) {
+      cache.delete(hash);
+    }
+  }
+}
+
 /** The key's record, or null when it is unknown or disabled (the caller answers in its API's form). */
 export async function authenticateKey(db: Queryable, presented: string): Promise<ApiKeyRecord | null> {
   if (!presented || presented.length > 200) {

@@ -6,7 +6,7 @@
  * jobs are added in bulk. If Redis fails after the commit the recovery sweep enqueues them.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import type { Db } from '../db/pool.js';
+import type { Db, Tx } from '../db/pool.js';
 import { withTx } from '../db/pool.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
@@ -39,6 +39,8 @@ export interface AcceptOptions {
   now?: Date;
   /** Refuse the whole call at the first invalid object, before anything is written (XML API). */
   atomic?: boolean;
+  /** Extra writes that must commit together with the messages (the verification session row). */
+  beforeCommit?: (tx: Tx, result: AcceptResult) => Promise<void>;
 }
 
 export interface AcceptResult {
@@ -162,7 +164,7 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
     result.recipients.push({ messageId, publicIds, phones: p.phones, recipientIds: [] });
   }
 
-  const idsByPublic = await withTx(deps.db, async (tx) => {
+  await withTx(deps.db, async (tx) => {
     await tx.query(
       `INSERT INTO messages (id, request_id, account_id, key_id, body, flow, callback, tag, lane, params, payload, send_at, delivery_time, source)
        SELECT u.id, $1, $2, $3, u.body, u.flow, u.callback, u.tag, u.lane, u.params, u.payload, u.send_at, u.delivery_time, $4
@@ -181,13 +183,17 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
        RETURNING id, public_id`,
       [key.accountId, key.id, r.publicId, r.messageId, r.idx, r.tag, r.raw, r.phone, r.state, r.dueAt],
     );
-    return new Map(rows.map((row) => [row.public_id, row.id]));
+    const ids = new Map(rows.map((row) => [row.public_id, row.id]));
+    for (const entry of result.recipients) {
+      entry.recipientIds = entry.publicIds.map((id) => ids.get(id)!);
+    }
+    await opts.beforeCommit?.(tx, result);
+    return ids;
   });
 
   const jobs = new Map<string, Array<{ name: string; data: DispatchJob; opts: typeof DISPATCH_JOB_OPTIONS }>>();
   prepared.forEach((p, i) => {
     const entry = result.recipients[i]!;
-    entry.recipientIds = entry.publicIds.map((id) => idsByPublic.get(id)!);
     const live = entry.recipientIds.filter((_, j) => entry.phones[j] !== TEST_NUMBER);
     if (live.length === 0) {
       return;
