@@ -32,6 +32,7 @@ interface AttemptRow {
   charged_currency: 'CZK' | 'EUR' | null;
   refunded: boolean;
   reached_sent: boolean;
+  ttl_expired: boolean;
   public_id: string;
   current_step: number;
   account_id: number;
@@ -74,7 +75,7 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
     const { rows } = await tx.query<AttemptRow>(
       `SELECT a.id, a.recipient_id, a.step, a.channel, a.state, a.phone, a.sender, a.parts, a.country, a.operator,
               a.price_czk, a.price_eur, a.charged, a.payer_kind, a.payer_id, a.charged_currency, a.refunded, a.reached_sent,
-              r.public_id, r.step AS current_step, r.account_id, r.key_id, m.request_id, m.payload, m.callback, m.flow,
+              a.ttl_expired, r.public_id, r.step AS current_step, r.account_id, r.key_id, m.request_id, m.payload, m.callback, m.flow,
               m.lane, m.id AS message_id, m.source, k.default_callback_url
          FROM attempts a
          JOIN recipients r ON r.id = a.recipient_id
@@ -104,9 +105,12 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
       if (move.ttl && !ttlExpiryApplies(a.channel, a.state)) {
         continue;
       }
-      const path = planTransition(a.state, move.state);
+      const path = planTransition(a.state, move.state, a.ttl_expired);
       if (!path) {
         continue;
+      }
+      if (move.ttl) {
+        a.ttl_expired = true;
       }
       const smsGateway = a.channel === 'sms' ? gatewayOf(a.flow[a.step]) : null;
       for (const state of path) {
@@ -160,12 +164,13 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
       const list = [...changed.values()];
       await tx.query(
         `UPDATE attempts a SET state = u.state, result_info = u.result_info, reached_sent = u.reached_sent,
-                refunded = u.refunded, updated_at = now()
-           FROM unnest($1::bigint[], $2::text[], $3::text[], $4::boolean[], $5::boolean[])
-             AS u(id, state, result_info, reached_sent, refunded)
+                refunded = u.refunded, ttl_expired = u.ttl_expired, updated_at = now()
+           FROM unnest($1::bigint[], $2::text[], $3::text[], $4::boolean[], $5::boolean[], $6::boolean[])
+             AS u(id, state, result_info, reached_sent, refunded, ttl_expired)
           WHERE a.id = u.id`,
         [list.map((a) => a.id), list.map((a) => attempts.get(a.id)!.state), list.map((a) => a.result_info),
-          list.map((a) => attempts.get(a.id)!.reached_sent), list.map((a) => attempts.get(a.id)!.refunded)],
+          list.map((a) => attempts.get(a.id)!.reached_sent), list.map((a) => attempts.get(a.id)!.refunded),
+          list.map((a) => attempts.get(a.id)!.ttl_expired)],
       );
     }
     if (recipientUpdates.size > 0) {

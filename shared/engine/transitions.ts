@@ -25,8 +25,16 @@ const NEXT: Record<AttemptState, readonly AttemptState[]> = {
 
 export const FINAL_STATES: ReadonlySet<AttemptState> = new Set(['seen', 'undelivered', 'rejected', 'failed']);
 
-/** States to pass through (in order) to move from `current` to `target`, or null when that is no valid move. */
-export function planTransition(current: AttemptState, target: AttemptState): AttemptState[] | null {
+/**
+ * States to pass through (in order) to move from `current` to `target`, or null when that is no
+ * valid move. `ttlExpired`: the attempt was ended `undelivered` by its step's ttl, not by the
+ * carrier; a receipt that still says `delivered`/`seen` is then reported (D3: late receipts of
+ * abandoned steps are reported, and never start another step).
+ */
+export function planTransition(current: AttemptState, target: AttemptState, ttlExpired = false): AttemptState[] | null {
+  if (ttlExpired && current === 'undelivered' && (target === 'delivered' || target === 'seen')) {
+    return target === 'delivered' ? ['delivered'] : ['delivered', 'seen'];
+  }
   if (NEXT[current].includes(target)) {
     return [target];
   }

@@ -110,6 +110,7 @@ CREATE TABLE attempts (
   payer_id         bigint,
   refunded         boolean     NOT NULL DEFAULT false,
   reached_sent     boolean     NOT NULL DEFAULT false,
+  ttl_expired      boolean     NOT NULL DEFAULT false,  -- ended undelivered by its ttl: a late receipt may still be reported
   refs_total       integer     NOT NULL DEFAULT 0,
   refs_delivered   integer     NOT NULL DEFAULT 0,
   handed_at        timestamptz,

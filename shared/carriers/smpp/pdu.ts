@@ -1,0 +1,778 @@
+/**
+ * Pure SMPP 3.4 helpers: building submit_sm field sets for one SMS, reading submit_sm/deliver_sm
+ * PDUs from their raw bytes, parsing delivery receipts, canonicalising message ids and reassembling
+ * concatenated mobile-originated messages. No sockets, no timers, no library state.
+ */
+import type { AttemptState, SmsEncoding } from '../types.js';
+import { decodeGsm7Unpacked, decodeUcs2, encodeGsm7Unpacked, encodeUcs2 } from '../../sms/gsm7.js';
+
+// ---------------------------------------------------------------------------------------------
+// Constants
+// ---------------------------------------------------------------------------------------------
+
+export const DATA_CODING_GSM7 = 0x00;
+export const DATA_CODING_UCS2 = 0x08;
+
+/** esm_class bit 6: the short message starts with a User Data Header. */
+export const ESM_CLASS_UDHI = 0x40;
+/** esm_class bits 2-5 (mask) hold the message type on deliver_sm. */
+export const ESM_CLASS_TYPE_MASK = 0x3c;
+/** Message type 0001 (esm_class xx0001xx): SMSC delivery receipt. */
+export const ESM_CLASS_SMSC_RECEIPT = 0x04;
+/** Message type 1000 (esm_class xx1000xx): intermediate delivery notification. */
+export const ESM_CLASS_INTERMEDIATE_NOTIFICATION = 0x20;
+
+export const TON_INTERNATIONAL = 1;
+export const TON_ALPHANUMERIC = 5;
+export const NPI_UNKNOWN = 0;
+export const NPI_ISDN = 1;
+
+/** TLV tags we read from raw PDUs. */
+export const TLV = {
+  receipted_message_id: 0x001e,
+  sar_msg_ref_num: 0x020c,
+  sar_total_segments: 0x020e,
+  sar_segment_seqnum: 0x020f,
+  message_payload: 0x0424,
+  message_state: 0x0427,
+} as const;
+
+export const COMMAND_ID = {
+  submit_sm: 0x00000004,
+  deliver_sm: 0x00000005,
+} as const;
+
+/** Single-part / per-part capacity: GSM-7 counted in septets (escape = 2), UCS-2 in octets. */
+const LIMITS = {
+  gsm7: { single: 160, part: 153 },
+  ucs2: { single: 140, part: 134 },
+} as const;
+
+// ---------------------------------------------------------------------------------------------
+// Building submit_sm
+// ---------------------------------------------------------------------------------------------
+
+/** short_message as handed to `smpp`: raw bytes, or UDH + body (the library then ORs esm_class with 0x40). */
+export type ShortMessage = Buffer | { udh: Buffer; message: Buffer };
+
+/** The submit_sm fields switchboard sets; everything else stays at the SMPP default (0 / empty). */
+export interface SubmitSmFields {
+  service_type: string;
+  source_addr_ton: number;
+  source_addr_npi: number;
+  source_addr: string;
+  dest_addr_ton: number;
+  dest_addr_npi: number;
+  destination_addr: string;
+  esm_class: number;
+  registered_delivery: number;
+  data_coding: number;
+  /** SMPP time string; '' = SMSC default validity. */
+  validity_period: string;
+  short_message: ShortMessage;
+}
+
+export interface SubmitSmsInput {
+  /** Destination, E.164 digits (a leading `+` is tolerated and removed). */
+  destination: string;
+  /** Numeric (`+`? digits) or alphanumeric sender. */
+  sender: string;
+  encoding: SmsEncoding;
+  /** Text of each part, as planned by `planSms` (one element for a single-part SMS). */
+  parts: string[];
+  /** Validity in minutes; undefined, 0 or negative = leave to the SMSC. */
+  validityMinutes?: number;
+  /** Concatenation reference 0..255 shared by all parts (required when parts.length > 1). */
+  reference?: number;
+  /** service_type; default ''. */
+  serviceType?: string;
+  /** registered_delivery; default 1 (final receipt, success or failure). */
+  registeredDelivery?: number;
+}
+
+/** UDH for 8-bit-reference concatenation: `05 00 03 ref total seq` (seq is 1-based). */
+export function concatUdh(reference: number, total: number, seq: number): Buffer {
+  return Buffer.from([0x05, 0x00, 0x03, reference & 0xff, total & 0xff, seq & 0xff]);
+}
+
+/** Source address TON/NPI: numeric → international/ISDN (1/1), anything else → alphanumeric (5/0). */
+export function senderAddress(sender: string): { source_addr: string; source_addr_ton: number; source_addr_npi: number } {
+  const trimmed = sender.trim();
+  if (trimmed === '') throw new RangeError('sender is empty');
+  if (/^\+?\d+$/.test(trimmed)) {
+    const digits = trimmed.replace(/^\+/, '');
+    if (digits.length > 20) throw new RangeError(`sender "${trimmed}" is longer than 20 digits`);
+    return { source_addr: digits, source_addr_ton: TON_INTERNATIONAL, source_addr_npi: NPI_ISDN };
+  }
+  if (!/^[\x20-\x7e]+$/.test(trimmed)) {
+    throw new RangeError(`sender "${trimmed}" contains characters outside printable ASCII`);
+  }
+  if (trimmed.length > 20) throw new RangeError(`sender "${trimmed}" is longer than 20 characters`);
+  return { source_addr: trimmed, source_addr_ton: TON_ALPHANUMERIC, source_addr_npi: NPI_UNKNOWN };
+}
+
+/**
+ * SMPP relative time `YYMMDDhhmmss000R` for a number of minutes. Expressed in days/hours/minutes/
+ * seconds only (no months or years, which are calendar-dependent); capped at 99 days 23:59:59.
+ */
+export function relativeValidity(minutes: number): string {
+  if (!Number.isFinite(minutes) || minutes <= 0) throw new RangeError(`validity minutes must be > 0, got ${minutes}`);
+  const maxSeconds = ((99 * 24 + 23) * 60 + 59) * 60 + 59;
+  let seconds = Math.min(Math.ceil(minutes * 60), maxSeconds);
+  const days = Math.floor(seconds / 86400);
+  seconds -= days * 86400;
+  const hours = Math.floor(seconds / 3600);
+  seconds -= hours * 3600;
+  const mins = Math.floor(seconds / 60);
+  seconds -= mins * 60;
+  const two = (n: number): string => String(n).padStart(2, '0');
+  return `0000${two(days)}${two(hours)}${two(mins)}${two(seconds)}000R`;
+}
+
+/**
+ * Turns one SMS into the submit_sm field sets to send, in part order. Multi-part messages carry an
+ * 8-bit-reference concatenation UDH and esm_class 0x40; GSM-7 is sent unpacked (one septet per
+ * octet, data_coding 0), UCS-2 as UTF-16BE (data_coding 8). Throws RangeError on invalid input
+ * (bad destination/sender, empty parts, a part over the per-part limit, missing/invalid reference).
+ */
+export function buildSubmitSms(input: SubmitSmsInput): SubmitSmFields[] {
+  const destination = input.destination.trim().replace(/^\+/, '');
+  if (!/^\d{1,20}$/.test(destination)) throw new RangeError(`destination "${input.destination}" is not 1-20 digits`);
+  const { parts } = input;
+  if (parts.length === 0) throw new RangeError('parts is empty');
+  if (parts.length > 255) throw new RangeError(`${parts.length} parts; at most 255 can be concatenated`);
+  const multi = parts.length > 1;
+  const reference = input.reference ?? (multi ? undefined : 0);
+  if (reference === undefined || !Number.isInteger(reference) || reference < 0 || reference > 255) {
+    throw new RangeError(`concatenation reference must be an integer 0..255, got ${String(input.reference)}`);
+  }
+  const source = senderAddress(input.sender);
+  const validity =
+    input.validityMinutes !== undefined && input.validityMinutes > 0 ? relativeValidity(input.validityMinutes) : '';
+  const limit = multi ? LIMITS[input.encoding].part : LIMITS[input.encoding].single;
+  const unit = input.encoding === 'gsm7' ? 'septets' : 'octets';
+  const dataCoding = input.encoding === 'gsm7' ? DATA_CODING_GSM7 : DATA_CODING_UCS2;
+
+  return parts.map((text, index) => {
+    const body = input.encoding === 'gsm7' ? encodeGsm7Unpacked(text) : encodeUcs2(text);
+    if (body.length > limit) {
+      throw new RangeError(`part ${index + 1} of ${parts.length} is ${body.length} ${unit}; the limit is ${limit}`);
+    }
+    return {
+      service_type: input.serviceType ?? '',
+      ...source,
+      dest_addr_ton: TON_INTERNATIONAL,
+      dest_addr_npi: NPI_ISDN,
+      destination_addr: destination,
+      esm_class: multi ? ESM_CLASS_UDHI : 0,
+      registered_delivery: input.registeredDelivery ?? 1,
+      data_coding: dataCoding,
+      validity_period: validity,
+      short_message: multi ? { udh: concatUdh(reference, parts.length, index + 1), message: body } : body,
+    };
+  });
+}
+
+/** The bytes a ShortMessage puts on the wire (UDH first). */
+export function shortMessageBytes(sm: ShortMessage): Buffer {
+  return Buffer.isBuffer(sm) ? sm : Buffer.concat([sm.udh, sm.message]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading submit_sm / deliver_sm from raw bytes
+// ---------------------------------------------------------------------------------------------
+
+export interface UdhElement {
+  iei: number;
+  data: Buffer;
+}
+
+export interface ConcatInfo {
+  ref: number;
+  total: number;
+  /** 1-based. */
+  seq: number;
+  /** 8 for IE 0x00, 16 for IE 0x08 and SAR TLVs. */
+  refBits: 8 | 16;
+}
+
+export interface Udh {
+  /** The header including its length octet. */
+  raw: Buffer;
+  elements: UdhElement[];
+  /** From IE 0x00 or 0x08 when present. */
+  concat: ConcatInfo | null;
+}
+
+/**
+ * Typed view of a submit_sm or deliver_sm (both share the same body layout). Mandatory parameter
+ * names follow the SMPP 3.4 spec; `short_message` is the raw octets (UDH included).
+ */
+export interface SmPdu {
+  commandId: number;
+  commandStatus: number;
+  sequenceNumber: number;
+  service_type: string;
+  source_addr_ton: number;
+  source_addr_npi: number;
+  source_addr: string;
+  dest_addr_ton: number;
+  dest_addr_npi: number;
+  destination_addr: string;
+  esm_class: number;
+  protocol_id: number;
+  priority_flag: number;
+  schedule_delivery_time: string;
+  validity_period: string;
+  registered_delivery: number;
+  replace_if_present_flag: number;
+  data_coding: number;
+  sm_default_msg_id: number;
+  short_message: Buffer;
+  /** Parsed UDH when esm_class has UDHI (from short_message, or message_payload when that carries the text). */
+  udh: Udh | null;
+  /** The user data without UDH: from short_message, or message_payload when short_message is empty. */
+  body: Buffer;
+  message_payload?: Buffer;
+  receipted_message_id?: string;
+  message_state?: number;
+  sar_msg_ref_num?: number;
+  sar_total_segments?: number;
+  sar_segment_seqnum?: number;
+  /** Every TLV by tag (raw value). */
+  tlvs: ReadonlyMap<number, Buffer>;
+}
+
+/** What onDeliver handlers receive. */
+export type DeliverSm = SmPdu;
+
+export class SmppPduFormatError extends Error {
+  override name = 'SmppPduFormatError';
+}
+
+/** Parses a UDH (first octet = length of the rest). Returns null when it is malformed. */
+export function parseUdh(bytes: Buffer): Udh | null {
+  if (bytes.length < 1) return null;
+  const udhl = bytes[0] ?? 0;
+  if (udhl + 1 > bytes.length) return null;
+  const raw = bytes.subarray(0, udhl + 1);
+  const elements: UdhElement[] = [];
+  let concat: ConcatInfo | null = null;
+  let offset = 1;
+  while (offset < raw.length) {
+    const iei = raw[offset];
+    const len = raw[offset + 1];
+    if (iei === undefined || len === undefined || offset + 2 + len > raw.length) return null;
+    const data = raw.subarray(offset + 2, offset + 2 + len);
+    elements.push({ iei, data });
+    if (iei === 0x00 && len === 3) {
+      concat = { ref: data[0] ?? 0, total: data[1] ?? 0, seq: data[2] ?? 0, refBits: 8 };
+    } else if (iei === 0x08 && len === 4) {
+      concat = { ref: data.readUInt16BE(0), total: data[2] ?? 0, seq: data[3] ?? 0, refBits: 16 };
+    }
+    offset += 2 + len;
+  }
+  return { raw, elements, concat };
+}
+
+class Reader {
+  offset: number;
+  constructor(
+    private readonly buf: Buffer,
+    start: number,
+    private readonly end: number,
+  ) {
+    this.offset = start;
+  }
+  u8(name: string): number {
+    if (this.offset + 1 > this.end) throw new SmppPduFormatError(`PDU ends before ${name}`);
+    return this.buf[this.offset++] ?? 0;
+  }
+  cstring(name: string): string {
+    const nul = this.buf.indexOf(0, this.offset);
+    if (nul < 0 || nul >= this.end) throw new SmppPduFormatError(`${name} is not NUL-terminated`);
+    const value = this.buf.toString('latin1', this.offset, nul);
+    this.offset = nul + 1;
+    return value;
+  }
+  bytes(name: string, length: number): Buffer {
+    if (this.offset + length > this.end) throw new SmppPduFormatError(`${name} runs past the end of the PDU`);
+    const value = this.buf.subarray(this.offset, this.offset + length);
+    this.offset += length;
+    return value;
+  }
+}
+
+/** Reads a complete submit_sm or deliver_sm PDU (header included). Throws SmppPduFormatError. */
+export function parseSmPdu(raw: Buffer): SmPdu {
+  if (raw.length < 16) throw new SmppPduFormatError(`PDU of ${raw.length} octets is shorter than a header`);
+  const length = raw.readUInt32BE(0);
+  if (length > raw.length || length < 16) throw new SmppPduFormatError(`command_length ${length} does not fit ${raw.length} octets`);
+  const commandId = raw.readUInt32BE(4);
+  if (commandId !== COMMAND_ID.submit_sm && commandId !== COMMAND_ID.deliver_sm) {
+    throw new SmppPduFormatError(`command_id 0x${commandId.toString(16)} is not submit_sm or deliver_sm`);
+  }
+  const r = new Reader(raw, 16, length);
+  const service_type = r.cstring('service_type');
+  const source_addr_ton = r.u8('source_addr_ton');
+  const source_addr_npi = r.u8('source_addr_npi');
+  const source_addr = r.cstring('source_addr');
+  const dest_addr_ton = r.u8('dest_addr_ton');
+  const dest_addr_npi = r.u8('dest_addr_npi');
+  const destination_addr = r.cstring('destination_addr');
+  const esm_class = r.u8('esm_class');
+  const protocol_id = r.u8('protocol_id');
+  const priority_flag = r.u8('priority_flag');
+  const schedule_delivery_time = r.cstring('schedule_delivery_time');
+  const validity_period = r.cstring('validity_period');
+  const registered_delivery = r.u8('registered_delivery');
+  const replace_if_present_flag = r.u8('replace_if_present_flag');
+  const data_coding = r.u8('data_coding');
+  const sm_default_msg_id = r.u8('sm_default_msg_id');
+  const smLength = r.u8('sm_length');
+  const short_message = r.bytes('short_message', smLength);
+  const tlvs = new Map<number, Buffer>();
+  while (r.offset + 4 <= length) {
+    const tag = raw.readUInt16BE(r.offset);
+    const len = raw.readUInt16BE(r.offset + 2);
+    r.offset += 4;
+    tlvs.set(tag, r.bytes(`TLV 0x${tag.toString(16).padStart(4, '0')}`, len));
+  }
+
+  const view: SmPdu = {
+    commandId,
+    commandStatus: raw.readUInt32BE(8),
+    sequenceNumber: raw.readUInt32BE(12),
+    service_type,
+    source_addr_ton,
+    source_addr_npi,
+    source_addr,
+    dest_addr_ton,
+    dest_addr_npi,
+    destination_addr,
+    esm_class,
+    protocol_id,
+    priority_flag,
+    schedule_delivery_time,
+    validity_period,
+    registered_delivery,
+    replace_if_present_flag,
+    data_coding,
+    sm_default_msg_id,
+    short_message,
+    udh: null,
+    body: short_message,
+    tlvs,
+  };
+
+  const payload = tlvs.get(TLV.message_payload);
+  if (payload) view.message_payload = payload;
+  const receipted = tlvs.get(TLV.receipted_message_id);
+  if (receipted) view.receipted_message_id = cstringValue(receipted);
+  const state = tlvs.get(TLV.message_state);
+  if (state && state.length >= 1) view.message_state = state[0] ?? 0;
+  const sarRef = tlvs.get(TLV.sar_msg_ref_num);
+  if (sarRef && sarRef.length >= 2) view.sar_msg_ref_num = sarRef.readUInt16BE(0);
+  const sarTotal = tlvs.get(TLV.sar_total_segments);
+  if (sarTotal && sarTotal.length >= 1) view.sar_total_segments = sarTotal[0] ?? 0;
+  const sarSeq = tlvs.get(TLV.sar_segment_seqnum);
+  if (sarSeq && sarSeq.length >= 1) view.sar_segment_seqnum = sarSeq[0] ?? 0;
+
+  const userData = short_message.length === 0 && payload ? payload : short_message;
+  view.body = userData;
+  if (esm_class & ESM_CLASS_UDHI && userData.length > 0) {
+    const udh = parseUdh(userData);
+    if (udh) {
+      view.udh = udh;
+      view.body = userData.subarray(udh.raw.length);
+    }
+  }
+  return view;
+}
+
+function cstringValue(buf: Buffer): string {
+  const nul = buf.indexOf(0);
+  return buf.toString('latin1', 0, nul < 0 ? buf.length : nul);
+}
+
+/**
+ * Decodes user data by SMPP data_coding: 0 GSM-7 unpacked, 1 IA5/ASCII, 3 Latin-1, 8 UCS-2; values
+ * ≥ 0x10 are read as GSM 03.38 data coding groups (alphabet bits). Unknown/binary → Latin-1.
+ */
+export function decodeUserData(dataCoding: number, bytes: Buffer): string {
+  switch (smsAlphabet(dataCoding)) {
+    case 'gsm7':
+      // Octets above 0x7F are not septets; some SMSCs send Latin-1 with data_coding 0.
+      return bytes.every((b) => b < 0x80) ? decodeGsm7Unpacked(bytes) : bytes.toString('latin1');
+    case 'ucs2':
+      // An odd trailing octet (a code unit cut in half) is dropped rather than failing the message.
+      return decodeUcs2(bytes.length % 2 === 0 ? bytes : bytes.subarray(0, bytes.length - 1));
+    default:
+      return bytes.toString('latin1');
+  }
+}
+
+function smsAlphabet(dc: number): 'gsm7' | 'ucs2' | 'octets' {
+  if (dc === 0x00) return 'gsm7';
+  if (dc === 0x08) return 'ucs2';
+  if (dc < 0x10) return 'octets';
+  if (dc < 0x80) {
+    // General data coding groups 00xx / 01xx: bits 3-2 are the alphabet.
+    const alphabet = (dc >> 2) & 0x03;
+    return alphabet === 0 ? 'gsm7' : alphabet === 2 ? 'ucs2' : 'octets';
+  }
+  if (dc >= 0xf0) return dc & 0x04 ? 'octets' : 'gsm7';
+  if (dc >= 0xe0) return 'ucs2';
+  if (dc >= 0xc0) return 'gsm7';
+  return 'octets';
+}
+
+// ---------------------------------------------------------------------------------------------
+// Delivery receipts
+// ---------------------------------------------------------------------------------------------
+
+/** True when esm_class marks an SMSC delivery receipt (type 0001) or intermediate notification (1000). */
+export function isDeliveryReceipt(esmClass: number): boolean {
+  const type = esmClass & ESM_CLASS_TYPE_MASK;
+  return type === ESM_CLASS_SMSC_RECEIPT || type === ESM_CLASS_INTERMEDIATE_NOTIFICATION;
+}
+
+/** What a receipt means for the attempt: a final state, or null (in progress / unknown: no change). */
+export type ReceiptState = Extract<AttemptState, 'delivered' | 'undelivered' | 'rejected'> | null;
+
+export interface ParsedReceipt {
+  /** receipted_message_id TLV when present, else `id:` from the text; null when neither exists. */
+  messageId: string | null;
+  state: ReceiptState;
+  /** The `stat:` word (upper-cased), or the message_state name when there is no text stat. */
+  stat: string | null;
+  /** `err:` from the text. */
+  err: string | null;
+  /** message_state TLV value, when present. */
+  messageState: number | null;
+  submitDate: string | null;
+  doneDate: string | null;
+  sub: string | null;
+  dlvrd: string | null;
+  /** `text:` (the first characters of the original message) when present. */
+  text: string | null;
+  /** True for an intermediate notification rather than a final SMSC receipt. */
+  intermediate: boolean;
+}
+
+const STAT_STATES: Record<string, ReceiptState> = {
+  DELIVRD: 'delivered',
+  DELIVERED: 'delivered',
+  UNDELIV: 'undelivered',
+  UNDELIVERABLE: 'undelivered',
+  EXPIRED: 'undelivered',
+  DELETED: 'undelivered',
+  UNKNOWN: 'undelivered',
+  REJECTD: 'rejected',
+  REJECTED: 'rejected',
+  ENROUTE: null,
+  ACCEPTD: null,
+  ACCEPTED: null,
+};
+
+/** SMPP message_state values (SMPP 3.4 §5.2.28, SKIPPED from 5.0). */
+export const MESSAGE_STATES: Record<number, { name: string; state: ReceiptState }> = {
+  0: { name: 'SCHEDULED', state: null },
+  1: { name: 'ENROUTE', state: null },
+  2: { name: 'DELIVERED', state: 'delivered' },
+  3: { name: 'EXPIRED', state: 'undelivered' },
+  4: { name: 'DELETED', state: 'undelivered' },
+  5: { name: 'UNDELIVERABLE', state: 'undelivered' },
+  6: { name: 'ACCEPTED', state: null },
+  7: { name: 'UNKNOWN', state: 'undelivered' },
+  8: { name: 'REJECTED', state: 'rejected' },
+  9: { name: 'SKIPPED', state: 'undelivered' },
+};
+
+/** Maps a `stat:` word to a state; unknown words → null (no change). */
+export function receiptStatState(stat: string): ReceiptState {
+  return STAT_STATES[stat.toUpperCase()] ?? null;
+}
+
+export type ReceiptInput = Pick<SmPdu, 'esm_class' | 'data_coding' | 'body'> &
+  Partial<Pick<SmPdu, 'receipted_message_id' | 'message_state'>>;
+
+/**
+ * Parses a delivery receipt; returns null when the PDU is not one (esm_class message type is
+ * neither 0001 nor 1000). The state comes from the text's `stat:` when there is one, otherwise
+ * from the message_state TLV; the id from the receipted_message_id TLV, otherwise from `id:`.
+ */
+export function parseReceipt(pdu: ReceiptInput): ParsedReceipt | null {
+  if (!isDeliveryReceipt(pdu.esm_class)) return null;
+  // Receipt text is ASCII in practice (even with data_coding 0), so only UCS-2 is decoded as such.
+  const text = smsAlphabet(pdu.data_coding) === 'ucs2' ? decodeUserData(DATA_CODING_UCS2, pdu.body) : pdu.body.toString('latin1');
+  const fields = parseReceiptText(text);
+  const tlvId = pdu.receipted_message_id?.trim();
+  const messageState = pdu.message_state ?? null;
+  let state: ReceiptState = null;
+  let stat: string | null = null;
+  if (fields.stat) {
+    stat = fields.stat.toUpperCase();
+    state = receiptStatState(stat);
+  } else if (messageState !== null) {
+    const known = MESSAGE_STATES[messageState];
+    stat = known ? known.name : `STATE_${messageState}`;
+    state = known ? known.state : null;
+  }
+  return {
+    messageId: tlvId ? tlvId : fields.id,
+    state,
+    stat,
+    err: fields.err,
+    messageState,
+    submitDate: fields.submitDate,
+    doneDate: fields.doneDate,
+    sub: fields.sub,
+    dlvrd: fields.dlvrd,
+    text: fields.text,
+    intermediate: (pdu.esm_class & ESM_CLASS_TYPE_MASK) === ESM_CLASS_INTERMEDIATE_NOTIFICATION,
+  };
+}
+
+interface ReceiptTextFields {
+  id: string | null;
+  sub: string | null;
+  dlvrd: string | null;
+  submitDate: string | null;
+  doneDate: string | null;
+  stat: string | null;
+  err: string | null;
+  text: string | null;
+}
+
+/** Reads the SMPP 3.4 Appendix B receipt text (keys case-insensitive; `text:` taken to the end). */
+export function parseReceiptText(text: string): ReceiptTextFields {
+  const textAt = text.search(/(?:^|\s)text:/i);
+  const head = textAt >= 0 ? text.slice(0, textAt) : text;
+  const tail = textAt >= 0 ? text.slice(textAt).replace(/^\s*text:/i, '') : null;
+  const pick = (re: RegExp): string | null => {
+    const m = re.exec(head);
+    return m?.[1] ?? null;
+  };
+  return {
+    id: pick(/(?:^|\s)id:\s*([^\s]+)/i),
+    sub: pick(/(?:^|\s)sub:\s*([^\s]+)/i),
+    dlvrd: pick(/(?:^|\s)dlvrd:\s*([^\s]+)/i),
+    submitDate: pick(/(?:^|\s)submit[ _]date:\s*(\d+)/i),
+    doneDate: pick(/(?:^|\s)done[ _]date:\s*(\d+)/i),
+    stat: pick(/(?:^|\s)stat:\s*([A-Za-z_]+)/i),
+    err: pick(/(?:^|\s)err:\s*([^\s]+)/i),
+    text: tail,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Message id matching
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * How an SMSC writes message ids: `hex`, `dec`(imal), `string` (opaque), or `auto` (unknown).
+ * Set per connection and per direction (submit_sm_resp vs receipt) when known.
+ */
+export type MessageIdForm = 'auto' | 'hex' | 'dec' | 'string';
+
+const HEX_RE = /^[0-9a-f]+$/i;
+const DEC_RE = /^[0-9]+$/;
+
+/**
+ * Canonical lookup keys for a message id. Keys are `hex:<value in lowercase hex, no leading
+ * zeros>` for ids read as numbers, or `str:<lowercased id>` for opaque ids.
+ *
+ * - `hex`: the id is read as hexadecimal (`00001A2B`, `1a2b` → `hex:1a2b`).
+ * - `dec`: the id is read as decimal (`6699`, `006699` → `hex:1a2b`).
+ * - `string`: `str:<lowercase>`.
+ * - `auto` (default): a hex-only id with a letter a-f → its hex key; an all-digit id → two keys,
+ *   first its hex reading (the same-representation key, i.e. the digits without leading zeros),
+ *   then its decimal reading converted to hex; anything else → `str:`.
+ * Ids that do not fit the requested form (e.g. `abc` with `dec`) fall back to `auto`.
+ *
+ * Matching rule: the id stored from submit_sm_resp and the id from a receipt refer to the same
+ * message when their key lists intersect. Element 0 is always the same-representation key, so
+ * when several stored ids match, the one whose key[0] equals the receipt's key[0] wins. With
+ * `auto` on both sides a decimal receipt id can in principle match a different message whose hex
+ * id has the same digits; set the forms per connection (e.g. submit `hex`, receipt `dec`) to
+ * get exactly one key per id and no ambiguity.
+ */
+export function normalizeMessageId(id: string, form: MessageIdForm = 'auto'): string[] {
+  const s = id.replace(/\0+$/, '').trim();
+  if (s === '') return [];
+  const lower = s.toLowerCase();
+  const asHex = (): string => `hex:${BigInt(`0x${s}`).toString(16)}`;
+  const asDec = (): string => `hex:${BigInt(s).toString(16)}`;
+  if (form === 'string') return [`str:${lower}`];
+  if (form === 'hex' && HEX_RE.test(s)) return [asHex()];
+  if (form === 'dec' && DEC_RE.test(s)) return [asDec()];
+  if (DEC_RE.test(s)) {
+    const keys = [asHex(), asDec()];
+    return keys[0] === keys[1] ? [keys[0] as string] : keys;
+  }
+  if (HEX_RE.test(s)) return [asHex()];
+  return [`str:${lower}`];
+}
+
+/** Whether two ids name the same message under the rule of `normalizeMessageId`. */
+export function messageIdsMatch(a: string, b: string, formA: MessageIdForm = 'auto', formB: MessageIdForm = 'auto'): boolean {
+  const keys = new Set(normalizeMessageId(a, formA));
+  return normalizeMessageId(b, formB).some((k) => keys.has(k));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inbound (MO) reassembly
+// ---------------------------------------------------------------------------------------------
+
+/** What reassembly needs from a deliver_sm (a DeliverSm satisfies it). */
+export type InboundPart = Pick<SmPdu, 'source_addr' | 'destination_addr' | 'data_coding' | 'udh' | 'body'> &
+  Partial<Pick<SmPdu, 'sar_msg_ref_num' | 'sar_total_segments' | 'sar_segment_seqnum'>>;
+
+export interface InboundMessage {
+  source: string;
+  destination: string;
+  text: string;
+  /** Number of parts the message was sent in (1 when not concatenated). */
+  parts: number;
+  /** False only for messages flushed by `flushExpired` with parts missing. */
+  complete: boolean;
+  /** Sequence numbers (1-based) that never arrived; empty when complete. */
+  missing: number[];
+}
+
+interface PendingMessage {
+  source: string;
+  destination: string;
+  total: number;
+  firstAt: number;
+  parts: Map<number, { dataCoding: number; body: Buffer }>;
+}
+
+export interface InboundReassemblerOptions {
+  /** Incomplete messages older than this are returned by flushExpired; default 10 minutes. */
+  maxAgeMs?: number;
+  /** Cap on incomplete messages kept; the oldest is flushed first; default 10 000. */
+  maxPending?: number;
+  now?: () => number;
+}
+
+/** Concatenation info from UDH IE 0x00 / 0x08, else from SAR TLVs; null for a single message. */
+export function concatInfo(part: InboundPart): ConcatInfo | null {
+  if (part.udh?.concat) return part.udh.concat;
+  if (
+    part.sar_msg_ref_num !== undefined &&
+    part.sar_total_segments !== undefined &&
+    part.sar_segment_seqnum !== undefined
+  ) {
+    return { ref: part.sar_msg_ref_num, total: part.sar_total_segments, seq: part.sar_segment_seqnum, refBits: 16 };
+  }
+  return null;
+}
+
+/**
+ * Collects concatenated MO parts keyed by (source, destination, reference width, reference,
+ * total). A part completes its message when every seq 1..total has arrived (in any order;
+ * duplicates replace the earlier copy). Bodies are concatenated before decoding, so a UCS-2
+ * surrogate pair or GSM-7 escape split across parts decodes correctly.
+ */
+export class InboundReassembler {
+  private readonly pending = new Map<string, PendingMessage>();
+  private readonly maxAgeMs: number;
+  private readonly maxPending: number;
+  private readonly now: () => number;
+
+  constructor(options: InboundReassemblerOptions = {}) {
+    this.maxAgeMs = options.maxAgeMs ?? 10 * 60_000;
+    this.maxPending = options.maxPending ?? 10_000;
+    this.now = options.now ?? Date.now;
+  }
+
+  get pendingCount(): number {
+    return this.pending.size;
+  }
+
+  /** Adds one part; returns the whole message when it is complete (or was never split), else null. */
+  add(part: InboundPart): InboundMessage | null {
+    const info = concatInfo(part);
+    if (!info || info.total <= 1 || info.seq < 1 || info.seq > info.total) {
+      return {
+        source: part.source_addr,
+        destination: part.destination_addr,
+        text: decodeUserData(part.data_coding, part.body),
+        parts: 1,
+        complete: true,
+        missing: [],
+      };
+    }
+    const key = [part.source_addr, part.destination_addr, info.refBits, info.ref, info.total].join('\u0000');
+    let entry = this.pending.get(key);
+    if (!entry) {
+      if (this.pending.size >= this.maxPending) this.evictOldest();
+      entry = { source: part.source_addr, destination: part.destination_addr, total: info.total, firstAt: this.now(), parts: new Map() };
+      this.pending.set(key, entry);
+    }
+    entry.parts.set(info.seq, { dataCoding: part.data_coding, body: part.body });
+    if (entry.parts.size < entry.total) return null;
+    this.pending.delete(key);
+    return assemble(entry);
+  }
+
+  /** Removes incomplete messages older than maxAgeMs and returns what arrived of them. */
+  flushExpired(now: number = this.now()): InboundMessage[] {
+    const out: InboundMessage[] = [];
+    for (const [key, entry] of this.pending) {
+      if (now - entry.firstAt >= this.maxAgeMs) {
+        this.pending.delete(key);
+        out.push(assemble(entry));
+      }
+    }
+    return out;
+  }
+
+  private evictOldest(): void {
+    const first = this.pending.keys().next();
+    if (!first.done) this.pending.delete(first.value);
+  }
+}
+
+function assemble(entry: PendingMessage): InboundMessage {
+  const missing: number[] = [];
+  const chunks: { dataCoding: number; body: Buffer }[] = [];
+  for (let seq = 1; seq <= entry.total; seq++) {
+    const p = entry.parts.get(seq);
+    if (p) chunks.push(p);
+    else missing.push(seq);
+  }
+  // Decode runs of parts with the same data_coding together (they normally all match).
+  let text = '';
+  let run: Buffer[] = [];
+  let runCoding: number | null = null;
+  for (const c of chunks) {
+    if (runCoding !== null && c.dataCoding !== runCoding) {
+      text += decodeUserData(runCoding, Buffer.concat(run));
+      run = [];
+    }
+    runCoding = c.dataCoding;
+    run.push(c.body);
+  }
+  if (runCoding !== null) text += decodeUserData(runCoding, Buffer.concat(run));
+  return {
+    source: entry.source,
+    destination: entry.destination,
+    text,
+    parts: entry.total,
+    complete: missing.length === 0,
+    missing,
+  };
+}
+
+/** Reassembles a batch of parts (any order) and returns the messages they complete, in completion order. */
+export function reassembleInbound(parts: Iterable<InboundPart>, reassembler = new InboundReassembler()): InboundMessage[] {
+  const out: InboundMessage[] = [];
+  for (const part of parts) {
+    const message = reassembler.add(part);
+    if (message) out.push(message);
+  }
+  return out;
+}

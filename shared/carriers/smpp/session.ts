@@ -1,0 +1,967 @@
+/**
+ * One SMPP 3.4 ESME connection with what `smpp` 0.5.1 lacks: bind + automatic rebind with capped,
+ * jittered exponential backoff; a submit window (at most `window` unacknowledged submit_sm, FIFO
+ * queue behind it) with per-PDU response timeouts; enquire_link both ways with dead-link
+ * detection; answers to the SMSC's deliver_sm / enquire_link / unbind; graceful unbind on close.
+ *
+ * The library is used for PDU encoding/decoding and socket framing only. Its response-callback map
+ * is not used (it never expires entries); responses are matched here by sequence number. Raw PDU
+ * bytes are captured with `tapRawPdus` so deliver_sm user data reaches handlers unmodified (the
+ * library decodes short_message to a string, lossily for GSM-7).
+ */
+import { EventEmitter } from 'node:events';
+import net from 'node:net';
+import tls from 'node:tls';
+import type { Readable } from 'node:stream';
+import smpp from 'smpp';
+import type { MessageIdForm } from './pdu.js';
+import { parseSmPdu, type DeliverSm, type SubmitSmFields } from './pdu.js';
+
+// ---------------------------------------------------------------------------------------------
+// Errors and status codes
+// ---------------------------------------------------------------------------------------------
+
+export const SMPP_STATUS = {
+  ESME_ROK: 0x00,
+  ESME_RINVCMDID: 0x03,
+  ESME_RINVBNDSTS: 0x04,
+  ESME_RSYSERR: 0x08,
+  ESME_RBINDFAIL: 0x0d,
+  ESME_RINVPASWD: 0x0e,
+  ESME_RINVSYSID: 0x0f,
+  ESME_RMSGQFUL: 0x14,
+  ESME_RTHROTTLED: 0x58,
+  ESME_RX_T_APPN: 0x64,
+  ESME_RX_P_APPN: 0x65,
+} as const;
+
+export class SmppError extends Error {
+  override name = 'SmppError';
+}
+
+export type SmppTimeoutPhase = 'queue' | 'response' | 'bind' | 'enquire_link' | 'unbind' | 'connect';
+
+/** A request got no response in time (`sent: true`: the SMSC may have acted on it). */
+export class SmppTimeoutError extends SmppError {
+  override name = 'SmppTimeoutError';
+  readonly sent: boolean;
+  readonly phase: SmppTimeoutPhase;
+  constructor(message: string, details: { sent: boolean; phase: SmppTimeoutPhase }) {
+    super(message);
+    this.sent = details.sent;
+    this.phase = details.phase;
+  }
+}
+
+/** The connection went away or the session is closed (`sent: true`: the outcome is unknown). */
+export class SmppConnectionError extends SmppError {
+  override name = 'SmppConnectionError';
+  readonly sent: boolean;
+  constructor(message: string, details: { sent: boolean }) {
+    super(message);
+    this.sent = details.sent;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options
+// ---------------------------------------------------------------------------------------------
+
+export type BindMode = 'transceiver' | 'transmitter' | 'receiver';
+
+/** The minimal logger shape used (pino's Logger fits). */
+export interface SmppLogger {
+  debug(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+}
+
+export interface ReconnectOptions {
+  /** First delay after a drop; default 1000 ms. */
+  initialDelayMs?: number;
+  /** Cap; default 60 000 ms. */
+  maxDelayMs?: number;
+  /** Growth per consecutive failure; default 2. */
+  factor?: number;
+  /** ± fraction of random spread; default 0.2. */
+  jitter?: number;
+  /** A bind that lasted this long resets the backoff; default 10 000 ms. */
+  stableAfterMs?: number;
+}
+
+export interface SmppSessionOptions {
+  host: string;
+  port: number;
+  tls?: boolean;
+  systemId: string;
+  password: string;
+  systemType?: string;
+  bindMode?: BindMode;
+  /** interface_version in the bind; default 0x34. */
+  interfaceVersion?: number;
+  addrTon?: number;
+  addrNpi?: number;
+  addressRange?: string;
+  /** Max unacknowledged submit_sm; default 10. */
+  window?: number;
+  /** Max submit_sm per second (evenly spaced); null/0 = unlimited. */
+  tps?: number | null;
+  /** Per-PDU response timeout; default 10 000 ms. */
+  responseTimeoutMs?: number;
+  /** How long a submit may wait for a window slot / a bound link; default 60 000 ms, 0 = forever. */
+  queueTimeoutMs?: number;
+  /** enquire_link period; default 30 000 ms; 0 disables. */
+  enquireLinkIntervalMs?: number;
+  /** enquire_link_resp deadline; default responseTimeoutMs. */
+  enquireLinkTimeoutMs?: number;
+  connectTimeoutMs?: number;
+  bindTimeoutMs?: number;
+  /** Wait for unbind_resp (and for in-flight submits before unbinding) on close; default 5000 ms. */
+  unbindTimeoutMs?: number;
+  reconnect?: ReconnectOptions | false;
+  logger?: SmppLogger;
+  /** Carried for the connector (id canonicalisation); the session itself does not use them. */
+  submitIdForm?: MessageIdForm;
+  receiptIdForm?: MessageIdForm;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Public types
+// ---------------------------------------------------------------------------------------------
+
+export type SmppState = 'idle' | 'connecting' | 'binding' | 'bound' | 'unbinding' | 'reconnecting' | 'closed';
+
+export interface SubmitResult {
+  /** submit_sm_resp command_status: 0 = accepted; non-zero (e.g. 0x58 throttled) is not an exception. */
+  commandStatus: number;
+  /** message_id from the response, when the SMSC sent one. */
+  messageId?: string;
+  sequenceNumber: number;
+}
+
+export interface SubmitOptions {
+  /** Overrides responseTimeoutMs for this PDU. */
+  timeoutMs?: number;
+  /** Extra named TLVs understood by `smpp` (numeric tags are dropped by the library's encoder). */
+  tlvs?: smpp.PduFields;
+}
+
+export type DeliverHandler = (pdu: DeliverSm) => Promise<void>;
+
+export type SmppSessionEvents = {
+  state: [state: SmppState];
+  bound: [info: { systemId: string; mode: BindMode }];
+  disconnected: [info: { reason: string; wasBound: boolean; willReconnect: boolean; reconnectInMs: number | null }];
+  bindFailed: [info: { commandStatus: number }];
+};
+
+export interface SmppSessionStats {
+  state: SmppState;
+  inFlight: number;
+  queued: number;
+  maxInFlight: number;
+  submitsSent: number;
+  submitResponses: number;
+  submitTimeouts: number;
+  enquireLinksSent: number;
+  enquireLinkResponses: number;
+  enquireLinksAnswered: number;
+  deliversReceived: number;
+  binds: number;
+  disconnects: number;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw PDU capture
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Wraps `socket.read` so every PDU the `smpp` Session extracts is also handed over as raw bytes,
+ * synchronously before the Session emits it (it reads the 4-octet length, then the rest, then
+ * emits 'pdu'). Relies on smpp 0.5.1's `_extractPDUs`; install before any data is read.
+ */
+export function tapRawPdus(socket: Readable, onPdu: (raw: Buffer) => void): void {
+  const original = socket.read.bind(socket);
+  let header: Buffer | null = null;
+  socket.read = (size?: number): unknown => {
+    const chunk: unknown = original(size);
+    if (Buffer.isBuffer(chunk) && typeof size === 'number' && size > 0) {
+      if (header === null) {
+        header = chunk;
+      } else {
+        const raw = Buffer.concat([header, chunk]);
+        header = null;
+        onPdu(raw);
+      }
+    }
+    return chunk;
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Session
+// ---------------------------------------------------------------------------------------------
+
+interface Waiter {
+  resolve(pdu: smpp.PDU): void;
+  reject(err: Error): void;
+}
+
+interface Connection {
+  id: number;
+  socket: net.Socket;
+  lib: smpp.Session;
+  waiters: Map<number, Waiter>;
+  lastRaw: Buffer | null;
+  boundAt: number | null;
+  closed: boolean;
+  closeReason: string | null;
+  timers: Set<NodeJS.Timeout>;
+  enquireTimer: NodeJS.Timeout | null;
+  enquirePending: boolean;
+  closedPromise: Promise<void>;
+}
+
+interface QueuedSubmit {
+  fields: SubmitSmFields;
+  options: SubmitOptions;
+  resolve(result: SubmitResult): void;
+  reject(err: Error): void;
+  queueTimer: NodeJS.Timeout | null;
+}
+
+const BIND_COMMAND = {
+  transceiver: 'bind_transceiver',
+  transmitter: 'bind_transmitter',
+  receiver: 'bind_receiver',
+} as const;
+
+function hex(status: number): string {
+  return `0x${status.toString(16).padStart(8, '0')}`;
+}
+
+export class SmppSession extends EventEmitter<SmppSessionEvents> {
+  /** Kept private: it holds the password. */
+  private readonly options: Readonly<SmppSessionOptions>;
+  private readonly bindMode: BindMode;
+  private readonly window: number;
+  private readonly responseTimeoutMs: number;
+  private readonly queueTimeoutMs: number;
+  private readonly enquireLinkIntervalMs: number;
+  private readonly enquireLinkTimeoutMs: number;
+  private readonly connectTimeoutMs: number;
+  private readonly bindTimeoutMs: number;
+  private readonly unbindTimeoutMs: number;
+  private readonly reconnect: Required<ReconnectOptions> | null;
+  private readonly minSpacingMs: number;
+
+  private _state: SmppState = 'idle';
+  private conn: Connection | null = null;
+  private connSeq = 0;
+  private failures = 0;
+  private reconnectTimer: NodeJS.Timeout | null = null;
+  private pumpTimer: NodeJS.Timeout | null = null;
+  private nextSendAt = 0;
+  private closing = false;
+  private closePromise: Promise<void> | null = null;
+  private readonly queue: QueuedSubmit[] = [];
+  private inFlight = 0;
+  private deliverHandler: DeliverHandler | null = null;
+  private boundWaiters = new Set<{ resolve(): void; reject(err: Error): void }>();
+  private idleWaiters: (() => void)[] = [];
+  private counters = {
+    maxInFlight: 0,
+    submitsSent: 0,
+    submitResponses: 0,
+    submitTimeouts: 0,
+    enquireLinksSent: 0,
+    enquireLinkResponses: 0,
+    enquireLinksAnswered: 0,
+    deliversReceived: 0,
+    binds: 0,
+    disconnects: 0,
+  };
+
+  constructor(options: SmppSessionOptions) {
+    super();
+    this.options = { ...options };
+    this.bindMode = options.bindMode ?? 'transceiver';
+    this.window = options.window ?? 10;
+    if (!Number.isInteger(this.window) || this.window < 1) throw new RangeError(`window must be an integer >= 1, got ${this.window}`);
+    this.responseTimeoutMs = options.responseTimeoutMs ?? 10_000;
+    this.queueTimeoutMs = options.queueTimeoutMs ?? 60_000;
+    this.enquireLinkIntervalMs = options.enquireLinkIntervalMs ?? 30_000;
+    this.enquireLinkTimeoutMs = options.enquireLinkTimeoutMs ?? this.responseTimeoutMs;
+    this.connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
+    this.bindTimeoutMs = options.bindTimeoutMs ?? this.responseTimeoutMs;
+    this.unbindTimeoutMs = options.unbindTimeoutMs ?? 5_000;
+    this.reconnect =
+      options.reconnect === false
+        ? null
+        : {
+            initialDelayMs: options.reconnect?.initialDelayMs ?? 1_000,
+            maxDelayMs: options.reconnect?.maxDelayMs ?? 60_000,
+            factor: options.reconnect?.factor ?? 2,
+            jitter: options.reconnect?.jitter ?? 0.2,
+            stableAfterMs: options.reconnect?.stableAfterMs ?? 10_000,
+          };
+    this.minSpacingMs = options.tps && options.tps > 0 ? 1000 / options.tps : 0;
+  }
+
+  get state(): SmppState {
+    return this._state;
+  }
+
+  get stats(): SmppSessionStats {
+    return { state: this._state, inFlight: this.inFlight, queued: this.queue.length, ...this.counters };
+  }
+
+  /** Starts connecting (idempotent). Binding and rebinding then happen in the background. */
+  start(): this {
+    if (this._state === 'idle') this.connect();
+    return this;
+  }
+
+  /** Resolves when bound (now or later); rejects on timeout or when the session closes. */
+  waitUntilBound(timeoutMs = this.connectTimeoutMs + this.bindTimeoutMs): Promise<void> {
+    if (this._state === 'bound') return Promise.resolve();
+    if (this._state === 'closed' || this.closing) return Promise.reject(new SmppConnectionError('session is closed', { sent: false }));
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.boundWaiters.delete(waiter);
+        reject(new SmppTimeoutError(`not bound within ${timeoutMs} ms`, { sent: false, phase: 'bind' }));
+      }, timeoutMs);
+      const waiter = {
+        resolve: () => {
+          clearTimeout(timer);
+          resolve();
+        },
+        reject: (err: Error) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      };
+      this.boundWaiters.add(waiter);
+    });
+  }
+
+  /** Registers the deliver_sm handler (receipts and MO). Returns a function that removes it. */
+  onDeliver(handler: DeliverHandler): () => void {
+    this.deliverHandler = handler;
+    return () => {
+      if (this.deliverHandler === handler) this.deliverHandler = null;
+    };
+  }
+
+  /**
+   * Queues one submit_sm. Resolves with the submit_sm_resp status (non-zero statuses included);
+   * rejects with SmppTimeoutError (no window slot in time: `sent` false; no response: `sent`
+   * true) or SmppConnectionError (closed, or the link dropped while waiting for the response).
+   * Submits that were not yet written stay queued across a rebind.
+   */
+  submit(fields: SubmitSmFields, options: SubmitOptions = {}): Promise<SubmitResult> {
+    return new Promise<SubmitResult>((resolve, reject) => {
+      if (this.closing || this._state === 'closed') {
+        reject(new SmppConnectionError('session is closed', { sent: false }));
+        return;
+      }
+      if (this.bindMode === 'receiver') {
+        reject(new SmppError('a receiver bind cannot submit'));
+        return;
+      }
+      const item: QueuedSubmit = { fields, options, resolve, reject, queueTimer: null };
+      if (this.queueTimeoutMs > 0) {
+        item.queueTimer = setTimeout(() => {
+          const index = this.queue.indexOf(item);
+          if (index < 0) return;
+          this.queue.splice(index, 1);
+          reject(
+            new SmppTimeoutError(`submit waited ${this.queueTimeoutMs} ms without a window slot on a bound link`, {
+              sent: false,
+              phase: 'queue',
+            }),
+          );
+        }, this.queueTimeoutMs);
+      }
+      this.queue.push(item);
+      this.pump();
+    });
+  }
+
+  /**
+   * Stops rebinding, fails queued submits (`sent` false), waits for in-flight submits and then for
+   * unbind_resp (each up to unbindTimeoutMs), and closes the socket. Idempotent.
+   */
+  close(): Promise<void> {
+    if (this.closePromise) return this.closePromise;
+    this.closing = true;
+    if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    if (this.pumpTimer) clearTimeout(this.pumpTimer);
+    this.reconnectTimer = null;
+    this.pumpTimer = null;
+    for (const item of this.queue.splice(0)) {
+      if (item.queueTimer) clearTimeout(item.queueTimer);
+      item.reject(new SmppConnectionError('session closed before the submit was sent', { sent: false }));
+    }
+    for (const w of this.boundWaiters) w.reject(new SmppConnectionError('session closed', { sent: false }));
+    this.boundWaiters.clear();
+    this.closePromise = this.shutdown();
+    return this.closePromise;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Connection lifecycle
+  // -------------------------------------------------------------------------------------------
+
+  private setState(state: SmppState): void {
+    if (this._state === state) return;
+    this._state = state;
+    this.emit('state', state);
+  }
+
+  private connect(): void {
+    this.reconnectTimer = null;
+    if (this.closing) return;
+    this.setState('connecting');
+    const { host, port } = this.options;
+    const socket = this.options.tls ? tls.connect({ host, port, servername: net.isIP(host) ? undefined : host }) : net.connect({ host, port });
+    socket.setNoDelay(true);
+    socket.setKeepAlive(true, 30_000);
+    const lib = new smpp.Session({ socket });
+    let markClosed: () => void = () => {};
+    const conn: Connection = {
+      id: ++this.connSeq,
+      socket,
+      lib,
+      waiters: new Map(),
+      lastRaw: null,
+      boundAt: null,
+      closed: false,
+      closeReason: null,
+      timers: new Set(),
+      enquireTimer: null,
+      enquirePending: false,
+      closedPromise: new Promise<void>((resolve) => (markClosed = resolve)),
+    };
+    this.conn = conn;
+    tapRawPdus(socket, (raw) => {
+      conn.lastRaw = raw;
+    });
+    lib.on('error', (err: Error) => {
+      conn.closeReason ??= err.message;
+      lib.destroy();
+    });
+    lib.on('close', () => {
+      this.onClose(conn);
+      markClosed();
+    });
+    lib.on('pdu', (pdu: smpp.PDU) => {
+      // An exception escaping into smpp's reader would leave it stuck (_busy stays true).
+      try {
+        this.onPdu(conn, pdu);
+      } catch (err) {
+        this.options.logger?.warn({ err, command: pdu.command }, 'SMPP PDU handling failed');
+        this.destroyConn(conn, `PDU handling failed: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    });
+    const connectTimer = this.timer(conn, this.connectTimeoutMs, () => this.destroyConn(conn, `connect timeout after ${this.connectTimeoutMs} ms`));
+    socket.once(this.options.tls ? 'secureConnect' : 'connect', () => {
+      clearTimeout(connectTimer);
+      conn.timers.delete(connectTimer);
+      this.bind(conn);
+    });
+  }
+
+  private timer(conn: Connection, ms: number, fn: () => void): NodeJS.Timeout {
+    const t = setTimeout(() => {
+      conn.timers.delete(t);
+      fn();
+    }, ms);
+    conn.timers.add(t);
+    return t;
+  }
+
+  private bind(conn: Connection): void {
+    if (conn.closed) return;
+    this.setState('binding');
+    const o = this.options;
+    const pdu = new smpp.PDU(BIND_COMMAND[this.bindMode], {
+      system_id: o.systemId,
+      password: o.password,
+      system_type: o.systemType ?? '',
+      interface_version: o.interfaceVersion ?? 0x34,
+      addr_ton: o.addrTon ?? 0,
+      addr_npi: o.addrNpi ?? 0,
+      address_range: o.addressRange ?? '',
+    });
+    this.request(conn, pdu, this.bindTimeoutMs, 'bind').then(
+      (resp) => {
+        if (conn.closed) return;
+        if (resp.command_status !== 0) {
+          this.options.logger?.warn({ host: o.host, systemId: o.systemId, commandStatus: hex(resp.command_status) }, 'SMPP bind rejected');
+          this.emit('bindFailed', { commandStatus: resp.command_status });
+          this.destroyConn(conn, `bind rejected with status ${hex(resp.command_status)}`);
+          return;
+        }
+        conn.boundAt = Date.now();
+        this.counters.binds++;
+        this.setState('bound');
+        this.startEnquireLink(conn);
+        const systemId = typeof resp.system_id === 'string' ? resp.system_id : '';
+        this.options.logger?.info({ host: o.host, port: o.port, systemId: o.systemId, smsc: systemId, mode: this.bindMode }, 'SMPP bound');
+        this.emit('bound', { systemId, mode: this.bindMode });
+        for (const w of this.boundWaiters) w.resolve();
+        this.boundWaiters.clear();
+        this.pump();
+      },
+      (err: Error) => this.destroyConn(conn, `bind failed: ${err.message}`),
+    );
+  }
+
+  private startEnquireLink(conn: Connection): void {
+    if (this.enquireLinkIntervalMs <= 0) return;
+    conn.enquireTimer = setInterval(() => {
+      if (conn.closed || conn.enquirePending || this._state !== 'bound') return;
+      conn.enquirePending = true;
+      this.counters.enquireLinksSent++;
+      this.request(conn, new smpp.PDU('enquire_link', {}), this.enquireLinkTimeoutMs, 'enquire_link').then(
+        () => {
+          conn.enquirePending = false;
+          this.counters.enquireLinkResponses++;
+        },
+        (err: Error) => {
+          conn.enquirePending = false;
+          if (err instanceof SmppTimeoutError) this.destroyConn(conn, `no enquire_link_resp within ${this.enquireLinkTimeoutMs} ms`);
+        },
+      );
+    }, this.enquireLinkIntervalMs);
+  }
+
+  private destroyConn(conn: Connection, reason: string): void {
+    if (conn.closed) return;
+    conn.closeReason ??= reason;
+    conn.lib.destroy();
+  }
+
+  private onClose(conn: Connection): void {
+    if (conn.closed) return;
+    conn.closed = true;
+    for (const t of conn.timers) clearTimeout(t);
+    conn.timers.clear();
+    if (conn.enquireTimer) clearInterval(conn.enquireTimer);
+    const reason = conn.closeReason ?? 'connection closed by peer';
+    for (const w of conn.waiters.values()) w.reject(new SmppConnectionError(`connection lost (${reason})`, { sent: true }));
+    conn.waiters.clear();
+    if (this.conn === conn) this.conn = null;
+    this.counters.disconnects++;
+    const wasBound = conn.boundAt !== null;
+    const stable = wasBound && this.reconnect !== null && Date.now() - (conn.boundAt ?? 0) >= this.reconnect.stableAfterMs;
+    this.failures = stable ? 1 : this.failures + 1;
+    const willReconnect = !this.closing && this.reconnect !== null;
+    const delay = willReconnect ? this.backoffDelay() : null;
+    this.options.logger?.[this.closing ? 'debug' : 'warn'](
+      { host: this.options.host, port: this.options.port, reason, wasBound, reconnectInMs: delay },
+      'SMPP connection closed',
+    );
+    if (delay === null) {
+      this.setState('closed');
+      if (!this.closing) {
+        for (const w of this.boundWaiters) w.reject(new SmppConnectionError(`connection lost (${reason})`, { sent: false }));
+        this.boundWaiters.clear();
+        this.closing = true;
+        for (const item of this.queue.splice(0)) {
+          if (item.queueTimer) clearTimeout(item.queueTimer);
+          item.reject(new SmppConnectionError(`connection lost (${reason}) and reconnect is disabled`, { sent: false }));
+        }
+      }
+    } else {
+      this.setState('reconnecting');
+      this.reconnectTimer = setTimeout(() => this.connect(), delay);
+    }
+    this.emit('disconnected', { reason, wasBound, willReconnect, reconnectInMs: delay });
+  }
+
+  /** Capped exponential backoff with ± jitter, from the number of consecutive failures (≥ 1). */
+  private backoffDelay(): number {
+    const r = this.reconnect;
+    if (!r) return 0;
+    const base = Math.min(r.maxDelayMs, r.initialDelayMs * r.factor ** Math.max(0, this.failures - 1));
+    const spread = 1 + r.jitter * (Math.random() * 2 - 1);
+    return Math.max(0, Math.round(Math.min(r.maxDelayMs, base * spread)));
+  }
+
+  private async shutdown(): Promise<void> {
+    const conn = this.conn;
+    if (!conn) {
+      this.setState('closed');
+      return;
+    }
+    if (this._state === 'bound') {
+      await this.waitForIdle(this.unbindTimeoutMs);
+      if (!conn.closed) {
+        this.setState('unbinding');
+        try {
+          await this.request(conn, new smpp.PDU('unbind', {}), this.unbindTimeoutMs, 'unbind');
+        } catch {
+          // no unbind_resp: close anyway
+        }
+        conn.closeReason ??= 'closed (unbound)';
+        if (!conn.closed) {
+          conn.lib.close();
+          const grace = setTimeout(() => conn.lib.destroy(), 1_000);
+          await conn.closedPromise;
+          clearTimeout(grace);
+        }
+      }
+    } else {
+      this.destroyConn(conn, 'closed');
+      await conn.closedPromise;
+    }
+    this.setState('closed');
+  }
+
+  private waitForIdle(timeoutMs: number): Promise<void> {
+    if (this.inFlight === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, timeoutMs);
+      function done(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.idleWaiters.push(done);
+    });
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Requests and responses
+  // -------------------------------------------------------------------------------------------
+
+  /** Sends a request PDU and resolves with its response (any status); rejects on timeout / loss. */
+  private request(conn: Connection, pdu: smpp.PDU, timeoutMs: number, phase: SmppTimeoutPhase): Promise<smpp.PDU> {
+    return new Promise((resolve, reject) => {
+      if (conn.closed || !conn.lib.send(pdu)) {
+        reject(new SmppConnectionError(`cannot send ${pdu.command}: socket is not writable`, { sent: false }));
+        return;
+      }
+      const seq = pdu.sequence_number;
+      const timer = this.timer(conn, timeoutMs, () => {
+        conn.waiters.delete(seq);
+        reject(new SmppTimeoutError(`no ${pdu.command}_resp within ${timeoutMs} ms`, { sent: true, phase }));
+      });
+      conn.waiters.set(seq, {
+        resolve: (resp) => {
+          clearTimeout(timer);
+          conn.timers.delete(timer);
+          resolve(resp);
+        },
+        reject: (err) => {
+          clearTimeout(timer);
+          conn.timers.delete(timer);
+          reject(err);
+        },
+      });
+    });
+  }
+
+  private pump(): void {
+    if (this.pumpTimer) return;
+    while (this._state === 'bound' && this.conn && !this.closing && this.inFlight < this.window && this.queue.length > 0) {
+      if (this.minSpacingMs > 0) {
+        const now = Date.now();
+        if (now < this.nextSendAt) {
+          this.pumpTimer = setTimeout(() => {
+            this.pumpTimer = null;
+            this.pump();
+          }, Math.ceil(this.nextSendAt - now));
+          return;
+        }
+        this.nextSendAt = Math.max(now, this.nextSendAt) + this.minSpacingMs;
+      }
+      const item = this.queue.shift() as QueuedSubmit;
+      if (item.queueTimer) clearTimeout(item.queueTimer);
+      item.queueTimer = null;
+      this.dispatch(this.conn, item);
+    }
+  }
+
+  private dispatch(conn: Connection, item: QueuedSubmit): void {
+    let pdu: smpp.PDU;
+    try {
+      pdu = new smpp.PDU('submit_sm', { ...item.options.tlvs, ...item.fields });
+    } catch (err) {
+      item.reject(err instanceof Error ? err : new SmppError(String(err)));
+      return;
+    }
+    this.inFlight++;
+    this.counters.maxInFlight = Math.max(this.counters.maxInFlight, this.inFlight);
+    this.counters.submitsSent++;
+    this.request(conn, pdu, item.options.timeoutMs ?? this.responseTimeoutMs, 'response')
+      .then(
+        (resp) => {
+          this.counters.submitResponses++;
+          const id = resp.message_id;
+          const result: SubmitResult = { commandStatus: resp.command_status, sequenceNumber: resp.sequence_number };
+          if (typeof id === 'string' && id !== '') result.messageId = id;
+          item.resolve(result);
+        },
+        (err: Error) => {
+          if (err instanceof SmppConnectionError && !err.sent && !this.closing) {
+            // Never written: keep its place at the head of the queue for the next bind.
+            this.counters.submitsSent--;
+            this.queue.unshift(item);
+            this.destroyConn(conn, 'socket not writable');
+            return;
+          }
+          if (err instanceof SmppTimeoutError) this.counters.submitTimeouts++;
+          item.reject(err);
+        },
+      )
+      .finally(() => {
+        this.inFlight--;
+        if (this.inFlight === 0) for (const done of this.idleWaiters.splice(0)) done();
+        this.pump();
+      });
+  }
+
+  private onPdu(conn: Connection, pdu: smpp.PDU): void {
+    const raw = conn.lastRaw;
+    conn.lastRaw = null;
+    if (conn.closed) return;
+    if (pdu.isResponse()) {
+      const waiter = conn.waiters.get(pdu.sequence_number);
+      if (waiter) {
+        conn.waiters.delete(pdu.sequence_number);
+        waiter.resolve(pdu);
+      }
+      return;
+    }
+    switch (pdu.command) {
+      case 'enquire_link':
+        this.counters.enquireLinksAnswered++;
+        conn.lib.send(pdu.response());
+        return;
+      case 'deliver_sm':
+        this.counters.deliversReceived++;
+        this.handleDeliver(conn, pdu, raw);
+        return;
+      case 'unbind':
+        conn.closeReason ??= 'unbind from SMSC';
+        if (this._state === 'bound') this.setState('unbinding');
+        conn.lib.send(pdu.response(), () => {
+          conn.lib.close();
+          this.timer(conn, 1_000, () => conn.lib.destroy());
+        });
+        return;
+      case 'alert_notification':
+      case 'outbind':
+        return; // no response defined
+      default:
+        // 'unknown' becomes generic_nack in the library; known but unsupported → invalid command id
+        conn.lib.send(pdu.response({ command_status: SMPP_STATUS.ESME_RINVCMDID }));
+    }
+  }
+
+  private handleDeliver(conn: Connection, pdu: smpp.PDU, raw: Buffer | null): void {
+    const respond = (status: number): void => {
+      if (!conn.closed) conn.lib.send(pdu.response(status === 0 ? {} : { command_status: status }));
+    };
+    let view: DeliverSm;
+    try {
+      if (!raw) throw new SmppError('raw PDU bytes were not captured');
+      view = parseSmPdu(raw);
+    } catch (err) {
+      this.options.logger?.warn({ err, sequenceNumber: pdu.sequence_number }, 'SMPP deliver_sm could not be parsed');
+      respond(SMPP_STATUS.ESME_RX_P_APPN);
+      return;
+    }
+    const handler = this.deliverHandler;
+    if (!handler) {
+      // Nobody to take it: temporary error so the SMSC redelivers later.
+      respond(SMPP_STATUS.ESME_RX_T_APPN);
+      return;
+    }
+    Promise.resolve()
+      .then(() => handler(view))
+      .then(
+        () => respond(0),
+        (err: unknown) => {
+          this.options.logger?.warn({ err, sequenceNumber: pdu.sequence_number }, 'SMPP deliver_sm handler failed');
+          respond(SMPP_STATUS.ESME_RX_T_APPN);
+        },
+      );
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Connection URL
+// ---------------------------------------------------------------------------------------------
+
+/** A bad connection URL; `part` names what is wrong (never the password's value). */
+export class SmppUrlError extends Error {
+  override name = 'SmppUrlError';
+  constructor(
+    readonly part: string,
+    message: string,
+  ) {
+    super(`invalid SMPP URL: ${message}`);
+  }
+}
+
+export interface SmppUrlOptions {
+  host: string;
+  port: number;
+  tls: boolean;
+  systemId: string;
+  password: string;
+  systemType: string;
+  bindMode: BindMode;
+  window: number;
+  tps: number | null;
+  responseTimeoutMs: number;
+  enquireLinkIntervalMs: number;
+  addrTon: number;
+  addrNpi: number;
+  addressRange: string;
+  submitIdForm: MessageIdForm;
+  receiptIdForm: MessageIdForm;
+}
+
+const BIND_ALIASES: Record<string, BindMode> = {
+  transceiver: 'transceiver',
+  trx: 'transceiver',
+  transmitter: 'transmitter',
+  tx: 'transmitter',
+  receiver: 'receiver',
+  rx: 'receiver',
+};
+
+const ID_FORMS: readonly MessageIdForm[] = ['auto', 'hex', 'dec', 'string'];
+
+/**
+ * Parses `smpp://system_id:password@host:port?bind=transceiver&window=10&tps=100&system_type=`
+ * (`ssmpp://` = TLS). Credentials are percent-decoded. Query keys: bind (transceiver|transmitter|
+ * receiver, or trx|tx|rx), window (1..1000), tps (> 0; 0 or absent = unlimited), system_type,
+ * timeout (response timeout, seconds), enquire_link (seconds, 0 = off), addr_ton, addr_npi,
+ * address_range, submit_id / receipt_id (auto|hex|dec|string). Unknown keys are errors.
+ */
+export function parseSmppUrl(input: string): SmppUrlOptions {
+  // Check host and port first so their errors name them (URL() only says "Invalid URL").
+  const authority = /^[a-z][a-z0-9+.-]*:\/\/(?:[^@/?#]*@)?(\[[^\]]*\]|[^:/?#]*)(?::([^/?#]*))?/i.exec(input.trim());
+  if (authority) {
+    if (!authority[1]) throw new SmppUrlError('host', 'host is missing');
+    const rawPort = authority[2];
+    if (rawPort !== undefined && rawPort !== '' && (!/^\d{1,5}$/.test(rawPort) || Number(rawPort) < 1 || Number(rawPort) > 65535)) {
+      // The value is not echoed: in a URL with an unencoded '/' in the password it is part of the password.
+      throw new SmppUrlError('port', 'port is not a number in 1-65535');
+    }
+  }
+  let url: URL;
+  try {
+    url = new URL(input.trim());
+  } catch {
+    // URL's own error carries the input, password included: never rethrow it.
+    throw new SmppUrlError('url', 'not a URL (expected smpp://system_id:password@host:port?...)');
+  }
+  const scheme = url.protocol.replace(/:$/, '').toLowerCase();
+  if (scheme !== 'smpp' && scheme !== 'ssmpp') throw new SmppUrlError('scheme', `scheme "${scheme}" is not smpp or ssmpp`);
+  const isTls = scheme === 'ssmpp';
+  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  if (!host) throw new SmppUrlError('host', 'host is missing');
+  let port = isTls ? 3550 : 2775;
+  if (url.port !== '') {
+    port = Number(url.port);
+    if (!Number.isInteger(port) || port < 1 || port > 65535) throw new SmppUrlError('port', 'port is not a number in 1-65535');
+  }
+  if (url.pathname !== '' && url.pathname !== '/') {
+    throw new SmppUrlError('path', 'unexpected path after host:port (percent-encode "/" in credentials)');
+  }
+  const decode = (part: string, value: string): string => {
+    try {
+      return decodeURIComponent(value);
+    } catch {
+      throw new SmppUrlError(part, `${part} is not valid percent-encoding`);
+    }
+  };
+  const systemId = decode('system_id', url.username);
+  const password = decode('password', url.password);
+  if (!systemId) throw new SmppUrlError('system_id', 'system_id (user part) is missing');
+  if (!/^[\x20-\x7e]*$/.test(systemId)) throw new SmppUrlError('system_id', 'system_id must be printable ASCII');
+  if (!/^[\x20-\x7e]*$/.test(password)) throw new SmppUrlError('password', 'password must be printable ASCII');
+
+  const result: SmppUrlOptions = {
+    host,
+    port,
+    tls: isTls,
+    systemId,
+    password,
+    systemType: '',
+    bindMode: 'transceiver',
+    window: 10,
+    tps: null,
+    responseTimeoutMs: 10_000,
+    enquireLinkIntervalMs: 30_000,
+    addrTon: 0,
+    addrNpi: 0,
+    addressRange: '',
+    submitIdForm: 'auto',
+    receiptIdForm: 'auto',
+  };
+  const seen = new Set<string>();
+  const num = (key: string, value: string, min: number, max: number, integer: boolean): number => {
+    const n = value.trim() === '' ? Number.NaN : Number(value);
+    if (!Number.isFinite(n) || n < min || n > max || (integer && !Number.isInteger(n))) {
+      throw new SmppUrlError(key, `${key}="${value}" is not ${integer ? 'an integer' : 'a number'} in ${min}..${max}`);
+    }
+    return n;
+  };
+  for (const [key, value] of url.searchParams) {
+    if (seen.has(key)) throw new SmppUrlError(key, `${key} is given more than once`);
+    seen.add(key);
+    switch (key) {
+      case 'bind': {
+        const mode = BIND_ALIASES[value.toLowerCase()];
+        if (!mode) throw new SmppUrlError('bind', `bind="${value}" is not transceiver, transmitter or receiver`);
+        result.bindMode = mode;
+        break;
+      }
+      case 'window':
+        result.window = num(key, value, 1, 1000, true);
+        break;
+      case 'tps': {
+        const tps = num(key, value, 0, 100_000, false);
+        result.tps = tps > 0 ? tps : null;
+        break;
+      }
+      case 'system_type':
+        if (value.length > 12) throw new SmppUrlError(key, 'system_type is longer than 12 characters');
+        result.systemType = value;
+        break;
+      case 'timeout':
+        result.responseTimeoutMs = Math.round(num(key, value, 0.1, 3600, false) * 1000);
+        break;
+      case 'enquire_link':
+        result.enquireLinkIntervalMs = Math.round(num(key, value, 0, 3600, false) * 1000);
+        break;
+      case 'addr_ton':
+        result.addrTon = num(key, value, 0, 255, true);
+        break;
+      case 'addr_npi':
+        result.addrNpi = num(key, value, 0, 255, true);
+        break;
+      case 'address_range':
+        result.addressRange = value;
+        break;
+      case 'submit_id':
+      case 'receipt_id': {
+        const form = value.toLowerCase() as MessageIdForm;
+        if (!ID_FORMS.includes(form)) throw new SmppUrlError(key, `${key}="${value}" is not one of ${ID_FORMS.join(', ')}`);
+        if (key === 'submit_id') result.submitIdForm = form;
+        else result.receiptIdForm = form;
+        break;
+      }
+      default:
+        throw new SmppUrlError(key, `unknown parameter "${key}"`);
+    }
+  }
+  return result;
+}

@@ -1,0 +1,284 @@
+/**
+ * The dispatch engine end to end: HTTP API → Postgres → BullMQ dispatch → sandbox carrier →
+ * status pool → outbox events, with real Postgres and Redis. Timers (ttl, schedules) are
+ * exercised by promoting the real delayed jobs or by dispatching with an explicit clock.
+ */
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startTestService, waitFor, type TestService } from '../support/harness.js';
+import { ttlJobId, dispatchJobId } from '../../shared/queues.js';
+
+let svc: TestService;
+let key: string;
+let accountId: number;
+
+before(async () => {
+  svc = await startTestService({ env: { SANDBOX_SLOW_DELIVERY_MS: '400' } });
+  ({ apiKey: key, accountId } = await svc.createAccount({ credit_czk: 10000, credit_eur: 1000 }));
+});
+after(async () => {
+  await svc.stop();
+});
+
+type Ev = { message_id: string; gateway: string; result: string; result_info: string; sms?: Record<string, unknown>; viber?: Record<string, unknown>; whatsapp_template?: Record<string, unknown>; payload: unknown };
+
+async function send(message: Record<string, unknown>, apiKey = key): Promise<string> {
+  const res = await svc.request('POST', '/v2/messages', { body: [message], headers: { 'x-api-key': apiKey } });
+  assert.equal(res.status, 200, res.text);
+  assert.equal(res.body.rejected.length, 0, JSON.stringify(res.body.rejected));
+  return res.body.accepted[0].message_id as string;
+}
+
+async function events(publicId: string): Promise<Ev[]> {
+  const rows = await svc.sql<{ body: string }>(
+    `SELECT e.body FROM events e JOIN recipients r ON r.id = e.recipient_id WHERE r.public_id = $1 ORDER BY e.id`, [publicId]);
+  return rows.map((r) => JSON.parse(r.body) as Ev);
+}
+
+const trail = (evs: Ev[]) => evs.map((e) => `${e.gateway}:${e.result}`);
+
+async function waitTrail(publicId: string, expected: string[], timeoutMs = 8000): Promise<Ev[]> {
+  let last: Ev[] = [];
+  try {
+    return await waitFor(async () => {
+      last = await events(publicId);
+      return trail(last).length >= expected.length ? last : null;
+    }, timeoutMs, `events of ${publicId}`);
+  } finally {
+    assert.deepEqual(trail(last), expected);
+  }
+}
+
+const SMS_OUTCOMES: Array<[string, string[]]> = [
+  ['420777000100', ['sms:sending', 'sms:sent', 'sms:delivered']],
+  ['420777000101', ['sms:sending', 'sms:sent', 'sms:undelivered']],
+  ['420777000102', ['sms:sending', 'sms:failed']],
+  ['420777000103', ['sms:sending', 'sms:sent']],
+  ['420777000104', ['sms:sending', 'sms:sent', 'sms:delivered']],
+  ['420777000105', ['sms:sending', 'sms:rejected']],
+];
+
+test('each sandbox outcome over SMS', async () => {
+  const id = await send({ body: 'Hello', to: SMS_OUTCOMES.map(([n]) => ({ phone_number: n })) });
+  for (const [i, [, expected]] of SMS_OUTCOMES.entries()) {
+    await waitTrail(`${id}-${i}`, expected);
+  }
+  // 03 gives no receipt: nothing more arrives.
+  await new Promise((r) => setTimeout(r, 200));
+  assert.deepEqual(trail(await events(`${id}-3`)), ['sms:sending', 'sms:sent']);
+});
+
+test('each sandbox outcome over Viber and WhatsApp (single-step flows)', async () => {
+  const table: Array<[string, string[]]> = [
+    ['420777000200', ['sending', 'sent', 'delivered', 'seen']],
+    ['420777000201', ['sending', 'sent', 'undelivered']],
+    ['420777000202', ['sending', 'failed']],
+    ['420777000204', ['sending', 'undelivered']],
+    ['420777000205', ['sending', 'rejected']],
+  ];
+  for (const channel of ['viber', 'whatsapp_text', 'whatsapp_template'] as const) {
+    const step = channel === 'whatsapp_template' ? { template_name: 'otp', sender: '1234' } : { sender: 'Shop' };
+    const id = await send({ body: 'Hi', to: table.map(([n]) => ({ phone_number: n })), flow: [{ [channel]: step }] });
+    for (const [i, [, expected]] of table.entries()) {
+      await waitTrail(`${id}-${i}`, expected.map((s) => `${channel}:${s}`));
+    }
+    const [first] = await events(`${id}-0`);
+    const channelKey = channel === 'whatsapp_text' ? 'whatsapp_body' : channel;
+    assert.ok(first && channelKey in first, `event carries the ${channelKey} object`);
+  }
+});
+
+test('viber → sms fallback for a number that is not a Viber user', async () => {
+  const id = await send({ body: 'Fallback', to: [{ phone_number: '420777000404' }], flow: [{ viber: { sender: 'Shop' } }, { sms: { sender: 'Shop' } }] });
+  const evs = await waitTrail(`${id}-0`, ['viber:sending', 'viber:undelivered', 'sms:sending', 'sms:sent', 'sms:delivered']);
+  assert.match(evs[1]!.result_info, /Not a Viber user/);
+  const [recipient] = await svc.sql<{ flow_taken: string; state: string; step: number }>('SELECT flow_taken, state, step FROM recipients WHERE public_id = $1', [`${id}-0`]);
+  assert.deepEqual(recipient, { flow_taken: 'viber,sms', state: 'delivered', step: 1 });
+});
+
+test('whatsapp_template → sms on undelivered', async () => {
+  const id = await send({ body: 'Order shipped', to: [{ phone_number: '420777000501' }], flow: [{ whatsapp_template: { template_name: 'shipped', sender: '111' } }, { sms: {} }] });
+  await waitTrail(`${id}-0`, ['whatsapp_template:sending', 'whatsapp_template:sent', 'whatsapp_template:undelivered', 'sms:sending', 'sms:sent', 'sms:undelivered']);
+});
+
+test('ttl expiry moves to the next step; a late receipt of the abandoned step is reported but starts nothing', async () => {
+  const id = await send({ body: 'TTL', to: [{ phone_number: '420777000603' }], flow: [{ viber: { sender: 'Shop', ttl: 5 } }, { sms: {} }] });
+  await waitTrail(`${id}-0`, ['viber:sending', 'viber:sent']);
+  const [attempt] = await svc.sql<{ id: number }>(`SELECT a.id FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = $1 AND a.step = 0`, [`${id}-0`]);
+  const job = await svc.runtime.queues.status.getJob(ttlJobId(attempt!.id));
+  assert.ok(job, 'the ttl timer is a delayed job');
+  const delay = job.opts.delay ?? 0;
+  assert.ok(delay >= 5 * 60_000 - 100 && delay <= 5 * 60_000, `ttl 5 minutes (${delay} ms)`);
+  await job.promote(); // fake time: the timer fires now
+  const evs = await waitTrail(`${id}-0`, ['viber:sending', 'viber:sent', 'viber:undelivered', 'sms:sending', 'sms:sent']);
+  assert.equal(evs[2]!.result_info, '[1] TTL expired');
+  // The Viber receipt arrives late: reported with gateway viber; the recipient stays on its sms step.
+  await svc.runtime.engine.sink.report([{ attemptId: attempt!.id, state: 'delivered', resultInfo: '[0] Delivered', at: Date.now() }]);
+  await waitTrail(`${id}-0`, ['viber:sending', 'viber:sent', 'viber:undelivered', 'sms:sending', 'sms:sent', 'viber:delivered']);
+  await new Promise((r) => setTimeout(r, 300));
+  const [recipient] = await svc.sql<{ step: number; state: string; flow_taken: string }>('SELECT step, state, flow_taken FROM recipients WHERE public_id = $1', [`${id}-0`]);
+  assert.deepEqual(recipient, { step: 1, state: 'sent', flow_taken: 'viber,sms' });
+  assert.equal((await svc.sql('SELECT 1 FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = $1', [`${id}-0`])).length, 2, 'no third attempt');
+});
+
+test('a ttl that fires after its step succeeded changes nothing', async () => {
+  const id = await send({ body: 'ok', to: [{ phone_number: '420777000700' }], flow: [{ viber: { sender: 'Shop' } }, { sms: {} }] });
+  await waitTrail(`${id}-0`, ['viber:sending', 'viber:sent', 'viber:delivered', 'viber:seen']);
+  const [viber] = await svc.sql<{ id: number }>(`SELECT a.id FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = $1 AND a.step = 0`, [`${id}-0`]);
+  await (await svc.runtime.queues.status.getJob(ttlJobId(viber!.id)))!.promote();
+  await new Promise((r) => setTimeout(r, 400));
+  assert.deepEqual(trail(await events(`${id}-0`)), ['viber:sending', 'viber:sent', 'viber:delivered', 'viber:seen']);
+  await svc.runtime.engine.sink.report([{ attemptId: viber!.id, state: 'failed', resultInfo: '[3] Failed', at: Date.now() }]);
+  await new Promise((r) => setTimeout(r, 300));
+  assert.deepEqual(trail(await events(`${id}-0`)), ['viber:sending', 'viber:sent', 'viber:delivered', 'viber:seen'], 'a final attempt ignores later reports');
+});
+
+test('duplicate carrier reports change nothing twice', async () => {
+  const id = await send({ body: 'Dup', to: [{ phone_number: '420777000803' }] });
+  await waitTrail(`${id}-0`, ['sms:sending', 'sms:sent']);
+  const [a] = await svc.sql<{ id: number }>(`SELECT a.id FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = $1`, [`${id}-0`]);
+  const report = { attemptId: a!.id, state: 'delivered' as const, resultInfo: '[0] Delivered', at: Date.now() };
+  await svc.runtime.engine.sink.report([report, report]);
+  await svc.runtime.engine.sink.report([report]);
+  await waitTrail(`${id}-0`, ['sms:sending', 'sms:sent', 'sms:delivered']);
+  await new Promise((r) => setTimeout(r, 200));
+  assert.deepEqual(trail(await events(`${id}-0`)), ['sms:sending', 'sms:sent', 'sms:delivered']);
+});
+
+test('a scheduled message is not sent before its time, and is when its time comes', async () => {
+  const at = new Date(Date.now() + 3600_000);
+  const id = await send({ body: 'Later', to: [{ phone_number: '420777000900' }], datetime: at.toISOString() });
+  const job = await svc.runtime.queues.dispatchQueue('sms', 'promotional').getJob(dispatchJobId(id, 0));
+  assert.ok(job);
+  assert.ok(Math.abs(job.timestamp + (job.opts.delay ?? 0) - at.getTime()) < 2000, 'delayed until the scheduled time');
+  assert.equal(await job.getState(), 'delayed');
+  // Released early (e.g. promoted by an operator): the engine checks again and does not send.
+  const early = await svc.runtime.engine.dispatch(job.data);
+  assert.ok(early.delayUntil && Math.abs(early.delayUntil.getTime() - at.getTime()) < 1000);
+  assert.equal((await events(`${id}-0`)).length, 0);
+  // At its time it goes.
+  const due = await svc.runtime.engine.dispatch(job.data, new Date(at.getTime() + 1000));
+  assert.equal(due.handed, 1);
+  await waitTrail(`${id}-0`, ['sms:sending', 'sms:sent', 'sms:delivered']);
+});
+
+test('a message outside its delivery window waits for the next window start in its zone', async () => {
+  const now = new Date();
+  // A window that closed an hour ago and opens in 23 hours (wraps past midnight when needed).
+  const hh = (d: Date) => d.toISOString().slice(11, 13);
+  const start = `${hh(new Date(now.getTime() - 2 * 3600_000))}:00`;
+  const end = `${hh(new Date(now.getTime() - 3600_000))}:00`;
+  const id = await send({ body: 'Window', to: [{ phone_number: '420777001000' }], delivery_time: { start, end, tz: 'UTC' } });
+  const job = await svc.runtime.queues.dispatchQueue('sms', 'promotional').getJob(dispatchJobId(id, 0));
+  assert.ok(job);
+  const runAt = job.timestamp + (job.opts.delay ?? 0);
+  assert.equal(new Date(runAt).toISOString().slice(11, 16), start);
+  assert.ok(runAt > now.getTime() + 20 * 3600_000);
+  const [r] = await svc.sql<{ due_at: Date }>('SELECT due_at FROM recipients WHERE public_id = $1', [`${id}-0`]);
+  assert.ok(Math.abs(r!.due_at.getTime() - runAt) < 1000, 'due_at records the same instant');
+});
+
+test('a window in Europe/Prague across the autumn DST change opens at the right instant', async () => {
+  // Saturday 2026-10-24 22:00Z is inside no Sunday window; the Sunday 02:30 window start happens twice
+  // that night (fold): the first occurrence is 00:30Z.
+  const message = { body: 'DST', to: [{ phone_number: '420777001100' }], delivery_time: { days: ['sunday'], start: '02:30', end: '04:00', tz: 'Europe/Prague' } };
+  const { dueInstant } = await import('../../shared/engine/dispatch.js');
+  const due = dueInstant({ send_at: null, delivery_time: message.delivery_time }, new Date('2026-10-24T22:00:00Z'));
+  assert.equal(due.toISOString(), '2026-10-25T00:30:00.000Z');
+  const wrap = dueInstant({ send_at: null, delivery_time: { start: '22:00', end: '06:00', tz: 'Europe/Prague' } }, new Date('2026-11-22T04:00:00Z'));
+  assert.equal(wrap.toISOString(), '2026-11-22T04:00:00.000Z', '05:00 Prague is inside the wrapped window');
+  const closed = dueInstant({ send_at: null, delivery_time: { start: '22:00', end: '06:00', tz: 'Europe/Prague' } }, new Date('2026-11-22T06:00:00Z'));
+  assert.equal(closed.toISOString(), '2026-11-22T21:00:00.000Z');
+});
+
+test('segment counts and prices for GSM, extension characters and UCS-2', async () => {
+  const cases: Array<[string, number]> = [
+    ['a'.repeat(160), 1],
+    ['a'.repeat(161), 2],
+    ['€'.repeat(80), 1], // 160 septets
+    ['€'.repeat(81), 2],
+    ['č'.repeat(70), 1],
+    ['č'.repeat(71), 2],
+    ['č'.repeat(135), 3],
+  ];
+  for (const [i, [text, parts]] of cases.entries()) {
+    const mid = await send({ body: text, to: [{ phone_number: `4207770013${i}0` }] });
+    const [sending] = await waitFor(async () => { const e = await events(`${mid}-0`); return e.length ? e : null; });
+    assert.equal(sending!.sms!.count, parts, `${text.length} × ${text[0]}`);
+    assert.equal(sending!.sms!.price_czk, Math.round(0.9 * parts * 10000) / 10000);
+    assert.equal(sending!.sms!.price_eur, Math.round(0.036 * parts * 10000) / 10000);
+    assert.equal(sending!.sms!.country, 230);
+    assert.equal(sending!.sms!.gateway, 'high');
+  }
+  // sms.type = sms transliterates to GSM-7.
+  const mid = await send({ body: 'x', to: [{ phone_number: '420777001499' }], flow: [{ sms: { body: 'č'.repeat(100), type: 'sms' } }] });
+  const [first] = await waitFor(async () => { const e = await events(`${mid}-0`); return e.length ? e : null; });
+  assert.equal(first!.sms!.count, 1);
+  const [sandbox] = await svc.sql<{ body: string; encoding: string }>('SELECT body, encoding FROM sandbox_messages WHERE phone_number = $1', ['420777001499']);
+  assert.deepEqual(sandbox, { body: 'c'.repeat(100), encoding: 'gsm7' });
+});
+
+test('an invalid number is rejected [302] and the test number is never sent, charged or reported', async () => {
+  const [before] = await svc.sql<{ credit_czk: number }>('SELECT credit_czk FROM accounts WHERE id = $1', [accountId]);
+  const res = await svc.request('POST', '/v2/messages', { body: [{ body: 'x', to: [{ phone_number: '12' }, { phone_number: '420777777777' }] }], headers: { 'x-api-key': key } });
+  const id = res.body.accepted[0].message_id as string;
+  const [rejected] = await waitTrail(`${id}-0`, ['sms:rejected']);
+  assert.equal(rejected!.result_info, '[302] Invalid phone number');
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal((await events(`${id}-1`)).length, 0);
+  const attempts = await svc.sql('SELECT a.id FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = $1', [`${id}-1`]);
+  assert.equal(attempts.length, 0);
+  const [afterRow] = await svc.sql<{ credit_czk: number }>('SELECT credit_czk FROM accounts WHERE id = $1', [accountId]);
+  assert.equal(afterRow!.credit_czk, before!.credit_czk);
+});
+
+test('a failed attempt is refunded; a delivered one stays charged', async () => {
+  const { apiKey, accountId: acc } = await svc.createAccount({ credit_czk: 10 });
+  const id = await send({ body: 'x', to: [{ phone_number: '420777002002' }, { phone_number: '420777002000' }] }, apiKey);
+  await waitTrail(`${id}-0`, ['sms:sending', 'sms:failed']);
+  await waitTrail(`${id}-1`, ['sms:sending', 'sms:sent', 'sms:delivered']);
+  const [row] = await svc.sql<{ credit_czk: number }>('SELECT credit_czk FROM accounts WHERE id = $1', [acc]);
+  assert.equal(row!.credit_czk, 9.1);
+});
+
+test('credit runs out mid-batch under concurrent workers: exact number rejected, never negative', async () => {
+  // 0.90 CZK per SMS to +420; 20 fit in 18.00 CZK; 60 recipients in 6 concurrent calls.
+  const { apiKey, accountId: acc } = await svc.createAccount({ credit_czk: 18 });
+  const calls = Array.from({ length: 6 }, (_, c) => svc.request('POST', '/v2/messages', {
+    body: [{ body: 'x', to: Array.from({ length: 10 }, (_, i) => ({ phone_number: `420777030${c}${i}0` })) }],
+    headers: { 'x-api-key': apiKey },
+  }));
+  const results = await Promise.all(calls);
+  const ids = results.map((r) => r.body.accepted[0].message_id as string);
+  const states = await waitFor(async () => {
+    const rows = await svc.sql<{ state: string; n: number }>(
+      `SELECT a.state, count(*)::int AS n FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.message_id = ANY($1) GROUP BY a.state`, [ids]);
+    const total = rows.reduce((s, r) => s + r.n, 0);
+    return total === 60 && !rows.some((r) => r.state === 'sending') ? rows : null;
+  }, 15000, 'all 60 attempts settled');
+  const byState = Object.fromEntries(states.map((r) => [r.state, r.n]));
+  assert.equal(byState.rejected, 40);
+  assert.equal((byState.delivered ?? 0) + (byState.sent ?? 0), 20);
+  const [row] = await svc.sql<{ credit_czk: number }>('SELECT credit_czk FROM accounts WHERE id = $1', [acc]);
+  assert.equal(row!.credit_czk, 0);
+  const infos = await svc.sql<{ result_info: string }>(`SELECT DISTINCT a.result_info FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.message_id = ANY($1) AND a.state = 'rejected'`, [ids]);
+  assert.deepEqual(infos.map((i) => i.result_info), ['[307] Insufficient credit']);
+});
+
+test('lanes: a priority message reaches the carrier before a promotional backlog queued earlier', async () => {
+  const { apiKey } = await svc.createAccount({ credit_czk: 100000 });
+  const promo = Array.from({ length: 15 }, (_, c) => svc.request('POST', '/v2/messages', {
+    body: Array.from({ length: 10 }, (_, m) => ({ body: 'promo', to: Array.from({ length: 10 }, (_, i) => ({ phone_number: `4207771${String(c * 100 + m * 10 + i).padStart(4, '0')}0` })) })),
+    headers: { 'x-api-key': apiKey },
+  }));
+  await Promise.all(promo);
+  const prio = await send({ body: 'OTP', tag: 'priority', to: [{ phone_number: '420777199999' }] }, apiKey);
+  void prio;
+  const order = await waitFor(async () => {
+    const rows = await svc.sql<{ id: number; phone_number: string }>(`SELECT id, phone_number FROM sandbox_messages WHERE phone_number LIKE '4207771%' OR phone_number = '420777199999' ORDER BY id`);
+    return rows.length === 1501 ? rows : null;
+  }, 30000, 'backlog carried');
+  const position = order.findIndex((r) => r.phone_number === '420777199999');
+  assert.ok(position >= 0 && position < 1500, `priority message carried at position ${position} of 1501`);
+  assert.ok(position < 1000, `priority overtook most of the backlog (position ${position})`);
+});

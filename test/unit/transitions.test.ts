@@ -1,0 +1,62 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { planTransition, isStepSuccess, ttlExpiryApplies, defaultTtlMinutes } from '../../shared/engine/transitions.js';
+import { sandboxScript } from '../../shared/carriers/sandbox/outcomes.js';
+import type { AttemptState } from '../../shared/carriers/types.js';
+
+test('planTransition follows D3 and fills in states a receipt skipped', () => {
+  const table: Array<[AttemptState, AttemptState, AttemptState[] | null]> = [
+    ['sending', 'sent', ['sent']],
+    ['sending', 'failed', ['failed']],
+    ['sending', 'rejected', ['rejected']],
+    ['sending', 'undelivered', ['undelivered']],
+    ['sending', 'delivered', ['sent', 'delivered']],
+    ['sending', 'seen', ['sent', 'delivered', 'seen']],
+    ['sent', 'delivered', ['delivered']],
+    ['sent', 'undelivered', ['undelivered']],
+    ['sent', 'failed', ['failed']],
+    ['sent', 'rejected', ['rejected']],
+    ['sent', 'seen', ['delivered', 'seen']],
+    ['delivered', 'seen', ['seen']],
+    ['sent', 'sent', null],
+    ['sent', 'sending', null],
+    ['delivered', 'undelivered', null],
+    ['delivered', 'failed', null],
+    ['seen', 'delivered', null],
+    ['undelivered', 'delivered', null],
+    ['rejected', 'sent', null],
+    ['failed', 'sent', null],
+  ];
+  for (const [from, to, expected] of table) {
+    assert.deepEqual(planTransition(from, to), expected, `${from} → ${to}`);
+  }
+  assert.deepEqual(planTransition('undelivered', 'delivered', true), ['delivered'], 'late receipt after a ttl expiry');
+  assert.deepEqual(planTransition('undelivered', 'seen', true), ['delivered', 'seen']);
+  assert.equal(planTransition('undelivered', 'failed', true), null);
+});
+
+test('step success conditions and ttl expiry', () => {
+  assert.equal(isStepSuccess('sms', 'sent'), true);
+  assert.equal(isStepSuccess('viber', 'sent'), false);
+  assert.equal(isStepSuccess('viber', 'seen'), true);
+  assert.equal(isStepSuccess('whatsapp_template', 'delivered'), true);
+  assert.equal(ttlExpiryApplies('sms', 'sent'), false);
+  assert.equal(ttlExpiryApplies('sms', 'sending'), true);
+  assert.equal(ttlExpiryApplies('viber', 'sent'), true);
+  assert.equal(ttlExpiryApplies('viber', 'undelivered'), false);
+  assert.equal(defaultTtlMinutes(0, 2), 10);
+  assert.equal(defaultTtlMinutes(1, 2), 1440);
+});
+
+test('the sandbox outcome table of D10', () => {
+  const states = (channel: 'sms' | 'viber', phone: string) => sandboxScript(channel, phone, 5000).map((s) => s.state);
+  assert.deepEqual(states('sms', '420777000000'), ['sent', 'delivered']);
+  assert.deepEqual(states('viber', '420777000000'), ['sent', 'delivered', 'seen']);
+  assert.deepEqual(states('sms', '420777000001'), ['sent', 'undelivered']);
+  assert.deepEqual(states('sms', '420777000002'), ['failed']);
+  assert.deepEqual(states('viber', '420777000003'), ['sent']);
+  assert.deepEqual(states('sms', '420777000004'), ['sent', 'delivered']);
+  assert.equal(sandboxScript('sms', '420777000004', 5000)[1]!.afterMs, 5000);
+  assert.deepEqual(states('viber', '420777000004'), ['undelivered']);
+  assert.deepEqual(states('sms', '420777000005'), ['rejected']);
+});
