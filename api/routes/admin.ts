@@ -6,11 +6,16 @@ import { adminAuth } from '../middleware/admin-auth.js';
 import { readJsonBody, BodyError } from '../middleware/body.js';
 import { validate } from '../middleware/validate.js';
 import { AppError, badRequest } from '../../shared/errors.js';
-import { createAccount, getAccount, updateAccount, addAccountCredit, addKeyCredit, listKeys } from '../../shared/domain/accounts.js';
+import {
+  createAccount, getAccount, updateAccount, addAccountCredit, addKeyCredit, listKeys, updateKeySettings,
+} from '../../shared/domain/accounts.js';
+import { invalidateKeyCache } from '../../shared/domain/keys.js';
+import { checkCallbackUrl } from '../../shared/net/ssrf.js';
+import { isValidWebhookSecret } from '../../shared/webhooks/sign.js';
 import { listPrices, upsertPrices } from '../../shared/domain/prices.js';
 import { assignNumber } from '../../shared/domain/numbers.js';
 import {
-  newAccountSchema, accountSettingsSchema, creditSchema, keyCreditSchema, pricesSchema, numberAssignmentSchema,
+  newAccountSchema, accountSettingsSchema, creditSchema, keyCreditSchema, pricesSchema, numberAssignmentSchema, keySettingsSchema,
 } from '../../shared/domain/admin-schemas.js';
 
 const idParam = Joi.number().integer().min(1).max(Number.MAX_SAFE_INTEGER);
@@ -49,6 +54,22 @@ export function adminRouter(ctx: AppContext, extensions: AdminExtension[] = []):
   router.get('/keys', async (req, res) => {
     const accountId = req.query.account_id === undefined ? undefined : parseId(req.query.account_id, 'account_id');
     res.json({ keys: await listKeys(ctx.db, accountId) });
+  });
+  router.patch('/keys/:id', async (req, res) => {
+    const id = parseId(req.params.id);
+    const input = validate(keySettingsSchema, await body(req), { convert: true });
+    if (input.default_callback_url) {
+      const policy = checkCallbackUrl(input.default_callback_url, ctx.config.allowPrivateCallbacks);
+      if (!policy.ok) {
+        throw badRequest(`default_callback_url: ${policy.reason}`);
+      }
+    }
+    if (input.webhook_secret && !isValidWebhookSecret(input.webhook_secret)) {
+      throw badRequest('webhook_secret: must be whsec_ followed by base64 of at least 24 random bytes');
+    }
+    const key = await updateKeySettings(ctx.db, id, input);
+    invalidateKeyCache(id);
+    res.json(key);
   });
   router.post('/keys/:id/credit', async (req, res) => {
     const input = validate(keyCreditSchema, await body(req));

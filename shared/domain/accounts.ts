@@ -194,3 +194,29 @@ export async function listKeys(db: Queryable, accountId?: number): Promise<KeyLi
   );
   return rows.map((r) => ({ ...r, created_at: r.created_at.toISOString() }));
 }
+
+export interface KeySettings {
+  note?: string;
+  default_callback_url?: string | null;
+  webhook_secret?: string | null;
+  disabled?: boolean;
+}
+
+/** Change a key's settings (validated by the caller); returns the key's listing. */
+export async function updateKeySettings(db: Db, keyId: number, settings: KeySettings): Promise<KeyListing> {
+  const sets: string[] = [];
+  const values: unknown[] = [];
+  for (const column of ['note', 'default_callback_url', 'webhook_secret', 'disabled'] as const) {
+    if (settings[column] !== undefined) {
+      values.push(settings[column]);
+      sets.push(`${column} = $${values.length}`);
+    }
+  }
+  values.push(keyId);
+  const { rowCount } = await db.query(`UPDATE api_keys SET ${sets.join(', ')} WHERE id = $${values.length}`, values);
+  if (!rowCount) {
+    throw notFound(`key ${keyId} not found`);
+  }
+  const { rows } = await db.query<{ account_id: number }>('SELECT account_id FROM api_keys WHERE id = $1', [keyId]);
+  return (await listKeys(db, rows[0]!.account_id)).find((k) => k.id === keyId)!;
+}

@@ -48,3 +48,11 @@ export const numberAssignmentSchema = Joi.object<{ account_id: number; value: st
   value: Joi.string().min(1).max(32).required(),
   channels: Joi.array().items(Joi.string().valid('sms', 'viber', 'whatsapp')).min(1).unique().default(['sms', 'viber', 'whatsapp']),
 });
+
+/** Key settings an operator may change (the same fields as `POST /v1/apikey/update`, plus disabling). */
+export const keySettingsSchema = Joi.object<{ note?: string; default_callback_url?: string | null; webhook_secret?: string | null; disabled?: boolean }>({
+  note: Joi.string().max(200).allow(''),
+  default_callback_url: Joi.string().max(2048).uri({ scheme: ['http', 'https'] }).allow(null),
+  webhook_secret: Joi.string().max(200).allow(null),
+  disabled: Joi.boolean(),
+}).min(1);

@@ -1,0 +1,242 @@
+/**
+ * Webhook delivery and inbound messages through the real service: outbox relay → BullMQ webhook
+ * pool → a real HTTP receiver on loopback. Retry delays are shortened by configuration.
+ */
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { Webhook } from 'standardwebhooks';
+import { startTestService, startReceiver, waitFor, type TestService, type Receiver } from '../support/harness.js';
+import { generateWebhookSecret } from '../../shared/webhooks/sign.js';
+
+let svc: TestService;
+let rx: Receiver;
+
+before(async () => {
+  svc = await startTestService({ env: { WEBHOOK_LINGER_MS: '1000', WEBHOOK_RETRY_SCHEDULE_MS: '150,300,450' } });
+  rx = await startReceiver();
+});
+after(async () => {
+  await rx.close();
+  await svc.stop();
+});
+
+async function account(extra: Record<string, unknown> = {}) {
+  const { apiKey, accountId } = await svc.createAccount({ credit_czk: 10000, ...extra });
+  const [key] = await svc.sql<{ id: number }>('SELECT id FROM api_keys WHERE account_id = $1 AND is_primary', [accountId]);
+  return { apiKey, accountId, keyId: key!.id };
+}
+
+async function send(apiKey: string, messages: Array<Record<string, unknown>>) {
+  const res = await svc.request('POST', '/v2/messages', { body: messages, headers: { 'x-api-key': apiKey } });
+  assert.equal(res.status, 200, res.text);
+  assert.deepEqual(res.body.rejected, []);
+  return res.body.accepted.map((a: { message_id: string }) => a.message_id) as string[];
+}
+
+const at = (path: string) => rx.requests.filter((r) => r.path === path);
+
+test('150 events travel in 2 POSTs of JSON arrays, in order per recipient', async () => {
+  const { apiKey } = await account();
+  const to = Array.from({ length: 10 }, (_, i) => ({ phone_number: `4207772000${i}0` }));
+  await send(apiKey, Array.from({ length: 5 }, () => ({ body: 'batch', to, callback: `${rx.url}/batch` })));
+  const posts = await waitFor(() => at('/batch').reduce((n, r) => n + r.events.length, 0) === 150 && at('/batch'), 15000, '150 events');
+  assert.equal(posts.length, 2, `POST sizes: ${posts.map((p) => p.events.length).join(', ')}`);
+  assert.deepEqual(posts.map((p) => p.events.length).sort((a, b) => a - b), [50, 100]);
+  for (const post of posts) {
+    assert.equal(post.headers['content-type'], 'application/json');
+    assert.equal(post.headers['user-agent'], 'switchboard-webhook/1.0');
+    assert.ok(Array.isArray(JSON.parse(post.body)));
+  }
+  const order = ['sending', 'sent', 'delivered'];
+  const byRecipient = new Map<string, string[]>();
+  for (const e of posts.flatMap((p) => p.events)) {
+    byRecipient.set(e.message_id, [...(byRecipient.get(e.message_id) ?? []), e.result]);
+  }
+  assert.equal(byRecipient.size, 50);
+  for (const results of byRecipient.values()) {
+    assert.deepEqual(results, order);
+  }
+});
+
+test('a single event still arrives as an array, with the spec fields of sentMessage', async () => {
+  const { apiKey } = await account();
+  const [id] = await send(apiKey, [{ body: 'one', to: [{ phone_number: '420777201002' }], callback: `${rx.url}/one`, payload: { z: 1, a: { b: [1, 'x'] } } }]);
+  const events = await waitFor(() => at('/one').flatMap((r) => r.events).length >= 2 && at('/one').flatMap((r) => r.events), 10000);
+  const failed = events.find((e) => e.result === 'failed');
+  assert.ok(failed);
+  assert.deepEqual(Object.keys(failed).sort(), ['gateway', 'message_id', 'payload', 'request_id', 'result', 'result_info', 'sms', 'timestamp', 'to', 'type'].sort());
+  assert.equal(failed.message_id, `${id}-0`);
+  assert.equal(failed.type, 'outgoing');
+  assert.deepEqual(failed.to, { phone_number: '420777201002' });
+  assert.equal(JSON.stringify(failed.payload), '{"z":1,"a":{"b":[1,"x"]}}');
+  assert.deepEqual(Object.keys(failed.sms).sort(), ['count', 'country', 'gateway', 'operator', 'price_czk', 'price_eur', 'sender']);
+  assert.ok(at('/one').every((r) => Array.isArray(JSON.parse(r.body))));
+});
+
+test('retries after a 500 and after a refused connection, then delivers', async () => {
+  const { apiKey } = await account();
+  let failures = 2;
+  const prev = rx.respond;
+  rx.respond = (req) => (req.url === '/flaky' && failures-- > 0 ? { status: 500 } : prev(req));
+  await send(apiKey, [{ body: 'retry', to: [{ phone_number: '420777201103' }], callback: `${rx.url}/flaky` }]);
+  const got = await waitFor(() => at('/flaky').flatMap((r) => r.events).length >= 2 && at('/flaky'), 15000, 'delivery after retries');
+  assert.ok(got.length >= 1);
+  const [batch] = await svc.sql<{ attempts: number; status: string }>(`SELECT attempts, status FROM webhook_batches WHERE url LIKE '%/flaky' ORDER BY id LIMIT 1`);
+  assert.equal(batch!.status, 'delivered');
+  assert.equal(batch!.attempts, 3);
+  rx.respond = prev;
+
+  // A receiver that is not there yet: connection refused, then it appears on that port.
+  const { createServer } = await import('node:http');
+  const probe = createServer();
+  await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+  const port = (probe.address() as { port: number }).port;
+  await new Promise<void>((r) => probe.close(() => r()));
+  await send(apiKey, [{ body: 'refused', to: [{ phone_number: '420777201203' }], callback: `http://127.0.0.1:${port}/late` }]);
+  await waitFor(async () => (await svc.sql<{ attempts: number }>(`SELECT attempts FROM webhook_batches WHERE url LIKE '%/late' AND attempts >= 1`)).length > 0, 10000, 'a refused attempt');
+  const late: string[] = [];
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => {
+      late.push(body);
+      res.end();
+    });
+  });
+  await new Promise<void>((r) => server.listen(port, '127.0.0.1', r));
+  await waitFor(() => late.length > 0, 10000, 'delivery once the receiver listens');
+  await new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); });
+  const [refused] = await svc.sql<{ status: string; attempts: number }>(`SELECT status, attempts FROM webhook_batches WHERE url LIKE '%/late' ORDER BY id LIMIT 1`);
+  assert.equal(refused!.status, 'delivered');
+  assert.ok(refused!.attempts >= 2);
+});
+
+test('Retry-After is honoured', async () => {
+  const { apiKey } = await account();
+  const times: number[] = [];
+  const prev = rx.respond;
+  rx.respond = (req) => {
+    if (req.url !== '/slowdown') {
+      return prev(req);
+    }
+    times.push(Date.now());
+    return times.length === 1 ? { status: 503, headers: { 'retry-after': '2' } } : { status: 200 };
+  };
+  await send(apiKey, [{ body: 'ra', to: [{ phone_number: '420777201305' }], callback: `${rx.url}/slowdown` }]);
+  await waitFor(() => times.length >= 2, 15000, 'second attempt');
+  rx.respond = prev;
+  assert.ok(times[1]! - times[0]! >= 1900, `waited ${times[1]! - times[0]!} ms (Retry-After: 2)`);
+});
+
+test('a batch that keeps failing is dead-lettered, listed and replayed', async () => {
+  const { apiKey, keyId } = await account();
+  const prev = rx.respond;
+  let dead = true;
+  rx.respond = (req) => (req.url?.startsWith('/dead') && dead ? { status: 500 } : prev(req));
+  await send(apiKey, [{ body: 'dead', to: [{ phone_number: '420777201405' }], callback: `http://user:secret@127.0.0.1:${new URL(rx.url).port}/dead` }]);
+  const list = await waitFor(async () => {
+    const res = await svc.admin('GET', `/webhooks/dead?key_id=${keyId}`);
+    return res.body.batches?.length ? res.body.batches : null;
+  }, 15000, 'dead-lettered batch');
+  assert.equal(list[0].attempts, 4);
+  assert.ok(!String(list[0].url).includes('secret'), 'credentials never shown');
+  dead = false;
+  const replay = await svc.admin('POST', '/webhooks/replay', { id: list[0].id });
+  assert.deepEqual(replay.body, { replayed: 1 });
+  const got = await waitFor(() => at('/dead').length > 0 && at('/dead'), 10000, 'replayed delivery');
+  const auth = got[0]!.headers.authorization;
+  assert.equal(auth, `Basic ${Buffer.from('user:secret').toString('base64')}`);
+  rx.respond = prev;
+  const bad = await svc.admin('POST', '/webhooks/replay', { since: '2026-01-01T00:00:00Z' });
+  assert.equal(bad.status, 400);
+});
+
+test('signed deliveries verify with the standardwebhooks library', async () => {
+  const { apiKey, keyId } = await account();
+  const secret = generateWebhookSecret();
+  const res = await svc.admin('PATCH', `/keys/${keyId}`, { webhook_secret: secret, default_callback_url: `${rx.url}/signed` });
+  assert.equal(res.status, 200, res.text);
+  await send(apiKey, [{ body: 'sig', to: [{ phone_number: '420777201500' }] }]);
+  const [post] = await waitFor(() => at('/signed').length > 0 && at('/signed'), 10000, 'signed delivery');
+  const headers = { 'webhook-id': String(post!.headers['webhook-id']), 'webhook-timestamp': String(post!.headers['webhook-timestamp']), 'webhook-signature': String(post!.headers['webhook-signature']) };
+  assert.match(headers['webhook-signature'], /^v1,/);
+  const verified = new Webhook(secret).verify(post!.body, headers);
+  assert.ok(Array.isArray(verified));
+  assert.throws(() => new Webhook(secret).verify(post!.body.replace('outgoing', 'incoming'), headers));
+  assert.throws(() => new Webhook(generateWebhookSecret()).verify(post!.body, headers));
+  const bad = await svc.admin('PATCH', `/keys/${keyId}`, { webhook_secret: 'not-a-secret' });
+  assert.equal(bad.status, 400);
+});
+
+test('callback precedence: message callback, else the key default; none keeps the events unsent', async () => {
+  const { apiKey, keyId } = await account();
+  const [none] = await send(apiKey, [{ body: 'kept', to: [{ phone_number: '420777201600' }] }]);
+  await waitFor(async () => (await svc.sql(`SELECT 1 FROM events e JOIN recipients r ON r.id = e.recipient_id WHERE r.public_id = $1`, [`${none}-0`])).length === 3, 10000);
+  const kept = await svc.sql<{ callback_url: string | null; batch_id: number | null }>(`SELECT e.callback_url, e.batch_id FROM events e JOIN recipients r ON r.id = e.recipient_id WHERE r.public_id = $1`, [`${none}-0`]);
+  assert.ok(kept.every((e) => e.callback_url === null && e.batch_id === null));
+  await svc.admin('PATCH', `/keys/${keyId}`, { default_callback_url: `${rx.url}/default` });
+  const [viaDefault] = await send(apiKey, [{ body: 'default', to: [{ phone_number: '420777201700' }] }]);
+  const [viaOwn] = await send(apiKey, [{ body: 'own', to: [{ phone_number: '420777201800' }], callback: `${rx.url}/own` }]);
+  await waitFor(() => at('/default').flatMap((r) => r.events).some((e) => e.message_id === `${viaDefault}-0` && e.result === 'delivered'), 10000, 'default callback');
+  await waitFor(() => at('/own').flatMap((r) => r.events).some((e) => e.message_id === `${viaOwn}-0` && e.result === 'delivered'), 10000, 'own callback');
+  assert.ok(!at('/default').flatMap((r) => r.events).some((e) => e.message_id === `${viaOwn}-0`));
+});
+
+test('replies within the reply window become incomingReplyMessage with the payload; older ones incomingMessage', async () => {
+  const { apiKey, keyId } = await account();
+  await svc.admin('PATCH', `/keys/${keyId}`, { default_callback_url: `${rx.url}/inbox` });
+  const [id] = await send(apiKey, [{ body: 'Reply YES', to: [{ phone_number: '420777202000' }], flow: [{ sms: { sender: '420600100200' } }], callback: `${rx.url}/replies`, payload: { order: 42 } }]);
+  await waitFor(async () => (await svc.sql(`SELECT 1 FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = $1`, [`${id}-0`])).length > 0, 10000);
+  const inject = (body: string) => svc.request('POST', '/sandbox/inbound', { body: { gateway: 'sms', sender: '+420 777 202 000', recipient: '420600100200', body }, headers: { 'x-api-key': apiKey } });
+  const reply = await inject('YES');
+  assert.equal(reply.body.event, 'incomingReplyMessage');
+  const [event] = await waitFor(() => at('/replies').flatMap((r) => r.events).filter((e) => e.type === 'incoming').length > 0 && at('/replies').flatMap((r) => r.events).filter((e) => e.type === 'incoming'), 10000, 'reply event');
+  assert.deepEqual(Object.keys(event).sort(), ['body', 'gateway', 'message_id', 'payload', 'recipient', 'request_id', 'sender', 'timestamp', 'type']);
+  assert.equal(event.message_id, `${id}-0`);
+  assert.deepEqual(event.payload, { order: 42 });
+  assert.equal(event.sender, '420777202000');
+  assert.equal(event.recipient, '420600100200');
+  assert.equal(event.body, 'YES');
+  assert.equal(event.gateway, 'sms');
+
+  await svc.sql(`UPDATE attempts SET created_at = now() - interval '8 days' WHERE recipient_id = (SELECT id FROM recipients WHERE public_id = $1)`, [`${id}-0`]);
+  const late = await inject('late');
+  assert.equal(late.body.event, 'incomingMessage');
+  const [unsolicited] = await waitFor(() => at('/inbox').flatMap((r) => r.events).length > 0 && at('/inbox').flatMap((r) => r.events), 10000, 'incomingMessage');
+  assert.deepEqual(Object.keys(unsolicited).sort(), ['body', 'gateway', 'recipient', 'sender', 'timestamp', 'type']);
+  assert.equal(unsolicited.body, 'late');
+
+  // Another account cannot inject a reply into this account's conversation.
+  const other = await account();
+  const foreign = await svc.request('POST', '/sandbox/inbound', { body: { gateway: 'sms', sender: '420777202000', recipient: '420600100200', body: 'x' }, headers: { 'x-api-key': other.apiKey } });
+  assert.equal(foreign.body.event, 'incomingMessage');
+});
+
+test('private callback destinations are refused when ALLOW_PRIVATE_CALLBACKS is off', async () => {
+  const strict = await startTestService({ env: { ALLOW_PRIVATE_CALLBACKS: '0', WEBHOOK_RETRY_SCHEDULE_MS: '50' } });
+  try {
+    const { apiKey, accountId } = await strict.createAccount();
+    const res = await strict.request('POST', '/v2/messages', { body: [
+      { body: 'x', to: [{ phone_number: '420777203000' }], callback: `${rx.url}/private` },
+      { body: 'x', to: [{ phone_number: '420777203000' }], callback: 'http://[::1]:80/x' },
+      { body: 'x', to: [{ phone_number: '420777203000' }], callback: 'ftp://example.com/x' },
+      { body: 'x', to: [{ phone_number: '420777203000' }], callback: 'https://example.com/hook' },
+    ], headers: { 'x-api-key': apiKey } });
+    assert.deepEqual(res.body.rejected.map((r: { key: string }) => r.key), ['0', '1', '2']);
+    assert.match(res.body.rejected[0].message, /^callback: /);
+    const [key] = await strict.sql<{ id: number }>('SELECT id FROM api_keys WHERE account_id = $1', [accountId]);
+    const update = await strict.admin('PATCH', `/keys/${key!.id}`, { default_callback_url: 'http://10.0.0.1/hook' });
+    assert.equal(update.status, 400);
+    // A stored destination that is private by now is refused again at connection time.
+    const before = rx.requests.length;
+    await strict.sql(`INSERT INTO events (account_id, key_id, callback_url, kind, body) VALUES ($1, $2, $3, 'incomingMessage', '{}')`, [accountId, key!.id, `${rx.url}/private`]);
+    const [batch] = await waitFor(async () => {
+      const rows = await strict.sql<{ status: string; last_error: string }>(`SELECT status, last_error FROM webhook_batches WHERE status = 'dead'`);
+      return rows.length ? rows : null;
+    }, 10000, 'refused batch');
+    assert.match(batch!.last_error, /refused|non-public|private|loopback/i);
+    assert.equal(rx.requests.length, before, 'nothing reached the private receiver');
+  } finally {
+    await strict.stop();
+  }
+});
