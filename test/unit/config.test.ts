@@ -1,0 +1,58 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { loadConfig, ConfigError } from '../../shared/config.js';
+
+test('defaults for development', () => {
+  const c = loadConfig({});
+  assert.equal(c.port, 8080);
+  assert.equal(c.databaseUrl, 'postgres://127.0.0.1:5432/switchboard');
+  assert.equal(c.redisUrl, 'redis://127.0.0.1:6379');
+  assert.equal(c.publicUrl, 'http://localhost:8080');
+  assert.equal(c.sandbox, true);
+  assert.equal(c.allowPrivateCallbacks, true);
+  assert.equal(c.adminToken, null);
+  assert.equal(c.webhookRetryScheduleMs.length, 9);
+});
+
+test('production turns the sandbox and private callbacks off unless set', () => {
+  const c = loadConfig({ NODE_ENV: 'production' });
+  assert.equal(c.sandbox, false);
+  assert.equal(c.allowPrivateCallbacks, false);
+  const on = loadConfig({ NODE_ENV: 'production', SANDBOX: 'true', ALLOW_PRIVATE_CALLBACKS: '1' });
+  assert.equal(on.sandbox, true);
+  assert.equal(on.allowPrivateCallbacks, true);
+});
+
+test('every bad variable is named', () => {
+  try {
+    loadConfig({ PORT: 'eighty', DATABASE_URL: 'mysql://x', SANDBOX: 'maybe', ADMIN_TOKEN: 'short', WEBHOOK_RETRY_SCHEDULE_MS: '1,x' });
+    assert.fail('expected a ConfigError');
+  } catch (err) {
+    assert.ok(err instanceof ConfigError);
+    const names = err.problems.map((p) => p.split(':')[0]);
+    assert.deepEqual(names.sort(), ['ADMIN_TOKEN', 'DATABASE_URL', 'PORT', 'SANDBOX', 'WEBHOOK_RETRY_SCHEDULE_MS']);
+    assert.match(err.message, /PORT: must be a number/);
+  }
+});
+
+const run = (env: Record<string, string>) => spawnSync(process.execPath, ['--import', 'tsx', 'bin/switchboard.ts', 'all'], {
+  env: { ...process.env, LOG_LEVEL: 'silent', ...env }, encoding: 'utf8', timeout: 30_000,
+});
+
+test('a bad variable stops the process at start with its name', () => {
+  const result = run({ PORT: '-1' });
+  assert.equal(result.status, 1);
+  assert.match(result.stderr, /PORT: must be greater than or equal to 0/);
+});
+
+test('unreachable Postgres or Redis is said plainly, with how to start it, and does not hang', () => {
+  const pg = run({ DATABASE_URL: 'postgres://127.0.0.1:1/switchboard' });
+  assert.equal(pg.status, 1);
+  assert.match(pg.stderr, /Cannot reach PostgreSQL at postgres:\/\/127\.0\.0\.1:1\/switchboard/);
+  assert.match(pg.stderr, /pg_ctlcluster/);
+  const redis = run({ DATABASE_URL: 'postgres://root@127.0.0.1:5432/switchboard_cfgtest', REDIS_URL: 'redis://127.0.0.1:1' });
+  assert.equal(redis.status, 1);
+  assert.match(redis.stderr, /Cannot reach Redis at redis:\/\/127\.0\.0\.1:1/);
+  spawnSync('psql', ['-h', '127.0.0.1', '-U', 'root', '-d', 'postgres', '-c', 'DROP DATABASE IF EXISTS switchboard_cfgtest'], { encoding: 'utf8' });
+});
