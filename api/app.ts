@@ -9,6 +9,7 @@ import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
 import type { AppContext } from './context.js';
 import { healthRouter } from './routes/health.js';
+import { requestLog } from './middleware/request-log.js';
 import { adminRouter, type AdminExtension } from './routes/admin.js';
 import { adminAuth } from './middleware/admin-auth.js';
 import { sendRouter } from './routes/send.js';
@@ -23,6 +24,7 @@ export function buildApp(ctx: AppContext, adminExtensions: AdminExtension[] = []
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('query parser', 'simple');
+  app.use(requestLog(ctx.logger));
 
   app.use(healthRouter(ctx));
   app.use('/admin/api', adminRouter(ctx, [webhookAdmin, ...adminExtensions]));
