@@ -1,0 +1,36 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { parseStrictJson } from '../../shared/strict-json.js';
+
+test('valid JSON passes through unchanged', () => {
+  for (const text of ['{}', '[]', '"x"', '1', 'null', '{"a":{"b":[1,{"c":"}\\"{"}]},"d":"\\\\"}', '[{"a":1},{"a":2}]']) {
+    const result = parseStrictJson(text);
+    assert.ok(result.ok, text);
+    assert.deepEqual(result.value, JSON.parse(text));
+  }
+});
+
+test('duplicate keys are refused with their place', () => {
+  const table: Array<[string, RegExp]> = [
+    ['{"a":1,"a":2}', /Duplicate key "a" at the top level/],
+    ['[{"body":"x","b\\u006fdy":"y"}]', /Duplicate key "body" at \[0\]/],
+    ['[{"to":[{"p":1},{"p":2,"p":3}]}]', /Duplicate key "p" at \[0\]\.to\[1\]/],
+    ['[{"x":1},{"payload":{"k":1,"k":1}}]', /Duplicate key "k" at \[1\]\.payload/],
+  ];
+  for (const [text, message] of table) {
+    const result = parseStrictJson(text);
+    assert.equal(result.ok, false, text);
+    assert.match((result as { message: string }).message, message);
+  }
+  assert.ok(parseStrictJson('[{"a":1},{"a":1}]').ok, 'the same key in sibling objects is fine');
+});
+
+test('nesting depth is capped and syntax errors are explained', () => {
+  assert.ok(parseStrictJson(`${'['.repeat(32)}${']'.repeat(32)}`).ok);
+  const deep = parseStrictJson(`${'['.repeat(33)}${']'.repeat(33)}`);
+  assert.equal(deep.ok, false);
+  assert.match((deep as { message: string }).message, /nested too deeply/);
+  const bad = parseStrictJson('{"a" 1}');
+  assert.equal(bad.ok, false);
+  assert.match((bad as { message: string }).message, /^Invalid JSON/);
+});
