@@ -31,7 +31,7 @@ export interface Config {
   logLevel: string;
   /** Single SMPP connection (`smpp://…`), optional. */
   smppUrl: string | null;
-  /** Worker concurrency per pool. */
+  /** Worker concurrency per pool; `status` is the number of status partitions (the same in every process). */
   concurrency: { sms: number; viber: number; whatsapp: number; status: number; webhooks: number };
   /** Webhook retry delays in ms (D4); overridable for tests. */
   webhookRetryScheduleMs: number[];
@@ -65,7 +65,7 @@ const schema = Joi.object({
   SMS_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(8),
   VIBER_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(4),
   WHATSAPP_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(4),
-  STATUS_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(4),
+  STATUS_PARTITIONS: Joi.number().integer().min(1).max(64).default(4),
   WEBHOOK_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(32),
   WEBHOOK_RETRY_SCHEDULE_MS: list,
   WEBHOOK_BATCH_MAX: Joi.number().integer().min(1).max(100).default(100),
@@ -109,7 +109,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
       sms: value.SMS_CONCURRENCY,
       viber: value.VIBER_CONCURRENCY,
       whatsapp: value.WHATSAPP_CONCURRENCY,
-      status: value.STATUS_CONCURRENCY,
+      status: value.STATUS_PARTITIONS,
       webhooks: value.WEBHOOK_CONCURRENCY,
     },
     webhookRetryScheduleMs: value.WEBHOOK_RETRY_SCHEDULE_MS

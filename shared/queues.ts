@@ -40,7 +40,28 @@ export interface WebhookJob {
 export function dispatchQueueName(pool: ChannelPool, lane: Lane): string {
   return `${pool}.${lane}`;
 }
+/** Status queues are partitioned: `status.0` … `status.<n-1>`; see `statusPartitionOf`. */
 export const STATUS_QUEUE = 'status';
+export const statusQueueName = (partition: number): string => `${STATUS_QUEUE}.${partition}`;
+
+/**
+ * Which status partition a report belongs to. Reports of one attempt always land in the same
+ * partition, and each partition is applied one batch at a time in arrival order (global
+ * concurrency 1), so an attempt's `sent` is never overtaken by its own `undelivered`. Receipts
+ * that name only a carrier ref are placed by the ref; their order against the submit response is
+ * restored through `pending_receipts` and the state path.
+ */
+export function statusPartitionOf(report: { attemptId?: number; carrier?: string; ref?: string }, partitions: number): number {
+  if (report.attemptId !== undefined) {
+    return report.attemptId % partitions;
+  }
+  const text = `${report.carrier ?? ''}\u0000${report.ref ?? ''}`;
+  let hash = 0;
+  for (let i = 0; i < text.length; i++) {
+    hash = (hash * 31 + text.charCodeAt(i)) | 0;
+  }
+  return Math.abs(hash) % partitions;
+}
 export const WEBHOOK_QUEUE = 'webhooks';
 
 export const dispatchJobId = (messageId: string, step: number, recipientId?: number): string =>
@@ -57,12 +78,14 @@ export const STATUS_JOB_OPTIONS: JobsOptions = { ...KEEP, attempts: 8, backoff: 
 /** All producers of the service share these Queue objects (one Redis connection). */
 export class Queues {
   readonly dispatch = new Map<string, Queue<DispatchJob>>();
-  readonly status: Queue<StatusJob>;
+  readonly status: Array<Queue<StatusJob>>;
   readonly webhooks: Queue<WebhookJob>;
 
   constructor(
     readonly connection: ConnectionOptions,
     readonly prefix: string,
+    /** Number of status partitions; must be the same in every process of a deployment. */
+    readonly statusPartitions = 4,
   ) {
     for (const pool of CHANNEL_POOLS) {
       for (const lane of LANES) {
@@ -70,7 +93,7 @@ export class Queues {
         this.dispatch.set(name, new Queue<DispatchJob>(name, { connection, prefix }));
       }
     }
-    this.status = new Queue<StatusJob>(STATUS_QUEUE, { connection, prefix });
+    this.status = Array.from({ length: statusPartitions }, (_, p) => new Queue<StatusJob>(statusQueueName(p), { connection, prefix }));
     this.webhooks = new Queue<WebhookJob>(WEBHOOK_QUEUE, { connection, prefix });
   }
 
@@ -83,7 +106,12 @@ export class Queues {
   }
 
   all(): Queue[] {
-    return [...this.dispatch.values(), this.status, this.webhooks] as Queue[];
+    return [...this.dispatch.values(), ...this.status, this.webhooks] as Queue[];
+  }
+
+  /** The status queue of an attempt's partition (its reports and its ttl timer). */
+  statusQueueFor(attemptId: number): Queue<StatusJob> {
+    return this.status[attemptId % this.statusPartitions]!;
   }
 
   async close(): Promise<void> {

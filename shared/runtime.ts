@@ -14,6 +14,8 @@ import { Engine } from './engine/engine.js';
 import { CarrierRegistry } from './engine/routing.js';
 import { ingestInbound } from './engine/inbound.js';
 import { SandboxCarrier } from './carriers/sandbox/sandbox-carrier.js';
+import { SmppConnections } from './carriers/smpp/connections.js';
+import { parseSmppUrl } from './carriers/smpp/session.js';
 import { buildApp } from '../api/app.js';
 import { startDispatchPool } from '../workers/dispatch-pool.js';
 import { startStatusPool } from '../workers/status-pool.js';
@@ -57,6 +59,13 @@ export async function startRuntime(opts: { role: Role; pools?: PoolName[]; confi
   const config = opts.config ?? loadConfig();
   const logger = opts.logger ?? createLogger(config.logLevel);
   const pools = new Set(opts.role === 'web' ? [] : (opts.pools ?? ALL_POOLS));
+  if (config.smppUrl) {
+    try {
+      parseSmppUrl(config.smppUrl);
+    } catch (err) {
+      throw new StartupError(`SMPP_URL: ${(err as Error).message}`);
+    }
+  }
 
   try {
     await withTimeout(ensureDatabase(config.databaseUrl), 8000, 'Postgres');
@@ -84,7 +93,7 @@ export async function startRuntime(opts: { role: Role; pools?: PoolName[]; confi
   // Reconnect from now on: a Redis restart should not take the service down.
   redis.options.retryStrategy = (times: number) => Math.min(times * 200, 2000);
   const connection = { url: config.redisUrl, maxRetriesPerRequest: null };
-  const queues = new Queues(connection, config.redisPrefix);
+  const queues = new Queues(connection, config.redisPrefix, config.concurrency.status);
 
   const registry = new CarrierRegistry(null);
   const engine = new Engine({ db, queues, config, logger, carriers: registry });
@@ -95,6 +104,14 @@ export async function startRuntime(opts: { role: Role; pools?: PoolName[]; confi
   engine.onInbound(async (message) => {
     await ingestInbound(db, message);
   });
+  // Only a process that dispatches SMS binds to SMSCs (and receives their receipts and MO).
+  let smpp: SmppConnections | null = null;
+  if (pools.has('sms')) {
+    smpp = new SmppConnections({
+      db, redis, redisPrefix: config.redisPrefix, smppUrl: config.smppUrl, sink: engine.sink, registry, logger,
+    });
+    await smpp.start();
+  }
 
   const workers: Worker[] = [];
   const conn = { connection, prefix: config.redisPrefix };
@@ -104,7 +121,7 @@ export async function startRuntime(opts: { role: Role; pools?: PoolName[]; confi
     }
   }
   if (pools.has('status')) {
-    workers.push(startStatusPool(engine, config.concurrency.status, conn, logger));
+    workers.push(...await startStatusPool(engine, queues, conn, logger));
   }
   let webhookClient: { close(): Promise<void> } | null = null;
   if (pools.has('webhooks')) {
@@ -162,7 +179,9 @@ export async function startRuntime(opts: { role: Role; pools?: PoolName[]; confi
       }
       await relay?.stop();
       sweep?.stop();
-      await Promise.all(workers.map((w) => w.close()));
+      // SMPP closes alongside the workers: PDUs not yet written go back to the engine at once, so
+      // running dispatch jobs end instead of waiting behind a rate-limited backlog.
+      await Promise.all([...workers.map((w) => w.close()), smpp?.close()]);
       await engine.close();
       await webhookClient?.close();
       await queues.close();

@@ -1,21 +1,28 @@
-/** The status-update pool: applies batches of carrier reports and fires ttl timers. */
+/**
+ * The status-update pool: applies batches of carrier reports and fires ttl timers. One worker per
+ * status partition; each partition is limited to one job at a time across every process (BullMQ
+ * global concurrency), so one attempt's reports are applied in the order they arrived.
+ */
 import { Worker, type Job } from 'bullmq';
 import type { Engine } from '../shared/engine/engine.js';
 import type { Logger } from '../shared/logger.js';
-import { STATUS_QUEUE, type StatusJob } from '../shared/queues.js';
+import type { Queues, StatusJob } from '../shared/queues.js';
 import type { WorkerConnection } from './connection.js';
 
-export function startStatusPool(engine: Engine, concurrency: number, conn: WorkerConnection, logger: Logger): Worker {
-  const worker = new Worker<StatusJob>(
-    STATUS_QUEUE,
-    async (job: Job<StatusJob>) => engine.applyStatusJob(job.data),
-    { connection: conn.connection, prefix: conn.prefix, concurrency },
-  );
-  worker.on('error', (err) => logger.error({ err: err.message }, 'status worker error'));
-  worker.on('failed', (job, err) => {
-    if (job && job.attemptsMade >= (job.opts.attempts ?? 1)) {
-      logger.error({ jobId: job.id, err: err.message }, 'status job failed for good');
-    }
-  });
-  return worker;
+export async function startStatusPool(engine: Engine, queues: Queues, conn: WorkerConnection, logger: Logger): Promise<Worker[]> {
+  return Promise.all(queues.status.map(async (queue) => {
+    await queue.setGlobalConcurrency(1);
+    const worker = new Worker<StatusJob>(
+      queue.name,
+      async (job: Job<StatusJob>) => engine.applyStatusJob(job.data),
+      { connection: conn.connection, prefix: conn.prefix, concurrency: 1 },
+    );
+    worker.on('error', (err) => logger.error({ queue: queue.name, err: err.message }, 'status worker error'));
+    worker.on('failed', (job, err) => {
+      if (job && job.attemptsMade >= (job.opts.attempts ?? 1)) {
+        logger.error({ queue: queue.name, jobId: job.id, err: err.message }, 'status job failed for good');
+      }
+    });
+    return worker;
+  }));
 }

@@ -6,14 +6,25 @@ export function fieldPath(path: ReadonlyArray<string | number>): string {
   return path.reduce<string>((acc, p) => (typeof p === 'number' ? `${acc}[${p}]` : acc ? `${acc}.${p}` : p), '');
 }
 
-/** `<field path>: <what is wrong>` from the first Joi problem. */
-export function describeJoiError(error: Joi.ValidationError): string {
+/**
+ * `<field path>: <what is wrong>` from the first Joi problem. `rootLabel` names the validated value
+ * itself when the problem is at the top (the request body, or a message object of a batch).
+ */
+export function describeJoiError(error: Joi.ValidationError, rootLabel = 'body'): string {
   const detail = error.details[0];
   if (!detail) {
     return error.message;
   }
-  const field = fieldPath(detail.path) || 'body';
-  const what = detail.message.replace(/^"[^"]*" /, '').replace(/^"[^"]*"$/, 'is invalid');
+  const field = fieldPath(detail.path) || rootLabel;
+  // Joi starts its messages with the quoted label; strip exactly that label (a property name
+  // taken from the input may itself contain a quote), then any other leading quoted label.
+  const label = detail.context?.label;
+  let what = detail.message;
+  if (typeof label === 'string' && what.startsWith(`"${label}"`)) {
+    what = what.slice(label.length + 2).trimStart() || 'is invalid';
+  } else {
+    what = what.replace(/^"[^"]*" /, '').replace(/^"[^"]*"$/, 'is invalid');
+  }
   return `${field}: ${what}`;
 }
 

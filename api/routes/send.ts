@@ -131,6 +131,7 @@ export function simpleToMessage(p: Record<string, string | undefined>): Record<s
 /** Name the simple endpoint's own parameters in errors (`to[0].phone_number` → `phone_number`). */
 function translateSimpleField(message: string): string {
   return message
+    .replace(/^body: is required unless .*$/, 'message: is required')
     .replace(/^to\[0\]\.phone_number/, 'phone_number')
     .replace(/^to:/, 'phone_number:')
     .replace(/^body:/, 'message:')

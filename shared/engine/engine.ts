@@ -7,7 +7,8 @@ import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { CarrierSink, InboundReport, OutboundAttempt, StatusReport } from '../carriers/types.js';
 import {
-  Queues, LANE_OF_NUMBER, DISPATCH_JOB_OPTIONS, STATUS_JOB_OPTIONS, dispatchJobId, ttlJobId, type DispatchJob, type StatusJob,
+  Queues, LANE_OF_NUMBER, DISPATCH_JOB_OPTIONS, STATUS_JOB_OPTIONS, dispatchJobId, ttlJobId, statusPartitionOf,
+  type DispatchJob, type StatusJob,
 } from '../queues.js';
 import { stepChannel, type FlowStep } from '../sending/message-schema.js';
 import { poolOfChannel } from '../sending/accept.js';
@@ -72,11 +73,16 @@ export class Engine {
         }));
       },
       scheduleTtl: async (attemptIds, delayMs) => {
-        await queues.status.addBulk(attemptIds.map((attemptId) => ({
+        const byQueue = new Map<number, number[]>();
+        for (const attemptId of attemptIds) {
+          const p = attemptId % queues.statusPartitions;
+          byQueue.set(p, [...(byQueue.get(p) ?? []), attemptId]);
+        }
+        await Promise.all([...byQueue.entries()].map(([p, ids]) => queues.status[p]!.addBulk(ids.map((attemptId) => ({
           name: 'ttl',
           data: { kind: 'ttl' as const, attemptId },
           opts: { ...STATUS_JOB_OPTIONS, jobId: ttlJobId(attemptId), delay: delayMs },
-        })));
+        })))));
       },
     };
     this.intake = new StatusIntake(queues, base.logger);
@@ -122,14 +128,16 @@ export class Engine {
 }
 
 /**
- * Carrier reports are collected for a few milliseconds and written to the status queue as one
- * job, so the status worker applies them in one transaction. `push` resolves once the batch is
- * in Redis: a carrier may acknowledge a receipt to its peer only after that.
+ * Carrier reports are collected for a few milliseconds and written to the status queues as one
+ * job per partition, so the status pool applies them in few transactions. Flushes are chained,
+ * so the jobs enter each partition in the order the reports arrived. `push` resolves once the
+ * batch is in Redis: a carrier may acknowledge a receipt to its peer only after that.
  */
 export class StatusIntake {
   private buffer: StatusReport[] = [];
   private waiters: Array<{ resolve: () => void; reject: (err: unknown) => void }> = [];
   private timer: NodeJS.Timeout | null = null;
+  private chain: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly queues: Queues,
@@ -152,24 +160,33 @@ export class StatusIntake {
     return done;
   }
 
-  async flush(): Promise<void> {
+  flush(): Promise<void> {
     if (this.timer) {
       clearTimeout(this.timer);
       this.timer = null;
     }
     if (this.buffer.length === 0) {
-      return;
+      return this.chain;
     }
     const reports = this.buffer;
     const waiters = this.waiters;
     this.buffer = [];
     this.waiters = [];
-    try {
-      await this.queues.status.add('reports', { kind: 'reports', reports }, STATUS_JOB_OPTIONS);
-      waiters.forEach((w) => w.resolve());
-    } catch (err) {
-      this.logger.error({ err: (err as Error).message, count: reports.length }, 'status intake could not enqueue reports');
-      waiters.forEach((w) => w.reject(err));
-    }
+    this.chain = this.chain.then(async () => {
+      const byPartition = new Map<number, StatusReport[]>();
+      for (const report of reports) {
+        const p = statusPartitionOf(report, this.queues.statusPartitions);
+        byPartition.set(p, [...(byPartition.get(p) ?? []), report]);
+      }
+      try {
+        await Promise.all([...byPartition.entries()].map(([p, list]) =>
+          this.queues.status[p]!.add('reports', { kind: 'reports', reports: list }, STATUS_JOB_OPTIONS)));
+        waiters.forEach((w) => w.resolve());
+      } catch (err) {
+        this.logger.error({ err: (err as Error).message, count: reports.length }, 'status intake could not enqueue reports');
+        waiters.forEach((w) => w.reject(err));
+      }
+    });
+    return this.chain;
   }
 }

@@ -13,6 +13,10 @@ import { planTransition, isStepFailure, ttlExpiryApplies, defaultResultInfo } fr
 import { insertEvents, sentMessageEvent, type OutboxEvent } from './events.js';
 import type { EngineDeps, NextStep } from './engine.js';
 
+const STATE_RANK: Record<AttemptState, number> = {
+  sending: 0, sent: 1, delivered: 2, undelivered: 2, rejected: 2, failed: 2, seen: 3,
+};
+
 interface AttemptRow {
   id: number;
   recipient_id: number;
@@ -87,7 +91,9 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
       [ids],
     );
     const attempts = new Map(rows.map((row) => [row.id, row]));
-    moves.sort((a, b) => a.at - b.at);
+    // Apply each attempt's moves along the state path (a parked receipt can carry an earlier
+    // carrier time than the submit response that releases it); ttl expiries come last.
+    moves.sort((a, b) => (a.ttl ? 9 : STATE_RANK[a.state]) - (b.ttl ? 9 : STATE_RANK[b.state]));
 
     const events: OutboxEvent[] = [];
     const changed = new Map<number, AttemptRow & { result_info: string; gateway: string | null }>();
@@ -208,6 +214,18 @@ function gatewayOf(step: FlowStep | undefined): string {
  */
 async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
   const moves: Move[] = [];
+  // Registering a ref and parking a receipt for it run in different status jobs; neither sees the
+  // other's uncommitted row, so unserialised the receipt could be parked after the registering
+  // transaction looked for it, and never be replayed. One lock per (carrier, ref), in key order.
+  const keyed = reports.filter((r) => r.ref !== undefined && r.carrier !== undefined);
+  if (keyed.length > 0) {
+    await tx.query(
+      `SELECT pg_advisory_xact_lock(k) FROM (
+         SELECT DISTINCT hashtextextended(u.carrier || chr(1) || u.ref, 0) AS k FROM unnest($1::text[], $2::text[]) AS u(carrier, ref) ORDER BY k
+       ) s`,
+      [keyed.map((r) => r.carrier), keyed.map((r) => r.ref)],
+    );
+  }
   const register = reports.filter((r) => r.attemptId !== undefined && r.ref !== undefined && r.carrier !== undefined);
   if (register.length > 0) {
     await tx.query(

@@ -12,7 +12,7 @@ import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { ApiKeyRecord } from '../domain/keys.js';
 import { Queues, laneOfTag, LANE_NUMBER, dispatchJobId, DISPATCH_JOB_OPTIONS, type ChannelPool, type DispatchJob } from '../queues.js';
-import { messageSchema, stepMissingBody, effectiveFlow, stepChannel, type MessageInput, type Channel } from './message-schema.js';
+import { messageSchema, stepMissingBody, unstorableText, effectiveFlow, stepChannel, type MessageInput, type Channel } from './message-schema.js';
 import { describeJoiError } from '../../api/middleware/validate.js';
 import { normalizePhone } from '../phone/normalize.js';
 import { resolveSendAt, validateDeliveryWindow, nextSendInstant } from '../schedule/window.js';
@@ -64,9 +64,13 @@ interface Prepared {
 export function prepareMessage(raw: unknown, key: ApiKeyRecord, config: Config, now: Date): Prepared | string {
   const { value, error } = messageSchema.validate(raw, { abortEarly: true, convert: false });
   if (error) {
-    return describeJoiError(error);
+    return describeJoiError(error, 'message');
   }
   const input = value as MessageInput;
+  const unstorable = unstorableText(input);
+  if (unstorable !== null) {
+    return unstorable;
+  }
   const missing = stepMissingBody(input);
   if (missing !== null) {
     return `body: is required unless every flow channel has its own body (flow[${missing}] has none)`;

@@ -95,7 +95,9 @@ const flowStep = Joi.object({
 
 export const messageSchema = Joi.object<MessageInput>({
   body: text,
-  to: Joi.array().items(Joi.object({ phone_number: Joi.string().min(1).max(64).required() })).min(1).max(MAX_RECIPIENTS).required(),
+  // D2: `phone_number` is a schema error only when it is not a non-empty string; anything else is
+  // accepted and, when it cannot be normalised, reported later as a `[302]` rejected event.
+  to: Joi.array().items(Joi.object({ phone_number: Joi.string().min(1).required() })).min(1).max(MAX_RECIPIENTS).required(),
   flow: Joi.array().items(flowStep).min(1).max(10),
   callback: httpUri,
   tag: Joi.string().min(1).max(100),
@@ -121,6 +123,53 @@ export function stepChannel(step: FlowStep): { channel: Channel; config: SmsStep
 /** D2: no flow means one SMS step with gateway `high`. */
 export function effectiveFlow(input: MessageInput): FlowStep[] {
   return input.flow ?? [{ sms: {} }];
+}
+
+/** U+0000 and unpaired UTF-16 surrogates: Postgres refuses them in text and jsonb columns. */
+const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * The first string (or property name) of a validated message that cannot be stored as text, as
+ * `<field path>: <what is wrong>`, or null. `payload` is exempt: it is kept in a `json` column,
+ * which stores such escapes as written, and is returned unchanged.
+ */
+export function unstorableText(input: MessageInput): string | null {
+  for (const [name, value] of Object.entries(input)) {
+    if (name !== 'payload') {
+      const problem = findUnstorable(value, name);
+      if (problem) {
+        return problem;
+      }
+    }
+  }
+  return null;
+}
+
+function findUnstorable(value: unknown, path: string): string | null {
+  if (typeof value === 'string') {
+    return UNSTORABLE.test(value) ? `${path}: must not contain NUL characters or unpaired surrogates` : null;
+  }
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const problem = findUnstorable(value[i], `${path}[${i}]`);
+      if (problem) {
+        return problem;
+      }
+    }
+    return null;
+  }
+  if (value !== null && typeof value === 'object') {
+    for (const [name, inner] of Object.entries(value)) {
+      if (UNSTORABLE.test(name)) {
+        return `${path}: property names must not contain NUL characters or unpaired surrogates`;
+      }
+      const problem = findUnstorable(inner, `${path}.${name}`);
+      if (problem) {
+        return problem;
+      }
+    }
+  }
+  return null;
 }
 
 /** "body required unless every flow channel defines its own" (templates need none): the first step that lacks one. */

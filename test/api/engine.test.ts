@@ -105,7 +105,7 @@ test('ttl expiry moves to the next step; a late receipt of the abandoned step is
   const id = await send({ body: 'TTL', to: [{ phone_number: '420777000603' }], flow: [{ viber: { sender: 'Shop', ttl: 5 } }, { sms: {} }] });
   await waitTrail(`${id}-0`, ['viber:sending', 'viber:sent']);
   const [attempt] = await svc.sql<{ id: number }>(`SELECT a.id FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = $1 AND a.step = 0`, [`${id}-0`]);
-  const job = await svc.runtime.queues.status.getJob(ttlJobId(attempt!.id));
+  const job = await svc.runtime.queues.statusQueueFor(attempt!.id).getJob(ttlJobId(attempt!.id));
   assert.ok(job, 'the ttl timer is a delayed job');
   const delay = job.opts.delay ?? 0;
   assert.ok(delay >= 5 * 60_000 - 100 && delay <= 5 * 60_000, `ttl 5 minutes (${delay} ms)`);
@@ -125,7 +125,7 @@ test('a ttl that fires after its step succeeded changes nothing', async () => {
   const id = await send({ body: 'ok', to: [{ phone_number: '420777000700' }], flow: [{ viber: { sender: 'Shop' } }, { sms: {} }] });
   await waitTrail(`${id}-0`, ['viber:sending', 'viber:sent', 'viber:delivered', 'viber:seen']);
   const [viber] = await svc.sql<{ id: number }>(`SELECT a.id FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = $1 AND a.step = 0`, [`${id}-0`]);
-  await (await svc.runtime.queues.status.getJob(ttlJobId(viber!.id)))!.promote();
+  await (await svc.runtime.queues.statusQueueFor(viber!.id).getJob(ttlJobId(viber!.id)))!.promote();
   await new Promise((r) => setTimeout(r, 400));
   assert.deepEqual(trail(await events(`${id}-0`)), ['viber:sending', 'viber:sent', 'viber:delivered', 'viber:seen']);
   await svc.runtime.engine.sink.report([{ attemptId: viber!.id, state: 'failed', resultInfo: '[3] Failed', at: Date.now() }]);

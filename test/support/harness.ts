@@ -96,6 +96,9 @@ export async function startTestService(opts: { env?: Record<string, string>; rol
   });
   const url = `http://127.0.0.1:${runtime.port}`;
   const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+  // DROP DATABASE … WITH (FORCE) ends connections the pool is still closing: not an error here.
+  pool.on('error', () => undefined);
+  pool.on('connect', (client) => client.on('error', () => undefined));
 
   const request: TestService['request'] = async (method, path, o = {}) => {
     const headers: Record<string, string> = { ...o.headers };
