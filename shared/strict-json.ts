@@ -3,7 +3,9 @@
  * so a client could smuggle a second `to` past a reviewer) and nesting depth. The native parser
  * runs first (fast, good error messages); the scan then walks the already-valid text once.
  */
-export type StrictJsonResult = { ok: true; value: unknown } | { ok: false; message: string };
+export type StrictJsonResult =
+  | { ok: true; value: unknown; /** Raw text of each message object's `payload` (by array index; [0] for an object). */ payloads: Array<string | undefined> }
+  | { ok: false; message: string };
 
 export const MAX_JSON_DEPTH = 32;
 
@@ -14,15 +16,29 @@ export function parseStrictJson(text: string, maxDepth = MAX_JSON_DEPTH): Strict
   } catch (err) {
     return { ok: false, message: `Invalid JSON: ${(err as Error).message}` };
   }
-  const problem = scan(text, maxDepth);
-  return problem ? { ok: false, message: problem } : { ok: true, value };
+  const payloads: Array<string | undefined> = [];
+  const problem = scan(text, maxDepth, payloads);
+  return problem ? { ok: false, message: problem } : { ok: true, value, payloads };
 }
 
 const QUOTE = 34;
 const BACKSLASH = 92;
 
-/** Walk valid JSON text; return a message naming the first duplicate key or depth excess. */
-function scan(text: string, maxDepth: number): string | null {
+/**
+ * Walk valid JSON text; return a message naming the first duplicate key or depth excess. On the
+ * way, record the exact text of `payload` in the message object(s) (the top-level object, or each
+ * object of a top-level array): the sending API returns payloads byte for byte, which a
+ * parse-and-stringify round trip would not (integer-like keys move, `1.0` becomes `1`).
+ */
+function scan(text: string, maxDepth: number, payloads: Array<string | undefined>): string | null {
+  const messageDepth = text.trimStart().startsWith('[') ? 2 : 1;
+  let capture: { start: number; index: number } | null = null;
+  const endCapture = (end: number) => {
+    if (capture) {
+      payloads[capture.index] = text.slice(capture.start, end).trim();
+      capture = null;
+    }
+  };
   // One frame per open container: the keys seen (objects) and the path label for messages.
   const keys: Array<Set<string> | null> = [];
   const path: string[] = [];
@@ -59,6 +75,11 @@ function scan(text: string, maxDepth: number): string | null {
         }
         lastKey = key;
         expectKey = false;
+        if (key === 'payload' && keys.length === messageDepth) {
+          const colon = text.indexOf(':', i + 1);
+          capture = { start: colon + 1, index: messageDepth === 2 ? (indexes[0] ?? 0) : 0 };
+          i = colon;
+        }
       }
       continue;
     }
@@ -75,12 +96,18 @@ function scan(text: string, maxDepth: number): string | null {
         break;
       case 125: // }
       case 93: // ]
+        if (keys.length === messageDepth) {
+          endCapture(i);
+        }
         keys.pop();
         path.pop();
         indexes.pop();
         expectKey = false;
         break;
       case 44: // ,
+        if (keys.length === messageDepth) {
+          endCapture(i);
+        }
         if (keys[keys.length - 1]) {
           expectKey = true;
         } else if (indexes.length) {

@@ -51,6 +51,11 @@ export function mediaType(req: Request): string {
 
 /** Parse a JSON body strictly: valid UTF-8, valid JSON, no duplicate keys, bounded depth. */
 export async function readJsonBody(req: Request): Promise<unknown> {
+  return (await readJsonDocument(req)).value;
+}
+
+/** The parsed body and the exact text of its message objects' payloads (the sending API returns them byte for byte). */
+export async function readJsonDocument(req: Request): Promise<{ value: unknown; payloads: Array<string | undefined> }> {
   const type = mediaType(req);
   if (type !== 'application/json' && !type.endsWith('+json')) {
     req.resume();
@@ -61,7 +66,7 @@ export async function readJsonBody(req: Request): Promise<unknown> {
   if (!parsed.ok) {
     throw new BodyError(400, parsed.message);
   }
-  return parsed.value;
+  return { value: parsed.value, payloads: parsed.payloads };
 }
 
 /** Parse an application/x-www-form-urlencoded body into a flat record (first value of each name wins). */

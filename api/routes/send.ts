@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { Router, type ErrorRequestHandler, type Request, type Response } from 'express';
 import type { AppContext } from '../context.js';
-import { readJsonBody, readFormBody, mediaType, BodyError } from '../middleware/body.js';
+import { readJsonDocument, readFormBody, mediaType, BodyError } from '../middleware/body.js';
 import { headerKey, keyFromRequest } from '../middleware/api-key.js';
 import { acceptMessages, type AcceptMode, type MessageSource } from '../../shared/sending/accept.js';
 import { MAX_OBJECTS } from '../../shared/sending/message-schema.js';
@@ -36,14 +36,14 @@ export function sendRouter(ctx: AppContext): Router {
 
   const batch = (source: MessageSource, camel: boolean) => async (req: Request, res: Response) => {
     const key = await auth(headerKey(req));
-    const body = await readJsonBody(req);
+    const { value: body, payloads } = await readJsonDocument(req);
     if (!Array.isArray(body)) {
       throw new SendError(400, 'Request body must be a JSON array of message objects');
     }
     if (body.length < 1 || body.length > MAX_OBJECTS) {
       throw new SendError(400, `Request body must hold 1 to ${MAX_OBJECTS} message objects (got ${body.length})`);
     }
-    const result = await acceptMessages(deps, key, body, { mode: 'batch', source });
+    const result = await acceptMessages(deps, key, body, { mode: 'batch', source, rawPayloads: payloads });
     res.json(camel
       ? {
           requestId: result.requestId,
@@ -58,11 +58,11 @@ export function sendRouter(ctx: AppContext): Router {
 
   router.post('/v2/message', async (req, res) => {
     const key = await auth(headerKey(req));
-    const body = await readJsonBody(req);
+    const { value: body, payloads } = await readJsonDocument(req);
     if (body === null || typeof body !== 'object' || Array.isArray(body)) {
       throw new SendError(400, 'Request body must be one message object');
     }
-    const result = await acceptMessages(deps, key, [body], { mode: 'single', source: 'v2' });
+    const result = await acceptMessages(deps, key, [body], { mode: 'single', source: 'v2', rawPayloads: payloads });
     res.json({ request_id: result.requestId, accepted: result.accepted.map((a) => ({ key: a.key, message_id: a.messageId })), rejected: [] });
   });
 

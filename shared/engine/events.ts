@@ -1,4 +1,5 @@
 /** Outbox events: the webhook bodies of the spec's Events part, written in the transaction of the change they report. */
+import { randomBytes } from 'node:crypto';
 import type { Queryable } from '../db/pool.js';
 import type { AttemptState, Channel } from '../carriers/types.js';
 import { eventChannelKey } from './transitions.js';
@@ -34,6 +35,29 @@ export interface SentMessageFacts {
 
 const round4 = (x: number) => Math.round(x * 10000) / 10000;
 
+/** JSON text to embed as it is (a customer's payload comes back byte for byte). */
+export class RawJson {
+  constructor(readonly text: string) {}
+}
+
+// A per-process marker that no event string can contain by accident.
+const MARK = `\u0000raw${randomBytes(6).toString('hex')}\u0000`;
+const MARK_IN_JSON = JSON.stringify(MARK).slice(1, -1);
+const MARKER_RE = new RegExp(`"${MARK_IN_JSON.replace(/\\/g, '\\\\')}(\\d+)${MARK_IN_JSON.replace(/\\/g, '\\\\')}"`, 'g');
+
+/** JSON.stringify that writes RawJson values as their own text. */
+export function stringifyEvent(body: Record<string, unknown>): string {
+  const raws: string[] = [];
+  const text = JSON.stringify(body, (_key, value: unknown) =>
+    value instanceof RawJson ? `${MARK}${raws.push(value.text) - 1}${MARK}` : value);
+  return raws.length === 0 ? text : text.replace(MARKER_RE, (_m, i: string) => raws[Number(i)]!);
+}
+
+/** The payload field of events: the stored text, or null when the message had none. */
+export function payloadField(stored: string | null): RawJson | null {
+  return stored === null ? null : new RawJson(stored);
+}
+
 /** A `sentMessage` event with exactly the spec's fields. `payload` is null when the message had none. */
 export function sentMessageEvent(f: SentMessageFacts): Record<string, unknown> {
   const channelObject: Record<string, unknown> = {
@@ -52,7 +76,7 @@ export function sentMessageEvent(f: SentMessageFacts): Record<string, unknown> {
     message_id: f.publicId,
     gateway: f.channel,
     timestamp: Math.floor(f.at / 1000),
-    payload: f.payload === null ? null : (JSON.parse(f.payload) as unknown),
+    payload: payloadField(f.payload),
     type: 'outgoing',
     to: { phone_number: f.phone },
     result: f.state,
@@ -73,6 +97,6 @@ export async function insertEvents(db: Queryable, events: OutboxEvent[]): Promis
          AS u(account_id, key_id, callback_url, recipient_id, kind, body, n)
       ORDER BY n`,
     [events.map((e) => e.accountId), events.map((e) => e.keyId), events.map((e) => e.callbackUrl),
-      events.map((e) => e.recipientId), events.map((e) => e.kind), events.map((e) => JSON.stringify(e.body))],
+      events.map((e) => e.recipientId), events.map((e) => e.kind), events.map((e) => stringifyEvent(e.body))],
   );
 }

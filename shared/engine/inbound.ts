@@ -8,7 +8,7 @@
 import { withTx, type Db } from '../db/pool.js';
 import type { InboundReport } from '../carriers/types.js';
 import { canonicalAddress, ownerOfAddress } from '../domain/numbers.js';
-import { insertEvents, type OutboxEvent } from './events.js';
+import { insertEvents, payloadField, type OutboxEvent } from './events.js';
 
 interface ReplyMatch {
   attempt_id: number;
@@ -66,7 +66,7 @@ export async function ingestInbound(db: Db, msg: InboundReport, now = new Date()
         body: {
           request_id: match.request_id,
           message_id: match.public_id,
-          payload: match.payload === null ? null : (JSON.parse(match.payload) as unknown),
+          payload: payloadField(match.payload),
           gateway: msg.gateway,
           timestamp,
           type: 'incoming',

@@ -39,6 +39,8 @@ export interface AcceptOptions {
   now?: Date;
   /** Refuse the whole call at the first invalid object, before anything is written (XML API). */
   atomic?: boolean;
+  /** Exact JSON text of each input's payload (by index), kept instead of a re-serialisation. */
+  rawPayloads?: Array<string | undefined>;
   /** Extra writes that must commit together with the messages (the verification session row). */
   beforeCommit?: (tx: Tx, result: AcceptResult) => Promise<void>;
 }
@@ -144,7 +146,7 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
     m.tag.push(tag);
     m.lane.push(LANE_NUMBER[laneOfTag(tag)]);
     m.params.push(p.input.params === undefined ? null : JSON.stringify(p.input.params));
-    m.payload.push(p.input.payload === undefined ? null : JSON.stringify(p.input.payload));
+    m.payload.push(p.input.payload === undefined ? null : (opts.rawPayloads?.[Number(p.key)] ?? JSON.stringify(p.input.payload)));
     m.sendAt.push(p.sendAt);
     m.window.push(p.input.delivery_time === undefined ? null : JSON.stringify(p.input.delivery_time));
     const publicIds: string[] = [];

@@ -633,7 +633,9 @@ test('test number 420777777777: accepted with ids on every endpoint, never sent,
 });
 
 test('payload round trip: nested objects, unicode and key order come back byte for byte in every sentMessage event', async () => {
-  const payloadText = '{"z":1,"a":2,"nested":{"list":[1,"two",{"ü":"ř😀"}],"empty":{},"none":null,"yes":true,"pi":3.25},"text":"Příliš žluťoučký kůň úpěl ďábelské ódy 😀"}';
+  // Integer-like keys, 1.0, a number beyond 2^53, \u escapes and inner spaces survive as written
+  // (a parse-and-stringify round trip would change each of them).
+  const payloadText = '{"z":1,"a":2,"2":"second","1":"first","x":1.0,"big":12345678901234567890,"esc":"\\u00e9", "spaced" : [ 1 , 2 ],"nested":{"list":[1,"two",{"ü":"ř😀"}],"empty":{},"none":null,"yes":true,"pi":3.25},"text":"Příliš žluťoučký kůň úpěl ďábelské ódy 😀"}';
   const batchRaw = `[{"body":"payload test","to":[{"phone_number":"420777123450"}],"payload":${payloadText}}]`;
   const batch = await postRaw('/v2/messages', batchRaw, jsonType);
   assert.equal(batch.status, 200, batch.text);

@@ -34,3 +34,12 @@ test('nesting depth is capped and syntax errors are explained', () => {
   assert.equal(bad.ok, false);
   assert.match((bad as { message: string }).message, /^Invalid JSON/);
 });
+
+test('the exact text of each message object payload is captured', () => {
+  const batch = parseStrictJson('[{"payload": {"b":1,"2":2,"x":1.0} , "body":"x"},{"body":"y"},{"to":[{"payload":1}],"payload" :[1, {"a":"]}"}] }]');
+  assert.ok(batch.ok);
+  assert.deepEqual(batch.payloads, ['{"b":1,"2":2,"x":1.0}', undefined, '[1, {"a":"]}"}]']);
+  const single = parseStrictJson('{"body":"x","payload":{"z":1,"a":"\\u00e9"}}');
+  assert.ok(single.ok);
+  assert.deepEqual(single.payloads, ['{"z":1,"a":"\\u00e9"}']);
+});
