@@ -9,6 +9,7 @@ import { keyFromRequest } from '../middleware/api-key.js';
 import { parseXmlRequest, MAX_XML_BYTES, type XmlRequest } from '../xml/parse.js';
 import { presentXmlError, presentXmlSuccess } from '../xml/present.js';
 import { acceptMessages } from '../../shared/sending/accept.js';
+import { MAX_XML_RECIPIENTS } from '../../shared/sending/message-schema.js';
 import { AppError } from '../../shared/errors.js';
 import type { ApiKeyRecord } from '../../shared/domain/keys.js';
 
@@ -48,7 +49,7 @@ export function xmlRouter(ctx: AppContext): Router {
       return fail(res, parsed.errorId);
     }
     try {
-      const result = await acceptMessages(deps, key, parsed.requests.map(toMessage), { mode: 'batch', source: 'xml', atomic: true });
+      const result = await acceptMessages(deps, key, parsed.requests.map(toMessage), { mode: 'batch', source: 'xml', atomic: true, maxRecipients: MAX_XML_RECIPIENTS });
       res.type('application/xml').send(presentXmlSuccess(result.recipients.map((r, i) => ({
         requestId: r.messageId,
         numbers: r.phones.map((phone, j) => phone ?? (parsed.requests[i]!.numbers[j] ?? '').replace(/\D/g, '')),

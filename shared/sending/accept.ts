@@ -12,7 +12,7 @@ import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { ApiKeyRecord } from '../domain/keys.js';
 import { Queues, laneOfTag, LANE_NUMBER, dispatchJobId, DISPATCH_JOB_OPTIONS, type ChannelPool, type DispatchJob } from '../queues.js';
-import { messageSchema, stepMissingBody, unstorableText, effectiveFlow, stepChannel, type MessageInput, type Channel } from './message-schema.js';
+import { messageSchema, messageSchemaWithRecipients, MAX_RECIPIENTS, stepMissingBody, unstorableText, effectiveFlow, stepChannel, type MessageInput, type Channel } from './message-schema.js';
 import { describeJoiError } from '../../api/middleware/validate.js';
 import { normalizePhone } from '../phone/normalize.js';
 import { resolveSendAt, validateDeliveryWindow, nextSendInstant } from '../schedule/window.js';
@@ -39,6 +39,8 @@ export interface AcceptOptions {
   now?: Date;
   /** Refuse the whole call at the first invalid object, before anything is written (XML API). */
   atomic?: boolean;
+  /** Recipients allowed per message object (default 10; the XML API allows more). */
+  maxRecipients?: number;
   /** Exact JSON text of each input's payload (by index), kept instead of a re-serialisation. */
   rawPayloads?: Array<string | undefined>;
   /** Extra writes that must commit together with the messages (the verification session row). */
@@ -63,8 +65,15 @@ interface Prepared {
 }
 
 /** A checked message object, or the reason it is rejected (`<field path>: <what is wrong>`). */
-export function prepareMessage(raw: unknown, key: ApiKeyRecord, config: Config, now: Date): Prepared | string {
-  const { value, error } = messageSchema.validate(raw, { abortEarly: true, convert: false });
+const wideSchemas = new Map<number, ReturnType<typeof messageSchemaWithRecipients>>();
+
+export function prepareMessage(raw: unknown, key: ApiKeyRecord, config: Config, now: Date, maxRecipients = MAX_RECIPIENTS): Prepared | string {
+  let schema = messageSchema;
+  if (maxRecipients !== MAX_RECIPIENTS) {
+    schema = wideSchemas.get(maxRecipients) ?? messageSchemaWithRecipients(maxRecipients);
+    wideSchemas.set(maxRecipients, schema);
+  }
+  const { value, error } = schema.validate(raw, { abortEarly: true, convert: false });
   if (error) {
     return describeJoiError(error, 'message');
   }
@@ -114,7 +123,7 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
   const result: AcceptResult = { requestId: randomUUID(), accepted: [], rejected: [], recipients: [] };
   const prepared: Prepared[] = [];
   inputs.forEach((raw, index) => {
-    const p = prepareMessage(raw, key, deps.config, now);
+    const p = prepareMessage(raw, key, deps.config, now, opts.maxRecipients);
     if (typeof p === 'string') {
       if (opts.mode === 'single' || opts.atomic) {
         throw badRequest(opts.mode === 'single' ? p : `[${index}] ${p}`, 'VALIDATION', { index });

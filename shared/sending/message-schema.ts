@@ -8,6 +8,8 @@ import type { DeliveryWindow } from '../schedule/window.js';
 
 export const MAX_BODY_CHARS = 1000;
 export const MAX_RECIPIENTS = 10;
+/** The XML API has no 10-recipient limit per Request (it predates v2's); the document size caps it. */
+export const MAX_XML_RECIPIENTS = 1000;
 export const MAX_OBJECTS = 10;
 
 export interface SmsStep { body?: string; sender?: string; gateway?: 'high' | 'direct' | 'custom'; ttl?: number; type?: 'utf' | 'sms' }
@@ -92,6 +94,13 @@ const flowStep = Joi.object({
   whatsapp_text: whatsappTextSchema,
   whatsapp_template: whatsappTemplateSchema,
 }).length(1).messages({ 'object.length': 'must have exactly one property: sms, viber, whatsapp_text or whatsapp_template' });
+
+/** The same schema allowing up to `max` recipients (the XML API's Requests). */
+export function messageSchemaWithRecipients(max: number): Joi.ObjectSchema<MessageInput> {
+  return messageSchema.keys({
+    to: Joi.array().items(Joi.object({ phone_number: Joi.string().min(1).required() })).min(1).max(max).required(),
+  });
+}
 
 export const messageSchema = Joi.object<MessageInput>({
   body: text,

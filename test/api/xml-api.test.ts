@@ -116,10 +116,14 @@ test('a number that yields digits but cannot be normalised is accepted and echoe
   assert.match(res.text, /<ResponseNumbersList><Number>12<\/Number><\/ResponseNumbersList>/);
 });
 
-test('a Request with 10 numbers is accepted', async () => {
-  const res = await send(doc(request('ten', Array<string>(10).fill(TEST_NUMBER))));
+test('a Request with more numbers than a v2 message object is accepted (recipients <RequestID>-<index>)', async () => {
+  const res = await send(doc(request('many', Array<string>(250).fill(TEST_NUMBER))));
   assert.equal(res.status, 200, res.text);
-  assert.equal([...res.text.matchAll(/<Number>/g)].length, 10);
+  assert.equal([...res.text.matchAll(/<Number>/g)].length, 250);
+  const requestId = /<RequestID>([^<]+)<\/RequestID>/.exec(res.text)![1]!;
+  const rows = await svc.sql<{ public_id: string }>('SELECT public_id FROM recipients WHERE message_id = $1 ORDER BY idx', [requestId]);
+  assert.equal(rows.length, 250);
+  assert.equal(rows[249]!.public_id, `${requestId}-249`);
 });
 
 test('text of 1000 code points is accepted (emoji count once)', async () => {
@@ -155,7 +159,7 @@ test('every error ID answers the exact error document with its HTTP status and w
     ['109 Request without Message', () => send(doc(`<Request Type="high"><NumbersList><Number>${TEST_NUMBER}</Number></NumbersList></Request>`)), 109, 400],
     ['109 Request without NumbersList', () => send(doc('<Request Type="high"><Message Type="Text">hi</Message></Request>')), 109, 400],
     ['109 NumbersList without Number', () => send(doc(request('hi', []))), 109, 400],
-    ['109 more than 10 Numbers (a Request is one message object)', () => send(doc(request('hi', Array<string>(11).fill(TEST_NUMBER)))), 109, 400],
+    ['109 more than 1000 Numbers in one Request', () => send(doc(request('hi', Array<string>(1001).fill(TEST_NUMBER)))), 109, 400],
     ['201 a Number without digits', () => send(doc(request('hi', [TEST_NUMBER, 'call me']))), 201, 400],
     ['202 text empty', () => send(doc(request('', [TEST_NUMBER]))), 202, 400],
     ['202 text whitespace only', () => send(doc(request('   ', [TEST_NUMBER]))), 202, 400],
