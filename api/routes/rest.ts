@@ -1,7 +1,102 @@
-/** REST API v1 (issue 6): credit, sent messages, key settings, sub-keys. */
-import { Router } from 'express';
+/**
+ * REST API v1 (issue 6, D6): credit, sent messages, key settings, sub-keys. Thin handlers over
+ * `shared/rest`; the key comes in `x-api-key` (spec Authentication 2) and every failure answers
+ * `{success: false, message}`: 401 for a missing, unknown or disabled key, 403 when a sub-key
+ * tries to manage keys, 400 naming the field for bad input (bad JSON and invalid UTF-8 included).
+ *
+ * Only GET is taken on `/v1/messages`: `POST /v1/messages` is the legacy sending API (send.ts).
+ */
+import { Router, type ErrorRequestHandler, type Request } from 'express';
 import type { AppContext } from '../context.js';
+import { readJsonBody, BodyError } from '../middleware/body.js';
+import { headerKey, keyFromRequest } from '../middleware/api-key.js';
+import { AppError, unauthorized } from '../../shared/errors.js';
+import type { ApiKeyRecord } from '../../shared/domain/keys.js';
+import { getCredit } from '../../shared/rest/credit.js';
+import { listMessages, parseMessageQuery } from '../../shared/rest/messages.js';
+import {
+  addSubKey, changeSubKey, listSubKeys, parseKeySettings, parseNewSubKey, parseSubKeyChange, requirePrimary, updateKeySettings,
+} from '../../shared/rest/keys.js';
 
-export function restRouter(_ctx: AppContext): Router {
-  return Router();
+export const REST_PATHS = ['/v1/credit', '/v1/messages', '/v1/apikey'];
+
+export function restRouter(ctx: AppContext): Router {
+  const router = Router();
+  const opts = { allowPrivateCallbacks: ctx.config.allowPrivateCallbacks };
+
+  const auth = async (req: Request): Promise<ApiKeyRecord> => {
+    const presented = headerKey(req);
+    const key = await keyFromRequest(ctx.db, presented);
+    if (!key) {
+      req.resume(); // an unread body must not hold the connection
+      throw unauthorized(presented ? 'Invalid or disabled API key' : 'Missing API key (header x-api-key)');
+    }
+    return key;
+  };
+
+  router.get('/v1/credit', async (req, res) => {
+    const key = await auth(req);
+    res.json({ success: true, credit: await getCredit(ctx.db, key) });
+  });
+
+  router.get('/v1/messages', async (req, res) => {
+    const key = await auth(req);
+    const query = parseMessageQuery(req.query as Record<string, unknown>, key.accountCountry);
+    const page = await listMessages(ctx.db, key, query);
+    res.json({ success: true, messages: page.messages, next_cursor: page.next_cursor });
+  });
+
+  router.post('/v1/apikey/update', async (req, res) => {
+    const key = await auth(req);
+    const settings = parseKeySettings(await readJsonBody(req), opts);
+    await updateKeySettings(ctx.db, key, settings);
+    res.json({ success: true });
+  });
+
+  router.post('/v1/apikey/add', async (req, res) => {
+    const key = await auth(req);
+    requirePrimary(key);
+    const input = parseNewSubKey(await readJsonBody(req), key, opts);
+    const created = await addSubKey(ctx.db, key, input);
+    res.json({ success: true, apikey: created.apikey, id: created.id });
+  });
+
+  router.get('/v1/apikey/list', async (req, res) => {
+    const key = await auth(req);
+    res.json({ success: true, list: await listSubKeys(ctx.db, key) });
+  });
+
+  router.post('/v1/apikey/change', async (req, res) => {
+    const key = await auth(req);
+    requirePrimary(key);
+    const change = parseSubKeyChange(await readJsonBody(req));
+    const result = await changeSubKey(ctx.db, key, change);
+    res.json({ success: true, id: result.id, disabled: result.disabled });
+  });
+
+  // Another method on one of these paths: answered in this API's form (POST /v1/messages never
+  // gets here: the sending router, mounted first, takes it).
+  router.all(['/v1/credit', '/v1/messages', '/v1/apikey/update', '/v1/apikey/add', '/v1/apikey/list', '/v1/apikey/change'], (req, res) => {
+    req.resume();
+    res.status(405).json({ success: false, message: `Method ${req.method} is not allowed on ${req.path}` });
+  });
+
+  router.use(REST_PATHS, restErrors(ctx));
+  return router;
+}
+
+function restErrors(ctx: AppContext): ErrorRequestHandler {
+  return (err, req, res, _next) => {
+    if (err instanceof AppError && err.status < 500) {
+      res.status(err.status).json({ success: false, message: err.message });
+      return;
+    }
+    if (err instanceof BodyError) {
+      req.resume();
+      res.status(err.status).json({ success: false, message: err.message });
+      return;
+    }
+    ctx.logger.error({ err }, 'REST API call failed');
+    res.status(500).json({ success: false, message: 'Internal server error' });
+  };
 }

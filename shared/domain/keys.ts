@@ -67,6 +67,15 @@ export function invalidateKeyCache(keyId: number): void {
   }
 }
 
+/**
+ * Forget whatever this process cached for one key hash, the refusal of a disabled key included
+ * (`invalidateKeyCache` finds entries by key id, which a cached refusal does not carry): restoring
+ * a revoked key then works from the next request too.
+ */
+export function invalidateKeyHash(hash: Buffer): void {
+  cache.delete(hash.toString('base64'));
+}
+
 /** The key's record, or null when it is unknown or disabled (the caller answers in its API's form). */
 export async function authenticateKey(db: Queryable, presented: string): Promise<ApiKeyRecord | null> {
   if (!presented || presented.length > 200) {
