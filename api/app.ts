@@ -16,6 +16,7 @@ import { sendRouter } from './routes/send.js';
 import { xmlRouter } from './routes/xml.js';
 import { sandboxRouter } from './routes/sandbox.js';
 import { webhookAdmin } from './routes/admin-webhooks.js';
+import { carrierAdmin } from './routes/admin-carriers.js';
 import { restRouter } from './routes/rest.js';
 import { verifyRouter } from './routes/verify.js';
 
@@ -27,7 +28,7 @@ export function buildApp(ctx: AppContext, adminExtensions: AdminExtension[] = []
   app.use(requestLog(ctx.logger));
 
   app.use(healthRouter(ctx));
-  app.use('/admin/api', adminRouter(ctx, [webhookAdmin, ...adminExtensions]));
+  app.use('/admin/api', adminRouter(ctx, [webhookAdmin, carrierAdmin, ...adminExtensions]));
 
   const board = new ExpressAdapter();
   board.setBasePath('/admin/queues');

@@ -29,7 +29,12 @@ import { encodeGsm7Unpacked, encodeUcs2, planSms } from '../shared/sms/gsm7.js';
 
 export const SIM_HOST = '127.0.0.1';
 
-export type SimIdForm = 'hex' | 'decimal';
+/**
+ * How ids are written: `hex` upper-case, 8 digits zero-padded (`0000001A`); `hex-lower` lower-case,
+ * no padding (`1a`); `decimal` (`26`); `decimal-padded` 10 digits zero-padded (`0000000026`).
+ */
+export type SimIdForm = 'hex' | 'hex-lower' | 'decimal' | 'decimal-padded';
+export const SIM_ID_FORMS: readonly SimIdForm[] = ['hex', 'hex-lower', 'decimal', 'decimal-padded'];
 
 export interface SmscSimulatorOptions {
   /** 0 (default) = any free port. */
@@ -37,7 +42,7 @@ export interface SmscSimulatorOptions {
   /** When both are set, binds must use exactly this pair (else ESME_RINVSYSID / ESME_RINVPASWD). */
   systemId?: string;
   password?: string;
-  /** Form of message_id in submit_sm_resp: `hex` (upper-case, 8 digits, zero-padded) or `decimal`. Default hex. */
+  /** Form of message_id in submit_sm_resp (see SimIdForm). Default hex. */
   idForm?: SimIdForm;
   /** Form of the id in receipts (text and receipted_message_id); default `same` as idForm. */
   receiptIdForm?: SimIdForm | 'same';
@@ -55,6 +60,10 @@ export interface SmscSimulatorOptions {
   enquireLinkIntervalMs?: number;
   /** Keep at most this many submitted records (oldest dropped); default 100 000. */
   maxRecords?: number;
+  /** Send each receipt before the submit_sm_resp it belongs to (the response follows after max(responseDelayMs, 100) ms). */
+  receiptFirst?: boolean;
+  /** Per-submit receipt delay in ms (tests: hold one part's receipt); null/undefined = the default delays. Not for the CLI. */
+  receiptDelayFor?: (record: SubmittedRecord) => number | null | undefined;
 }
 
 export interface SubmittedRecord {
@@ -117,6 +126,8 @@ export interface MoRequest {
   udh16?: boolean;
   /** Send the parts in reverse order. */
   reverse?: boolean;
+  /** Spread the parts round-robin over every bound receiver/transceiver (as an SMSC may with several binds). */
+  spread?: boolean;
 }
 
 export type SimulatorEvents = {
@@ -165,7 +176,8 @@ function smppDate(d: Date): string {
 }
 
 export class SmscSimulator extends EventEmitter<SimulatorEvents> {
-  readonly options: Required<Omit<SmscSimulatorOptions, 'systemId' | 'password'>> & Pick<SmscSimulatorOptions, 'systemId' | 'password'>;
+  readonly options: Required<Omit<SmscSimulatorOptions, 'systemId' | 'password' | 'receiptDelayFor'>> &
+    Pick<SmscSimulatorOptions, 'systemId' | 'password' | 'receiptDelayFor'>;
   readonly mode: SimulatorMode = { throttle: false, throttleNext: 0, silent: false };
   readonly submitted: SubmittedRecord[] = [];
   readonly counters: SimulatorCounters = SmscSimulator.zeroCounters();
@@ -194,6 +206,8 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
       receiptTlvs: options.receiptTlvs ?? true,
       enquireLinkIntervalMs: options.enquireLinkIntervalMs ?? 0,
       maxRecords: options.maxRecords ?? 100_000,
+      receiptFirst: options.receiptFirst ?? false,
+      receiptDelayFor: options.receiptDelayFor,
     };
     this.nextId = this.options.firstId;
   }
@@ -331,8 +345,8 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
    * (null = no answer within 5 s).
    */
   async sendMo(mo: MoRequest): Promise<{ parts: number; statuses: (number | null)[] }> {
-    const target = [...this.sessions].find((s) => !s.closed && (s.mode === 'transceiver' || s.mode === 'receiver'));
-    if (!target) throw new Error('no receiver or transceiver is bound');
+    const targets = [...this.sessions].filter((s) => !s.closed && (s.mode === 'transceiver' || s.mode === 'receiver'));
+    if (targets.length === 0) throw new Error('no receiver or transceiver is bound');
     const plan = planSms(mo.text, 'utf');
     const dataCoding = plan.encoding === 'gsm7' ? DATA_CODING_GSM7 : DATA_CODING_UCS2;
     const total = plan.parts.length;
@@ -360,8 +374,9 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
     });
     if (mo.reverse) pdus.reverse();
     const statuses: (number | null)[] = [];
-    for (const pdu of pdus) {
+    for (const [i, pdu] of pdus.entries()) {
       this.counters.moPartsSent++;
+      const target = (mo.spread ? targets[i % targets.length] : targets[0]) as SimSession;
       const resp = await this.request(target, pdu, 5_000);
       statuses.push(resp ? resp.command_status : null);
     }
@@ -500,7 +515,16 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
   }
 
   private formatId(n: number, form: SimIdForm): string {
-    return form === 'hex' ? n.toString(16).toUpperCase().padStart(8, '0') : String(n);
+    switch (form) {
+      case 'hex':
+        return n.toString(16).toUpperCase().padStart(8, '0');
+      case 'hex-lower':
+        return n.toString(16);
+      case 'decimal-padded':
+        return String(n).padStart(10, '0');
+      default:
+        return String(n);
+    }
   }
 
   private onSubmit(s: SimSession, pdu: smpp.PDU, raw: Buffer | null): void {
@@ -566,14 +590,25 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
 
     s.outstanding++;
     this.counters.maxOutstanding = Math.max(this.counters.maxOutstanding, s.outstanding);
-    const answer = (): void => {
+    const respond = (): void => {
       s.outstanding--;
       if (s.closed || this.mode.silent) return;
       s.lib.send(pdu.response(status === SMPP_STATUS.ESME_ROK ? { message_id: messageId ?? '' } : { command_status: status }));
+      if (!this.options.receiptFirst) scheduleReceipt();
+    };
+    const scheduleReceipt = (): void => {
       if (status !== SMPP_STATUS.ESME_ROK || messageId === null) return;
       if (outcome === 'none' || outcome === 'error' || (view.registered_delivery & 0x03) === 0) return;
       const final = outcome === 'slow' ? DELIVERED : outcome;
-      const delay = outcome === 'slow' ? this.options.slowReceiptDelayMs : this.options.receiptDelayMs;
+      const custom = this.options.receiptDelayFor?.(record);
+      const delay =
+        custom !== null && custom !== undefined
+          ? custom
+          : this.options.receiptFirst
+            ? 0
+            : outcome === 'slow'
+              ? this.options.slowReceiptDelayMs
+              : this.options.receiptDelayMs;
       const receiptForm = this.options.receiptIdForm === 'same' ? this.options.idForm : this.options.receiptIdForm;
       const receiptId = this.formatId(idNumber, receiptForm);
       const now = new Date();
@@ -598,10 +633,15 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
         fields.message_state = final.state;
       }
       const systemId = s.systemId ?? '';
-      this.later(delay, () => this.deliverReceipt({ systemId, fields, messageId: receiptId, stat: final.stat }, s));
+      const receipt = { systemId, fields, messageId: receiptId, stat: final.stat };
+      if (delay > 0) this.later(delay, () => this.deliverReceipt(receipt, s));
+      else this.deliverReceipt(receipt, s);
     };
-    if (this.options.responseDelayMs > 0) this.later(this.options.responseDelayMs, answer);
-    else answer();
+    if (this.options.receiptFirst && !this.mode.silent) {
+      scheduleReceipt();
+      this.later(Math.max(this.options.responseDelayMs, 100), respond);
+    } else if (this.options.responseDelayMs > 0) this.later(this.options.responseDelayMs, respond);
+    else respond();
   }
 
   private receiverFor(systemId: string, preferred?: SimSession): SimSession | undefined {

@@ -1,13 +1,14 @@
 /**
  * SMSC simulator CLI (see scripts/smsc-simulator.ts for behaviour).
  *
- *   node --import tsx scripts/smsc.ts --port 2775 [--control-port 2776] [--system-id ID --password PW]
- *        [--id-form hex|decimal] [--receipt-id-form same|hex|decimal] [--receipt-delay 50]
- *        [--slow-delay 5000] [--response-delay 0] [--enquire-link 0]
+ *   npm run smsc -- --port 2775 [--control-port 2776] [--system-id ID --password PW]
+ *        [--id-form hex|hex-lower|decimal|decimal-padded] [--receipt-id-form same|hex|hex-lower|decimal|decimal-padded]
+ *        [--receipt-delay 50] [--slow-delay 5000] [--response-delay 0] [--enquire-link 0] [--receipt-first]
+ *   (npm run smsc = node --import tsx scripts/smsc.ts)
  *
  * Prints one JSON line when listening: {"event":"listening","host":"127.0.0.1","port":…,"controlPort":…}.
  * Control API (HTTP, 127.0.0.1 only, JSON):
- *   POST /mo    {from, to, text, udh16?, reverse?}               → {parts, statuses}
+ *   POST /mo    {from, to, text, udh16?, reverse?, spread?}      → {parts, statuses}
  *   POST /mode  {throttle?: bool|number, silent?: bool, dropConnections?: true} → mode
  *   GET  /stats                                                  → counters, mode, sessions
  *   GET  /submitted?limit=N                                      → last N submitted records
@@ -16,7 +17,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
-import { SIM_HOST, SmscSimulator, type SimIdForm, type SubmittedRecord } from './smsc-simulator.js';
+import { SIM_HOST, SIM_ID_FORMS, SmscSimulator, type SimIdForm, type SubmittedRecord } from './smsc-simulator.js';
 
 const { values } = parseArgs({
   options: {
@@ -30,6 +31,7 @@ const { values } = parseArgs({
     'slow-delay': { type: 'string', default: '5000' },
     'response-delay': { type: 'string', default: '0' },
     'enquire-link': { type: 'string', default: '0' },
+    'receipt-first': { type: 'boolean', default: false },
   },
   strict: true,
 });
@@ -55,12 +57,13 @@ const sim = new SmscSimulator({
   port: int('port', values.port, 0, 65535),
   systemId: values['system-id'],
   password: values.password,
-  idForm: form<SimIdForm>('id-form', values['id-form'], ['hex', 'decimal']),
-  receiptIdForm: form<SimIdForm | 'same'>('receipt-id-form', values['receipt-id-form'], ['same', 'hex', 'decimal']),
+  idForm: form<SimIdForm>('id-form', values['id-form'], SIM_ID_FORMS),
+  receiptIdForm: form<SimIdForm | 'same'>('receipt-id-form', values['receipt-id-form'], ['same', ...SIM_ID_FORMS]),
   receiptDelayMs: int('receipt-delay', values['receipt-delay'], 0, 3_600_000),
   slowReceiptDelayMs: int('slow-delay', values['slow-delay'], 0, 3_600_000),
   responseDelayMs: int('response-delay', values['response-delay'], 0, 3_600_000),
   enquireLinkIntervalMs: int('enquire-link', values['enquire-link'], 0, 3_600_000),
+  receiptFirst: values['receipt-first'] === true,
 });
 
 const MAX_BODY = 64 * 1024;
@@ -114,7 +117,7 @@ async function handle(req: http.IncomingMessage, res: http.ServerResponse): Prom
         return;
       }
       try {
-        send(res, 200, await sim.sendMo({ from, to, text, udh16: body.udh16 === true, reverse: body.reverse === true }));
+        send(res, 200, await sim.sendMo({ from, to, text, udh16: body.udh16 === true, reverse: body.reverse === true, spread: body.spread === true }));
       } catch (err) {
         send(res, 409, { error: err instanceof Error ? err.message : String(err) });
       }

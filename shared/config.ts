@@ -61,7 +61,7 @@ const schema = Joi.object({
   ALLOW_PRIVATE_CALLBACKS: bool,
   DEFAULT_SENDER: Joi.string().min(1).max(15).default('Info'),
   LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
-  SMPP_URL: Joi.string().pattern(/^smpps?:\/\//).allow(''),
+  SMPP_URL: Joi.string().pattern(/^s?smpps?:\/\//).allow(''),
   SMS_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(8),
   VIBER_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(4),
   WHATSAPP_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(4),

@@ -29,6 +29,8 @@ export interface OutboundAttempt {
   smsGateway?: 'high' | 'direct' | 'custom';
   /** Minutes the step may take before the engine moves on; carriers may pass it on (validity period). */
   ttlMinutes: number;
+  /** Priority or transactional lane: carriers serve it before queued promotional attempts. */
+  priority?: boolean;
   viberButton?: { title: string; url: string };
   whatsappTemplate?: {
     templateName: string;

@@ -8,7 +8,7 @@
  */
 import { withTx, type Tx } from '../db/pool.js';
 import type { Carrier, Channel, OutboundAttempt } from '../carriers/types.js';
-import type { DispatchJob } from '../queues.js';
+import { LANE_NUMBER, type DispatchJob } from '../queues.js';
 import { stepChannel, type FlowStep } from '../sending/message-schema.js';
 import { planSms } from '../sms/gsm7.js';
 import { mccOfE164 } from '../phone/mcc.js';
@@ -321,7 +321,7 @@ async function handOver(deps: EngineDeps, msg: MessageRow, toHand: Array<{ carri
   const byCarrier = new Map<Carrier, OutboundAttempt[]>();
   for (const { carrier, attempt } of toHand) {
     const list = byCarrier.get(carrier) ?? [];
-    list.push(attempt);
+    list.push(msg.lane < LANE_NUMBER.promotional ? { ...attempt, priority: true } : attempt);
     byCarrier.set(carrier, list);
   }
   // A carrier that throws leaves its attempts unhanded: the job fails and its retry re-hands them.

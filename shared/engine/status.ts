@@ -270,6 +270,14 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
     );
   }
   const attemptIds = [...new Set(known.map((k) => k.attempt_id))];
+  // Receipts for different parts of one message may be applied by concurrent status jobs, each
+  // counting the delivered parts below: they take turns per attempt, or none would see them all.
+  if (attemptIds.length > 0) {
+    await tx.query(
+      `SELECT pg_advisory_xact_lock(hashtextextended('attempt' || chr(1) || id::text, 0)) FROM (SELECT unnest($1::bigint[]) AS id ORDER BY 1) s`,
+      [attemptIds],
+    );
+  }
   const { rows: partStates } = await tx.query<{ attempt_id: number; total: number; delivered: number; parts: number }>(
     `SELECT c.attempt_id, count(*)::int AS total, count(*) FILTER (WHERE c.state = 'delivered')::int AS delivered, a.parts
        FROM carrier_refs c JOIN attempts a ON a.id = c.attempt_id

@@ -839,7 +839,7 @@ const ID_FORMS: readonly MessageIdForm[] = ['auto', 'hex', 'dec', 'string'];
 
 /**
  * Parses `smpp://system_id:password@host:port?bind=transceiver&window=10&tps=100&system_type=`
- * (`ssmpp://` = TLS). Credentials are percent-decoded. Query keys: bind (transceiver|transmitter|
+ * (`ssmpp://` or `smpps://` = TLS). Credentials are percent-decoded. Query keys: bind (transceiver|transmitter|
  * receiver, or trx|tx|rx), window (1..1000), tps (> 0; 0 or absent = unlimited), system_type,
  * timeout (response timeout, seconds), enquire_link (seconds, 0 = off), addr_ton, addr_npi,
  * address_range, submit_id / receipt_id (auto|hex|dec|string). Unknown keys are errors.
@@ -863,8 +863,11 @@ export function parseSmppUrl(input: string): SmppUrlOptions {
     throw new SmppUrlError('url', 'not a URL (expected smpp://system_id:password@host:port?...)');
   }
   const scheme = url.protocol.replace(/:$/, '').toLowerCase();
-  if (scheme !== 'smpp' && scheme !== 'ssmpp') throw new SmppUrlError('scheme', `scheme "${scheme}" is not smpp or ssmpp`);
-  const isTls = scheme === 'ssmpp';
+  if (scheme !== 'smpp' && scheme !== 'ssmpp' && scheme !== 'smpps') {
+    throw new SmppUrlError('scheme', `scheme "${scheme}" is not smpp, smpps or ssmpp`);
+  }
+  // `smpps` is the spelling SMPP_URL accepts in config.ts; `ssmpp` is the smpp package's.
+  const isTls = scheme === 'ssmpp' || scheme === 'smpps';
   const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
   if (!host) throw new SmppUrlError('host', 'host is missing');
   let port = isTls ? 3550 : 2775;

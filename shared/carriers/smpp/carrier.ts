@@ -1,0 +1,771 @@
+/**
+ * SMS over one SMPP 3.4 connection, behind the engine's Carrier interface.
+ *
+ * Outbound: `send(attempts)` turns each attempt into its submit_sm PDUs (the engine already
+ * planned encoding and parts, D2), queues them in two lanes (priority attempts first) and resolves
+ * once every part got its submit_sm_resp and the resulting reports are queued with the engine.
+ * The carrier owns the flow control in front of the session:
+ *
+ * - at most `window` submits unacknowledged (the session's window, kept here so the pump only
+ *   hands the session PDUs it can write at once);
+ * - a token per PDU from the connection's Redis token bucket (`tps`), shared by every process;
+ * - the parts of one message go one after another (part n+1 only after part n was accepted), so
+ *   a throttled part is retried before the next part is sent and the SMSC sees the parts in order;
+ * - ESME_RTHROTTLED / ESME_RMSGQFUL pause the connection (and, through the bucket, every process
+ *   on it) with a growing delay, and the same PDU goes back to the head of its lane;
+ * - a submit that was written but never answered (link dropped, response timeout) is sent once
+ *   more after the rebind: the SMSC may then see it twice (documented); one never written is just
+ *   sent after the rebind;
+ * - accepted parts are recorded in Redis, so handing the same attempt again (a dispatch job
+ *   retried after a crash or a failed send) never submits an accepted part twice.
+ *
+ * Inbound: delivery receipts become `sink.report([{carrier, ref, ...}])` and mobile-originated
+ * messages (concatenated parts joined through Redis, any bind) `sink.inbound(...)`; the session
+ * answers each deliver_sm only after the sink resolved (temporary error otherwise, so the SMSC
+ * sends it again).
+ */
+import type { Redis } from 'ioredis';
+import type { Carrier, CarrierSink, OutboundAttempt, StatusReport } from '../types.js';
+import { planSms } from '../../sms/gsm7.js';
+import {
+  SmppConnectionError,
+  SmppError,
+  SmppSession,
+  SmppTimeoutError,
+  parseSmppUrl,
+  type SmppLogger,
+  type SmppSessionOptions,
+  type SmppSessionStats,
+  type SmppState,
+  type SmppUrlOptions,
+  type SubmitResult,
+} from './session.js';
+import {
+  buildSubmitSms,
+  concatInfo,
+  decodeUserData,
+  normalizeMessageId,
+  parseReceipt,
+  reassembleInbound,
+  type DeliverSm,
+  type InboundPart,
+  type MessageIdForm,
+  type ParsedReceipt,
+  type SubmitSmFields,
+} from './pdu.js';
+import { RedisTokenBucket } from './token-bucket.js';
+import { SmppRedisStore } from './redis-store.js';
+import { classifySubmitStatus, statusResultInfo } from './status-codes.js';
+
+/**
+ * An attempt as the dispatch engine hands it over. `priority` (set by dispatch for the priority
+ * and transactional lanes) puts its PDUs ahead of every queued non-priority PDU of this connection.
+ */
+export type SmppOutboundAttempt = OutboundAttempt & { priority?: boolean };
+
+export interface CarrierLogger extends SmppLogger {
+  error(obj: object, msg?: string): void;
+}
+
+const silentLogger: CarrierLogger = { debug: () => {}, info: () => {}, warn: () => {}, error: () => {} };
+
+export interface SmppCarrierOptions {
+  /** Connection name; the carrier is `smpp.<connection>`. */
+  connection: string;
+  /** `smpp://…` (see parseSmppUrl), or already parsed options. */
+  url: string | SmppUrlOptions;
+  sink: CarrierSink;
+  redis: Redis;
+  /** `config.redisPrefix`; every key of this carrier lives under `<prefix>:smpp:<connection>:`. */
+  redisPrefix: string;
+  /**
+   * Connection whose name receipts are reported under and whose id index they read. Default: this
+   * one. A receiver-only bind sets it to its transmitter's connection (same SMSC and system_id).
+   */
+  refNamespace?: string;
+  logger?: CarrierLogger;
+  /** Session option overrides (tests use a fast reconnect). */
+  session?: Partial<SmppSessionOptions>;
+  /** How long the link may stay unbound before queued submits are given back to the engine (send() rejects); default 60 000 ms. */
+  stallTimeoutMs?: number;
+  /** Pause after ESME_RTHROTTLED / ESME_RMSGQFUL: starts at initialMs (200), doubles per consecutive episode, up to maxMs (5000). */
+  throttleBackoff?: { initialMs?: number; maxMs?: number };
+  /** Busy answers one PDU may get before its attempt ends `failed`; default 100. */
+  maxRetries?: number;
+  /** With `auto` id forms: how long a receipt waits for its submit id to appear in the index; default 1000 ms. */
+  receiptIdWaitMs?: number;
+}
+
+export interface SmppCarrierStats extends SmppSessionStats {
+  /** Attempts waiting in the carrier's lanes (the session's own `queued` is almost always 0). */
+  waiting: number;
+  carrierInFlight: number;
+  pausedForMs: number;
+  submitted: number;
+  accepted: number;
+  busy: number;
+  resent: number;
+  receipts: number;
+  inbound: number;
+}
+
+/** The attempt was not (completely) submitted and should be handed again later; send() rejects. */
+export class SmppCarrierError extends SmppError {
+  override name = 'SmppCarrierError';
+}
+
+type WorkOutcome = { kind: 'done' } | { kind: 'give-back'; error: Error };
+
+interface Work {
+  attempt: SmppOutboundAttempt;
+  fields: SubmitSmFields[];
+  concatRef: number;
+  /** Part indexes still to submit, in order. */
+  pending: number[];
+  priority: boolean;
+  /** Written-but-unanswered retries used by the current part (at most 1). */
+  unanswered: number;
+  /** Busy answers (throttled / queue full) for the current part. */
+  busy: number;
+  reports: Promise<unknown>[];
+  finish(outcome: WorkOutcome): void;
+}
+
+/** FIFO with cheap removal at the head and insertion at the head (a retried PDU keeps its place). */
+class Lane<T> {
+  private front: T[] = [];
+  private items: T[] = [];
+  private start = 0;
+
+  get length(): number {
+    return this.front.length + this.items.length - this.start;
+  }
+
+  push(item: T): void {
+    this.items.push(item);
+  }
+
+  unshift(item: T): void {
+    this.front.push(item);
+  }
+
+  shift(): T | undefined {
+    if (this.front.length > 0) return this.front.pop();
+    if (this.start >= this.items.length) return undefined;
+    const item = this.items[this.start];
+    this.items[this.start] = undefined as T;
+    this.start++;
+    if (this.start > 1024 && this.start * 2 > this.items.length) {
+      this.items = this.items.slice(this.start);
+      this.start = 0;
+    }
+    return item;
+  }
+
+  drain(): T[] {
+    const all = [...this.front.reverse(), ...this.items.slice(this.start)];
+    this.front = [];
+    this.items = [];
+    this.start = 0;
+    return all;
+  }
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** How long the preferred reading of a receipt id may be missing before another reading is accepted. */
+const ALT_READING_GRACE_MS = 250;
+
+/** Marks a promise as handled now (it is awaited later); avoids unhandled-rejection crashes. */
+function held<T>(promise: Promise<T>): Promise<T> {
+  promise.catch(() => undefined);
+  return promise;
+}
+
+/** result_info of a receipt: `[0] Delivered`, `[1] Undelivered (UNDELIV err:001)`, `[2] Rejected (REJECTD err:002)`. */
+export function receiptResultInfo(r: ParsedReceipt): string {
+  const detail = [r.stat, r.err !== null ? `err:${r.err}` : null].filter(Boolean).join(' ');
+  switch (r.state) {
+    case 'delivered':
+      return '[0] Delivered';
+    case 'undelivered':
+      return `[1] Undelivered${detail ? ` (${detail})` : ''}`;
+    case 'rejected':
+      return `[2] Rejected${detail ? ` (${detail})` : ''}`;
+    default:
+      return detail;
+  }
+}
+
+/** result_info when a PDU cannot even be built (bad sender, destination or text). */
+function localRejectInfo(err: Error): string {
+  if (/sender/i.test(err.message)) return statusResultInfo(0x0a, err.message);
+  if (/destination/i.test(err.message)) return statusResultInfo(0x0b, err.message);
+  return statusResultInfo(0x01, err.message);
+}
+
+export class SmppCarrier implements Carrier {
+  readonly name: string;
+  readonly connection: string;
+  /** Carrier name receipts are reported under (`smpp.<refNamespace>`). */
+  readonly refCarrier: string;
+  readonly window: number;
+  readonly tps: number | null;
+  readonly bindMode: SmppUrlOptions['bindMode'];
+  private readonly session: SmppSession;
+  private readonly sink: CarrierSink;
+  private readonly logger: CarrierLogger;
+  private readonly store: SmppRedisStore;
+  private readonly refStore: SmppRedisStore;
+  private readonly bucket: RedisTokenBucket | null;
+  private readonly submitIdForm: MessageIdForm;
+  private readonly receiptIdForm: MessageIdForm;
+  /** Whether submit ids are indexed for receipts (either id form is `auto`). */
+  private readonly indexIds: boolean;
+  private readonly stallTimeoutMs: number;
+  private readonly throttleInitialMs: number;
+  private readonly throttleMaxMs: number;
+  private readonly maxRetries: number;
+  private readonly receiptIdWaitMs: number;
+
+  private readonly priorityLane = new Lane<Work>();
+  private readonly normalLane = new Lane<Work>();
+  private readonly active = new Map<number, Promise<WorkOutcome>>();
+  private inFlight = 0;
+  private pumping = false;
+  private wakeTimer: NodeJS.Timeout | null = null;
+  private stallTimer: NodeJS.Timeout | null = null;
+  private pausedUntil = 0;
+  private throttleStreak = 0;
+  private unboundSince: number | null = Date.now();
+  private concatRef = Math.floor(Math.random() * 256);
+  /** Receipt-id key positions that matched alone (index 0: same form as the submit id). */
+  private readonly keyHits = [0, 0];
+  private closed = false;
+  private closePromise: Promise<void> | null = null;
+  private readonly counters = { submitted: 0, accepted: 0, busy: 0, resent: 0, receipts: 0, inbound: 0 };
+
+  constructor(options: SmppCarrierOptions) {
+    const url = typeof options.url === 'string' ? parseSmppUrl(options.url) : options.url;
+    this.connection = options.connection;
+    this.name = `smpp.${options.connection}`;
+    const namespace = options.refNamespace ?? options.connection;
+    this.refCarrier = `smpp.${namespace}`;
+    this.sink = options.sink;
+    this.logger = options.logger ?? silentLogger;
+    this.window = url.window;
+    this.tps = url.tps;
+    this.bindMode = url.bindMode;
+    this.submitIdForm = url.submitIdForm;
+    this.receiptIdForm = url.receiptIdForm;
+    this.indexIds = url.submitIdForm === 'auto' || url.receiptIdForm === 'auto';
+    this.stallTimeoutMs = options.stallTimeoutMs ?? 60_000;
+    this.throttleInitialMs = options.throttleBackoff?.initialMs ?? 200;
+    this.throttleMaxMs = options.throttleBackoff?.maxMs ?? 5_000;
+    this.maxRetries = options.maxRetries ?? 100;
+    this.receiptIdWaitMs = options.receiptIdWaitMs ?? 1_000;
+    this.store = new SmppRedisStore(options.redis, `${options.redisPrefix}:smpp:${options.connection}`);
+    this.refStore = namespace === options.connection ? this.store : new SmppRedisStore(options.redis, `${options.redisPrefix}:smpp:${namespace}`);
+    this.bucket = url.tps ? new RedisTokenBucket(options.redis, `${options.redisPrefix}:smpp:${options.connection}:tps`, { tps: url.tps }) : null;
+
+    this.session = new SmppSession({
+      host: url.host,
+      port: url.port,
+      tls: url.tls,
+      systemId: url.systemId,
+      password: url.password,
+      systemType: url.systemType,
+      bindMode: url.bindMode,
+      window: url.window,
+      // The cap is the shared bucket above; a per-process spacing would multiply it by N processes.
+      tps: null,
+      responseTimeoutMs: url.responseTimeoutMs,
+      enquireLinkIntervalMs: url.enquireLinkIntervalMs,
+      addrTon: url.addrTon,
+      addrNpi: url.addrNpi,
+      addressRange: url.addressRange,
+      queueTimeoutMs: this.stallTimeoutMs,
+      logger: this.logger,
+      ...options.session,
+    });
+    this.session.on('state', (state) => this.onState(state));
+    this.session.onDeliver((pdu) => this.onDeliver(pdu));
+  }
+
+  /** Connects and binds in the background (rebinding on its own after a drop). */
+  start(): this {
+    this.session.start();
+    return this;
+  }
+
+  get state(): SmppState {
+    return this.session.state;
+  }
+
+  get stats(): SmppCarrierStats {
+    return {
+      ...this.session.stats,
+      ...this.counters,
+      waiting: this.priorityLane.length + this.normalLane.length,
+      carrierInFlight: this.inFlight,
+      pausedForMs: Math.max(0, this.pausedUntil - Date.now()),
+    };
+  }
+
+  waitUntilBound(timeoutMs?: number): Promise<void> {
+    return this.session.waitUntilBound(timeoutMs);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Outbound
+  // -------------------------------------------------------------------------------------------
+
+  async send(attempts: OutboundAttempt[]): Promise<void> {
+    if (attempts.length === 0) return;
+    if (this.closed) throw new SmppCarrierError(`${this.name} is closed; the attempts will be handed again`);
+    if (this.bindMode === 'receiver') throw new SmppCarrierError(`${this.name} is a receiver bind and cannot send`);
+
+    // An attempt already being sent here (the same job run twice) joins the running one.
+    const joined: Promise<WorkOutcome>[] = [];
+    const mine: Array<{ attempt: SmppOutboundAttempt; done: Promise<WorkOutcome>; resolve(outcome: WorkOutcome): void }> = [];
+    for (const attempt of attempts as SmppOutboundAttempt[]) {
+      const running = this.active.get(attempt.attemptId);
+      if (running) {
+        joined.push(running);
+        continue;
+      }
+      let resolve!: (outcome: WorkOutcome) => void;
+      const done = new Promise<WorkOutcome>((r) => (resolve = r));
+      this.active.set(attempt.attemptId, done);
+      void done.then(() => {
+        if (this.active.get(attempt.attemptId) === done) this.active.delete(attempt.attemptId);
+      });
+      mine.push({ attempt, done, resolve });
+    }
+
+    let accepted: Awaited<ReturnType<SmppRedisStore['acceptedParts']>>;
+    try {
+      accepted = await this.store.acceptedParts(mine.map((m) => m.attempt.attemptId));
+    } catch (err) {
+      const error = err instanceof Error ? err : new Error(String(err));
+      for (const m of mine) m.resolve({ kind: 'give-back', error });
+      throw error;
+    }
+
+    const reports: Promise<unknown>[] = [];
+    const works: Work[] = [];
+    const outcomes: Promise<WorkOutcome>[] = [...joined];
+    const now = Date.now();
+    for (const { attempt, done, resolve } of mine) {
+      outcomes.push(done);
+      const prior = accepted.get(attempt.attemptId);
+      const concatRef = prior?.concatRef ?? this.nextConcatRef();
+      let fields: SubmitSmFields[];
+      try {
+        const plan = attempt.parts && attempt.encoding ? { parts: attempt.parts, encoding: attempt.encoding } : planSms(attempt.text, 'utf');
+        fields = buildSubmitSms({
+          destination: attempt.to,
+          sender: attempt.sender,
+          encoding: plan.encoding,
+          parts: plan.parts,
+          validityMinutes: attempt.ttlMinutes,
+          reference: concatRef,
+        });
+      } catch (err) {
+        const info = localRejectInfo(err instanceof Error ? err : new Error(String(err)));
+        reports.push(held(this.sink.report([{ attemptId: attempt.attemptId, state: 'rejected', resultInfo: info, at: now }])));
+        resolve({ kind: 'done' });
+        continue;
+      }
+      if (prior) {
+        // Parts the SMSC already accepted (an earlier hand-over): report them again, never resubmit.
+        this.logger.info({ carrier: this.name, attemptId: attempt.attemptId, parts: [...prior.parts.keys()] }, 'SMPP attempt handed again; skipping accepted parts');
+        reports.push(held(this.sink.report([...prior.parts].map(([part, ref]) => this.sentReport(attempt.attemptId, part, fields.length, ref, now)))));
+      }
+      const pending = fields.map((_, i) => i).filter((i) => !prior?.parts.has(i));
+      if (pending.length === 0) {
+        resolve({ kind: 'done' });
+        continue;
+      }
+      works.push({
+        attempt,
+        fields,
+        concatRef,
+        pending,
+        priority: attempt.priority === true,
+        unanswered: 0,
+        busy: 0,
+        reports,
+        finish: resolve,
+      });
+    }
+    for (const work of works) (work.priority ? this.priorityLane : this.normalLane).push(work);
+    if (works.length > 0) {
+      this.ensureStallTimer();
+      this.pump();
+    }
+
+    const results = await Promise.all(outcomes);
+    await Promise.all(reports);
+    const givenBack = results.filter((r): r is Extract<WorkOutcome, { kind: 'give-back' }> => r.kind === 'give-back');
+    if (givenBack.length > 0) {
+      throw new SmppCarrierError(
+        `${givenBack.length} of ${attempts.length} attempts were not submitted over ${this.name} (${givenBack[0]!.error.message}); they will be handed again`,
+      );
+    }
+  }
+
+  private nextConcatRef(): number {
+    this.concatRef = (this.concatRef + 1) & 0xff;
+    return this.concatRef;
+  }
+
+  private sentReport(attemptId: number, part: number, partCount: number, ref: string, at: number): StatusReport {
+    return {
+      attemptId,
+      carrier: this.name,
+      ...(ref !== '' && { ref }),
+      part,
+      partCount,
+      state: 'sent',
+      resultInfo: 'Sent',
+      at,
+    };
+  }
+
+  /** Why the pump cannot hand over a PDU now: null = it can; a number = paused for that many ms. */
+  private blocked(): 'empty' | 'unbound' | 'window' | 'closed' | number | null {
+    if (this.closed) return 'closed';
+    if (this.priorityLane.length + this.normalLane.length === 0) return 'empty';
+    if (this.session.state !== 'bound') return 'unbound';
+    if (this.inFlight >= this.window) return 'window';
+    const wait = this.pausedUntil - Date.now();
+    return wait > 0 ? wait : null;
+  }
+
+  private pump(): void {
+    if (this.pumping) return;
+    this.pumping = true;
+    void this.pumpLoop()
+      .catch((err: unknown) => this.logger.error({ err, carrier: this.name }, 'SMPP pump failed'))
+      .finally(() => {
+        this.pumping = false;
+        // Something may have changed between the loop's last check and now.
+        if (this.blocked() === null) this.pump();
+      });
+  }
+
+  private async pumpLoop(): Promise<void> {
+    for (;;) {
+      const reason = this.blocked();
+      if (reason !== null) {
+        if (typeof reason === 'number') this.wakeAfter(reason);
+        return;
+      }
+      if (this.bucket) {
+        let waitMs: number;
+        try {
+          waitMs = await this.bucket.reserve();
+        } catch (err) {
+          this.logger.warn({ err, carrier: this.name }, 'SMPP rate limiter unavailable; retrying');
+          await sleep(500);
+          continue;
+        }
+        if (waitMs > 0) await sleep(waitMs);
+        // A token spent while the link dropped or paused is lost: only throughput suffers.
+        if (this.blocked() !== null) continue;
+      }
+      // Picked only now, so a priority attempt that arrived during the wait goes first.
+      const work = this.priorityLane.shift() ?? this.normalLane.shift();
+      if (work) this.submitNext(work);
+    }
+  }
+
+  private wakeAfter(ms: number): void {
+    if (this.wakeTimer) return;
+    this.wakeTimer = setTimeout(() => {
+      this.wakeTimer = null;
+      this.pump();
+    }, Math.max(1, Math.ceil(ms)));
+  }
+
+  private submitNext(work: Work): void {
+    const part = work.pending[0];
+    const fields = part === undefined ? undefined : work.fields[part];
+    if (part === undefined || !fields) {
+      work.finish({ kind: 'done' });
+      return;
+    }
+    this.inFlight++;
+    this.counters.submitted++;
+    this.session
+      .submit(fields)
+      .then(
+        (result) => this.onSubmitResult(work, part, result),
+        (err: unknown) => this.onSubmitError(work, part, err),
+      )
+      .catch((err: unknown) => {
+        this.logger.error({ err, carrier: this.name, attemptId: work.attempt.attemptId }, 'SMPP submit handling failed');
+        work.finish({ kind: 'give-back', error: err instanceof Error ? err : new Error(String(err)) });
+      })
+      .finally(() => {
+        this.inFlight--;
+        this.pump();
+      });
+  }
+
+  private requeue(work: Work): void {
+    if (this.closed) {
+      work.finish({ kind: 'give-back', error: new SmppCarrierError(`${this.name} closed`) });
+      return;
+    }
+    // Head of its lane: a retried PDU and the next part of a started message do not queue again.
+    (work.priority ? this.priorityLane : this.normalLane).unshift(work);
+    this.ensureStallTimer();
+  }
+
+  private onSubmitResult(work: Work, part: number, result: SubmitResult): void {
+    const status = result.commandStatus;
+    const kind = classifySubmitStatus(status);
+    if (kind === 'ok') {
+      this.counters.accepted++;
+      if (Date.now() >= this.pausedUntil) this.throttleStreak = 0;
+      work.pending.shift();
+      work.unanswered = 0;
+      work.busy = 0;
+      this.accepted(work, part, result.messageId);
+      if (work.pending.length === 0) work.finish({ kind: 'done' });
+      else this.requeue(work);
+      return;
+    }
+    if (kind === 'retry') {
+      this.counters.busy++;
+      this.slowDown(status);
+      work.busy++;
+      if (work.busy > this.maxRetries) {
+        this.end(work, 'failed', statusResultInfo(status, `still refused after ${this.maxRetries} retries`));
+        return;
+      }
+      this.requeue(work);
+      return;
+    }
+    this.end(work, kind, statusResultInfo(status));
+  }
+
+  private onSubmitError(work: Work, part: number, err: unknown): void {
+    const sent = err instanceof SmppConnectionError || err instanceof SmppTimeoutError ? err.sent : null;
+    if (sent === false) {
+      // Never written: send it after the rebind, no duplicate possible.
+      this.requeue(work);
+      return;
+    }
+    if (sent === true) {
+      if (this.closed) {
+        work.finish({ kind: 'give-back', error: err as Error });
+        return;
+      }
+      if (work.unanswered < 1) {
+        // Written but unanswered: the SMSC may have taken it. Sent once more (documented duplicate risk).
+        work.unanswered++;
+        this.counters.resent++;
+        this.logger.warn(
+          { carrier: this.name, attemptId: work.attempt.attemptId, part, reason: (err as Error).message },
+          'SMPP submit_sm unanswered; sending it once more after the rebind (the SMSC may see it twice)',
+        );
+        this.requeue(work);
+        return;
+      }
+      this.end(work, 'failed', statusResultInfo(0x08, 'no submit_sm_resp from the SMSC'));
+      return;
+    }
+    const message = err instanceof Error ? err.message : String(err);
+    this.logger.error({ carrier: this.name, attemptId: work.attempt.attemptId, part, err: message }, 'SMPP submit_sm could not be sent');
+    this.end(work, 'failed', statusResultInfo(0xff, message));
+  }
+
+  /** Ends an attempt with a final state reported by attempt id. */
+  private end(work: Work, state: 'rejected' | 'failed', resultInfo: string): void {
+    work.reports.push(held(this.sink.report([{ attemptId: work.attempt.attemptId, state, resultInfo, at: Date.now() }])));
+    work.finish({ kind: 'done' });
+  }
+
+  private accepted(work: Work, part: number, messageId: string | undefined): void {
+    const attemptId = work.attempt.attemptId;
+    const keys = messageId ? normalizeMessageId(messageId, this.submitIdForm) : [];
+    const ref = keys[0] ?? '';
+    if (ref === '') {
+      this.logger.warn({ carrier: this.name, attemptId, part }, 'SMPP submit_sm_resp without message_id; its receipt cannot be matched');
+    }
+    work.reports.push(held(this.sink.report([this.sentReport(attemptId, part, work.fields.length, ref, Date.now())])));
+    work.reports.push(
+      held(
+        this.store.recordAccepted({
+          attemptId,
+          part,
+          ref,
+          concatRef: work.concatRef,
+          idKeys: this.indexIds ? keys : null,
+          idTtlSeconds: Math.ceil(work.attempt.ttlMinutes * 60) + 86_400,
+        }),
+      ),
+    );
+  }
+
+  /** ESME_RTHROTTLED / ESME_RMSGQFUL: pause this connection (every process on it) with a growing delay. */
+  private slowDown(status: number): void {
+    const now = Date.now();
+    if (now >= this.pausedUntil) this.throttleStreak++;
+    const delay = Math.min(this.throttleMaxMs, this.throttleInitialMs * 2 ** Math.max(0, this.throttleStreak - 1));
+    if (now + delay <= this.pausedUntil) return;
+    this.pausedUntil = now + delay;
+    this.logger.info({ carrier: this.name, status: statusResultInfo(status), pauseMs: delay }, 'SMSC busy; slowing down');
+    if (this.bucket) {
+      this.bucket.pause(delay).catch((err: unknown) => this.logger.warn({ err, carrier: this.name }, 'could not share the SMPP pause'));
+    }
+  }
+
+  private onState(state: SmppState): void {
+    if (state === 'bound') {
+      this.unboundSince = null;
+      this.pump();
+    } else if (this.unboundSince === null) {
+      this.unboundSince = Date.now();
+    }
+  }
+
+  /** While PDUs wait, give them back to the engine when the link stays down for stallTimeoutMs. */
+  private ensureStallTimer(): void {
+    if (this.stallTimer || this.closed) return;
+    const every = Math.max(50, Math.min(1_000, Math.floor(this.stallTimeoutMs / 4)));
+    this.stallTimer = setInterval(() => {
+      const queued = this.priorityLane.length + this.normalLane.length;
+      if (queued === 0) {
+        if (this.stallTimer) clearInterval(this.stallTimer);
+        this.stallTimer = null;
+        return;
+      }
+      if (this.unboundSince === null || Date.now() - this.unboundSince < this.stallTimeoutMs) return;
+      const error = new SmppCarrierError(`${this.name} not bound for ${Math.round((Date.now() - this.unboundSince) / 1000)} s`);
+      this.logger.warn({ carrier: this.name, queued }, 'SMPP link down too long; giving queued attempts back to the engine');
+      for (const work of [...this.priorityLane.drain(), ...this.normalLane.drain()]) work.finish({ kind: 'give-back', error });
+    }, every);
+    this.stallTimer.unref();
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Inbound: receipts and MO
+  // -------------------------------------------------------------------------------------------
+
+  private async onDeliver(pdu: DeliverSm): Promise<void> {
+    const receipt = parseReceipt(pdu);
+    if (receipt) {
+      await this.onReceipt(receipt);
+      return;
+    }
+    await this.onMo(pdu);
+  }
+
+  private async onReceipt(receipt: ParsedReceipt): Promise<void> {
+    this.counters.receipts++;
+    if (receipt.state === null) return; // ENROUTE, ACCEPTD, intermediate: no change
+    if (!receipt.messageId) {
+      this.logger.warn({ carrier: this.name, stat: receipt.stat }, 'SMPP receipt without a message id; ignored');
+      return;
+    }
+    const ref = await this.receiptRef(receipt.messageId);
+    this.logger.debug({ carrier: this.name, id: receipt.messageId, ref, stat: receipt.stat }, 'SMPP receipt');
+    if (!ref) {
+      this.logger.warn({ carrier: this.name, id: receipt.messageId }, 'SMPP receipt id cannot be read; ignored');
+      return;
+    }
+    await this.sink.report([{ carrier: this.refCarrier, ref, state: receipt.state, resultInfo: receiptResultInfo(receipt), at: Date.now() }]);
+  }
+
+  /**
+   * The ref registered for the message a receipt names. With explicit id forms the canonical key
+   * is the ref (no lookup). With `auto`, the id index decides between the readings of an all-digit
+   * id (hex or decimal): the preferred reading (same form as the submit id, unless this
+   * connection's receipts were seen to match in the other form) is taken as soon as it is indexed;
+   * another reading only when the preferred one stays absent for `altGraceMs`, because a receipt
+   * may be read before its own submit_sm_resp was indexed while the other reading already names an
+   * older message. When nothing is indexed by receiptIdWaitMs (the receipt overtook the response),
+   * the preferred key is reported and the engine parks it until that ref is registered.
+   */
+  async receiptRef(id: string): Promise<string | null> {
+    const keys = normalizeMessageId(id, this.receiptIdForm);
+    if (keys.length === 0) return null;
+    if (!this.indexIds) return keys[0] ?? null;
+    // A submit_sm_resp read in the same socket chunk is handled in promise callbacks queued before
+    // this one: let them index their id first.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    const order = keys.length === 2 && (this.keyHits[1] ?? 0) > (this.keyHits[0] ?? 0) ? [1, 0] : keys.map((_, i) => i);
+    const preferred = order[0] ?? 0;
+    const started = Date.now();
+    const deadline = started + this.receiptIdWaitMs;
+    const altAfter = started + Math.min(ALT_READING_GRACE_MS, this.receiptIdWaitMs);
+    for (;;) {
+      const found = await this.refStore.lookupIds(keys);
+      const settle = (index: number): string | null => {
+        const hits = found.flatMap((ref, i) => (ref ? [i] : []));
+        if (hits.length === 1 && index < this.keyHits.length) this.keyHits[index]!++;
+        return found[index] ?? null;
+      };
+      if (found[preferred]) return settle(preferred);
+      const other = order.slice(1).find((i) => found[i]);
+      if (other !== undefined && (Date.now() >= altAfter || this.closed)) return settle(other);
+      if (Date.now() >= deadline || this.closed) break;
+      await sleep(Math.min(50, Math.max(5, deadline - Date.now())));
+    }
+    return keys[preferred] ?? null;
+  }
+
+  private async onMo(pdu: DeliverSm): Promise<void> {
+    const info = concatInfo(pdu);
+    const base = { gateway: 'sms' as const, sender: pdu.source_addr, recipient: pdu.destination_addr };
+    if (!info || info.total <= 1 || info.seq < 1 || info.seq > info.total) {
+      await this.sink.inbound({ ...base, body: decodeUserData(pdu.data_coding, pdu.body), at: Date.now() });
+      this.counters.inbound++;
+      return;
+    }
+    // Parts may arrive over different binds (processes): join them in Redis.
+    const messageKey = [pdu.source_addr, pdu.destination_addr, info.refBits, info.ref, info.total].join(':');
+    const stored = await this.store.addMoPart(messageKey, info.seq, `${pdu.data_coding}:${pdu.body.toString('base64')}`, info.total);
+    if (!stored) return; // acknowledged: the part is kept until the others arrive
+    const parts: InboundPart[] = [...stored].map(([seq, value]) => {
+      const colon = value.indexOf(':');
+      return {
+        source_addr: pdu.source_addr,
+        destination_addr: pdu.destination_addr,
+        data_coding: Number(value.slice(0, colon)),
+        body: Buffer.from(value.slice(colon + 1), 'base64'),
+        udh: { raw: Buffer.alloc(0), elements: [], concat: { ...info, seq } },
+      };
+    });
+    const [message] = reassembleInbound(parts);
+    if (!message) return;
+    await this.sink.inbound({ ...base, body: message.text, at: Date.now() });
+    this.counters.inbound++;
+    await this.store.clearMo(messageKey);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Shutdown
+  // -------------------------------------------------------------------------------------------
+
+  /**
+   * Gives every PDU not yet written back to the engine (their send() rejects and the attempts are
+   * handed again later), waits for the answers of those in flight, unbinds and closes. Idempotent.
+   */
+  close(): Promise<void> {
+    if (this.closePromise) return this.closePromise;
+    this.closed = true;
+    if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    if (this.stallTimer) clearInterval(this.stallTimer);
+    this.wakeTimer = null;
+    this.stallTimer = null;
+    const error = new SmppCarrierError(`${this.name} is closing`);
+    for (const work of [...this.priorityLane.drain(), ...this.normalLane.drain()]) work.finish({ kind: 'give-back', error });
+    this.closePromise = this.session.close();
+    return this.closePromise;
+  }
+}

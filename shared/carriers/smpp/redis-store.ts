@@ -1,0 +1,115 @@
+/**
+ * What an SMPP connection keeps in Redis, shared by every process bound over it. All keys start
+ * with `<redisPrefix>:smpp:<connection>:` and expire on their own:
+ *
+ * - `att:<attemptId>` (hash, 6 h): parts the SMSC accepted (`p<index>` → ref) and the
+ *   concatenation reference (`c`). A re-hand of the same attempt (dispatch job retried after a
+ *   crash or a failed send) skips those parts and keeps the same reference, so the SMSC never
+ *   gets an accepted part twice and the handset can still join the parts.
+ * - `id:<key>` (string, step ttl + 1 day): receipt-id index, written only when a connection's id
+ *   forms are `auto`. Each canonical key of a submit_sm_resp id (see `normalizeMessageId`) points
+ *   at the ref registered with the engine, so a receipt naming the same message in another form
+ *   (decimal for a hex id, other case, leading zeros) finds it.
+ * - `mo:<src>:<dst>:<bits>:<ref>:<total>` (hash, 10 min): parts of a concatenated inbound SMS, so
+ *   parts that arrive over different binds (processes) are still joined.
+ */
+import type { Redis } from 'ioredis';
+import { luaScript, runScript } from './token-bucket.js';
+
+const ATTEMPT_TTL_S = 6 * 3600;
+const MO_TTL_S = 10 * 60;
+
+/** Adds one MO part; returns every stored part (seq → value) once all `total` are there, else nil. */
+const MO_PART_LUA = luaScript(`
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[4]))
+if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[3]) then
+  return redis.call('HGETALL', KEYS[1])
+end
+return false
+`);
+
+export interface AcceptedParts {
+  /** Concatenation reference used for the parts already accepted; null when none was stored. */
+  concatRef: number | null;
+  /** Part index → ref ('' when the SMSC gave no message_id). */
+  parts: Map<number, string>;
+}
+
+export class SmppRedisStore {
+  constructor(
+    private readonly redis: Redis,
+    /** `<redisPrefix>:smpp:<connection>` */
+    private readonly base: string,
+  ) {}
+
+  /** Parts already accepted, per attempt (attempts with none are absent). */
+  async acceptedParts(attemptIds: number[]): Promise<Map<number, AcceptedParts>> {
+    const out = new Map<number, AcceptedParts>();
+    if (attemptIds.length === 0) return out;
+    const pipeline = this.redis.pipeline();
+    for (const id of attemptIds) pipeline.hgetall(`${this.base}:att:${id}`);
+    const results = (await pipeline.exec()) ?? [];
+    attemptIds.forEach((id, i) => {
+      const [err, value] = results[i] ?? [null, null];
+      if (err) throw err;
+      const hash = (value ?? {}) as Record<string, string>;
+      const parts = new Map<number, string>();
+      for (const [field, ref] of Object.entries(hash)) {
+        const m = /^p(\d+)$/.exec(field);
+        if (m) parts.set(Number(m[1]), ref);
+      }
+      if (parts.size === 0) return;
+      const c = Number(hash.c);
+      out.set(id, { concatRef: Number.isInteger(c) ? c : null, parts });
+    });
+    return out;
+  }
+
+  /**
+   * Records an accepted part, and (when `idKeys` is given) indexes the id's canonical keys for
+   * receipts: the first key (same representation) always points at `ref`; the others only when
+   * no other id claimed them first (`NX`), so a primary key is never overwritten by an alias.
+   */
+  async recordAccepted(input: {
+    attemptId: number;
+    part: number;
+    ref: string;
+    concatRef: number;
+    idKeys: string[] | null;
+    idTtlSeconds: number;
+  }): Promise<void> {
+    const key = `${this.base}:att:${input.attemptId}`;
+    const pipeline = this.redis.pipeline();
+    pipeline.hset(key, 'c', String(input.concatRef), `p${input.part}`, input.ref);
+    pipeline.expire(key, ATTEMPT_TTL_S);
+    if (input.idKeys && input.ref !== '') {
+      input.idKeys.forEach((k, i) => {
+        if (i === 0) pipeline.set(`${this.base}:id:${k}`, input.ref, 'EX', input.idTtlSeconds);
+        else pipeline.set(`${this.base}:id:${k}`, input.ref, 'EX', input.idTtlSeconds, 'NX');
+      });
+    }
+    const results = (await pipeline.exec()) ?? [];
+    for (const [err] of results) if (err) throw err;
+  }
+
+  /** The refs indexed under each key (null where none). */
+  async lookupIds(keys: string[]): Promise<Array<string | null>> {
+    if (keys.length === 0) return [];
+    return this.redis.mget(...keys.map((k) => `${this.base}:id:${k}`));
+  }
+
+  /** Stores one MO part; returns all parts (seq → stored value) when the message is complete. */
+  async addMoPart(messageKey: string, seq: number, value: string, total: number): Promise<Map<number, string> | null> {
+    const reply = await runScript(this.redis, MO_PART_LUA, [`${this.base}:mo:${messageKey}`], [seq, value, total, MO_TTL_S]);
+    if (!Array.isArray(reply)) return null;
+    const parts = new Map<number, string>();
+    for (let i = 0; i + 1 < reply.length; i += 2) parts.set(Number(reply[i]), String(reply[i + 1]));
+    return parts;
+  }
+
+  /** Forgets a completed MO message (after it was stored by the engine). */
+  async clearMo(messageKey: string): Promise<void> {
+    await this.redis.del(`${this.base}:mo:${messageKey}`);
+  }
+}

@@ -1,0 +1,107 @@
+/**
+ * The per-connection throughput cap holds across worker processes: the service runs as `web`
+ * (it never binds), and two separate `worker --pools=sms,status` processes share its database and
+ * Redis prefix, each bound to the simulator. The simulator must never see more than tps (+ a small
+ * tolerance for timer jitter) submit_sm in any one-second window, although both processes send.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { after, before, it } from 'node:test';
+import { SmscSimulator } from '../../scripts/smsc-simulator.js';
+import { REDIS_URL, startTestService, waitFor, type TestService } from '../support/harness.js';
+
+const TPS = 20;
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+let sim: SmscSimulator;
+let svc: TestService;
+let smppUrl: string;
+const workers: Array<{ child: ChildProcess; output: string[] }> = [];
+
+function startWorker(): { child: ChildProcess; output: string[] } {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'bin/switchboard.ts', 'worker', '--pools=sms,status'], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      NODE_ENV: 'test',
+      DATABASE_URL: svc.databaseUrl,
+      REDIS_URL,
+      REDIS_PREFIX: svc.prefix,
+      SMPP_URL: smppUrl,
+      SANDBOX: '0',
+      MIGRATE_ON_START: '0',
+      LOG_LEVEL: 'warn',
+      PORT: '0',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const output: string[] = [];
+  child.stdout?.on('data', (d: Buffer) => output.push(d.toString()));
+  child.stderr?.on('data', (d: Buffer) => output.push(d.toString()));
+  return { child, output };
+}
+
+async function stopWorker(w: { child: ChildProcess }): Promise<void> {
+  if (w.child.exitCode !== null || w.child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => w.child.once('exit', () => resolve()));
+  w.child.kill('SIGTERM');
+  const timer = setTimeout(() => w.child.kill('SIGKILL'), 15_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+before(async () => {
+  sim = new SmscSimulator({ systemId: 'sb', password: 'pw', receiptDelayMs: 20 });
+  const { port } = await sim.start();
+  smppUrl = `smpp://sb:pw@127.0.0.1:${port}?window=10&tps=${TPS}`;
+  svc = await startTestService({ role: 'web', env: { SMPP_URL: smppUrl, SANDBOX: '0' } });
+  workers.push(startWorker(), startWorker());
+});
+
+after(async () => {
+  await Promise.all(workers.map(stopWorker));
+  await svc?.stop();
+  await sim?.stop();
+});
+
+it(`never exceeds tps=${TPS} per second across two worker processes`, { timeout: 80_000 }, async () => {
+  assert.equal(sim.boundSessions, 0, 'the web process does not bind');
+  try {
+    await waitFor(() => sim.boundSessions === 2, 30_000, 'both worker processes bound');
+  } catch (err) {
+    throw new Error(`${(err as Error).message}\n${workers.map((w) => w.output.join('')).join('\n---\n')}`);
+  }
+  const { apiKey } = await svc.createAccount();
+  const phones = Array.from({ length: 100 }, (_, i) => `4207779${String(i).padStart(4, '0')}9`);
+  const res = await svc.request('POST', '/v2/messages', {
+    body: Array.from({ length: 10 }, (_, k) => ({
+      body: `Rate ${k}`,
+      flow: [{ sms: { sender: 'Switchboard' } }],
+      to: phones.slice(k * 10, k * 10 + 10).map((phone_number) => ({ phone_number })),
+    })),
+    headers: { 'x-api-key': apiKey },
+  });
+  assert.equal(res.status, 200, res.text);
+
+  await waitFor(() => sim.submitted.length >= 100, 40_000, 'all submits');
+  const times = sim.submitted.map((r) => r.receivedAt).sort((a, b) => a - b);
+  let worst = 0;
+  for (let i = 0; i < times.length; i++) {
+    let n = 0;
+    for (let j = i; j < times.length && times[j]! < times[i]! + 1000; j++) n++;
+    worst = Math.max(worst, n);
+  }
+  const span = times[times.length - 1]! - times[0]!;
+  assert.ok(worst <= TPS + 2, `at most ${TPS}+2 submits in any second, saw ${worst}`);
+  assert.ok(span >= ((100 - TPS - 2) / TPS) * 1000, `100 submits spread over ${span} ms`);
+  const sessions = new Set(sim.submitted.map((r) => r.sessionId));
+  assert.equal(sessions.size, 2, 'both processes sent');
+  assert.equal(sim.submitted.length, 100, 'nothing sent twice');
+
+  // Receipts come back over either bind and are applied by either process's status pool.
+  await waitFor(async () => {
+    const [row] = await svc.sql<{ n: number }>(`SELECT count(*)::int AS n FROM recipients WHERE state = 'delivered'`);
+    return row?.n === 100;
+  }, 20_000, 'all delivered');
+});

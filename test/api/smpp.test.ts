@@ -1,0 +1,377 @@
+/**
+ * SMS over SMPP end to end: the real service (HTTP, engine, status and webhook workers) with
+ * SANDBOX off and SMPP_URL pointing at the SMSC simulator over real TCP on 127.0.0.1, and a local
+ * webhook receiver as the message callback. What the SMSC received is read back from the
+ * simulator's records; what the customer sees, from the webhook events.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { SmscSimulator, type SubmittedRecord } from '../../scripts/smsc-simulator.js';
+import { applyReports } from '../../shared/engine/status.js';
+import { startReceiver, startTestService, waitFor, type Receiver, type TestService } from '../support/harness.js';
+
+const T = { timeout: 30_000 };
+const FIRST_ID = 0x10000000; // hex ids are all digits, decimal ids have 9: every id form is exercised
+const SENDER = 'Switchboard';
+
+let sim: SmscSimulator;
+let svc: TestService;
+let receiver: Receiver;
+let apiKey: string;
+let accountId: number;
+
+before(async () => {
+  sim = new SmscSimulator({ systemId: 'sb', password: 's3cret', receiptDelayMs: 30, firstId: FIRST_ID });
+  const { port } = await sim.start();
+  receiver = await startReceiver();
+  svc = await startTestService({
+    env: { SMPP_URL: `smpp://sb:s3cret@127.0.0.1:${port}?window=10&enquire_link=1`, SANDBOX: '0' },
+  });
+  ({ apiKey, accountId } = await svc.createAccount());
+});
+
+after(async () => {
+  await svc?.stop();
+  await receiver?.close();
+  await sim?.stop();
+});
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Event = any;
+
+async function send(to: string[], text: string, sms: Record<string, unknown> = {}, key = apiKey): Promise<string[]> {
+  const res = await svc.request('POST', '/v2/message', {
+    body: { body: text, to: to.map((phone_number) => ({ phone_number })), flow: [{ sms: { sender: SENDER, ...sms } }], callback: receiver.url },
+    headers: { 'x-api-key': key },
+  });
+  assert.equal(res.status, 200, res.text);
+  return (res.body.accepted as Array<{ message_id: string }>).map((a) => a.message_id);
+}
+
+const eventsOf = (id: string): Event[] => receiver.events().filter((e: Event) => e.message_id === id);
+const resultsOf = (id: string): string[] => eventsOf(id).map((e: Event) => e.result);
+
+async function waitResult(id: string, result: string, timeoutMs = 10_000): Promise<Event> {
+  try {
+    return await waitFor(() => eventsOf(id).find((e: Event) => e.result === result), timeoutMs, `${id} ${result}`);
+  } catch (err) {
+    // Say where it stopped: the attempt, its part refs, parked receipts and what the SMSC saw.
+    const refs = await svc.sql(
+      `SELECT a.id, a.state, a.phone, c.ref, c.part, c.state AS ref_state FROM attempts a JOIN recipients r ON r.id = a.recipient_id
+         LEFT JOIN carrier_refs c ON c.attempt_id = a.id WHERE r.public_id = $1`, [id],
+    );
+    const parked = await svc.sql('SELECT carrier, ref, state FROM pending_receipts');
+    const phone = (refs[0] as { phone?: string } | undefined)?.phone ?? '';
+    const seen = recordsTo(phone).map((r) => [r.messageId, r.commandStatus, r.concat?.seq]);
+    throw new Error(`${(err as Error).message}; events ${JSON.stringify(resultsOf(id))}; refs ${JSON.stringify(refs)}; parked ${JSON.stringify(parked)}; smsc ${JSON.stringify(seen)}`);
+  }
+}
+
+const recordsTo = (phone: string): SubmittedRecord[] => sim.submitted.filter((r) => r.destination_addr === phone);
+
+describe('SMS over SMPP', () => {
+  it('binds and delivers a short SMS with the SMPP-path event fields and submit_sm parameters', T, async () => {
+    await waitFor(() => sim.boundSessions === 1, 5_000, 'bind');
+    const [id] = await send(['+420 777 123 456'], 'Hello from SMPP');
+    const delivered = await waitResult(id!, 'delivered');
+    assert.deepEqual(resultsOf(id!), ['sending', 'sent', 'delivered']);
+    assert.equal(delivered.gateway, 'sms');
+    assert.equal(delivered.result_info, '[0] Delivered');
+    assert.deepEqual(delivered.sms, { sender: SENDER, country: 230, operator: 0, price_czk: 0.9, price_eur: 0.036, count: 1, gateway: 'high' });
+
+    const [record] = recordsTo('420777123456');
+    assert.ok(record);
+    assert.equal(record.text, 'Hello from SMPP');
+    assert.deepEqual([record.source_addr, record.source_addr_ton, record.source_addr_npi], [SENDER, 5, 0]);
+    assert.deepEqual([record.dest_addr_ton, record.dest_addr_npi], [1, 1]);
+    assert.equal(record.registered_delivery, 1);
+    assert.equal(record.data_coding, 0);
+    assert.equal(record.esm_class, 0);
+    assert.equal(record.validity_period, '000001000000000R', 'validity = default ttl of the last step (1440 min)');
+
+    const [attempt] = await svc.sql<{ carrier: string; parts: number; id: number }>(
+      `SELECT a.id, a.carrier, a.parts FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = $1`, [id],
+    );
+    assert.equal(attempt?.carrier, 'smpp.default');
+    const refs = await svc.sql<{ ref: string; state: string }>('SELECT ref, state FROM carrier_refs WHERE attempt_id = $1', [attempt?.id]);
+    assert.equal(refs.length, 1);
+    assert.equal(refs[0]?.state, 'delivered');
+  });
+
+  it('splits a 400-character GSM-7 text into 3 UDH parts, bills 3 and is delivered only after every part', T, async () => {
+    const phone = '420777200009';
+    const text = 'A'.repeat(150) + 'B'.repeat(150) + 'C'.repeat(100);
+    // Hold the receipt of the last part: the first two arrive at once.
+    sim.options.receiptDelayFor = (r) => (r.destination_addr === phone && r.concat?.seq === 3 ? 1_500 : null);
+    try {
+      const [id] = await send([phone], text, { ttl: 30 });
+      await waitResult(id!, 'sent');
+      await waitFor(() => sim.counters.receiptsAcked >= 0 && recordsTo(phone).length === 3, 5_000, 'three parts');
+      await new Promise((r) => setTimeout(r, 700));
+      assert.ok(!resultsOf(id!).includes('delivered'), 'not delivered while a part is still out');
+      const [row] = await svc.sql<{ state: string }>('SELECT state FROM recipients WHERE public_id = $1', [id]);
+      assert.equal(row?.state, 'sent');
+      const delivered = await waitResult(id!, 'delivered');
+      assert.equal(delivered.sms.count, 3);
+      assert.equal(delivered.sms.price_czk, 2.7);
+      assert.deepEqual(resultsOf(id!), ['sending', 'sent', 'delivered']);
+    } finally {
+      sim.options.receiptDelayFor = undefined;
+    }
+    const parts = recordsTo(phone);
+    assert.deepEqual(parts.map((r) => r.concat?.seq), [1, 2, 3]);
+    assert.deepEqual(parts.map((r) => r.concat?.total), [3, 3, 3]);
+    assert.equal(new Set(parts.map((r) => r.concat?.ref)).size, 1);
+    assert.ok(parts.every((r) => r.esm_class === 0x40 && r.udh?.subarray(0, 3).equals(Buffer.from([5, 0, 3]))));
+    assert.equal(parts.map((r) => r.text).join(''), text);
+    assert.deepEqual(parts.map((r) => r.text.length), [153, 153, 94]);
+    assert.ok(parts.every((r) => r.validity_period === '000000003000000R'), 'validity from the step ttl (30 min)');
+  });
+
+  it('sends UCS-2 as data_coding 8 in parts of 67 characters', T, async () => {
+    const phone = '420777300009';
+    const text = 'Příliš žluťoučký kůň úpěl ďábelské ódy. '.repeat(4).trim(); // 159 characters
+    const [id] = await send([phone], text);
+    const delivered = await waitResult(id!, 'delivered');
+    assert.equal(delivered.sms.count, 3);
+    const parts = recordsTo(phone);
+    assert.deepEqual(parts.map((r) => r.data_coding), [8, 8, 8]);
+    assert.deepEqual(parts.map((r) => r.text.length), [67, 67, 25]);
+    assert.deepEqual(parts.map((r) => r.concat?.seq), [1, 2, 3]);
+    assert.equal(parts.map((r) => r.text).join(''), text);
+  });
+
+  it('maps SMSC outcomes: error status → failed with the SMPP code and a refund, UNDELIV, REJECTD, no receipt', T, async () => {
+    const own = await svc.createAccount({ credit_czk: 100 });
+    const ids = await send(['420777400002', '420777400001', '420777400005', '420777400003'], 'Outcomes', {}, own.apiKey);
+    const [failedId, undeliveredId, rejectedId, silentId] = ids as [string, string, string, string];
+    const failed = await waitResult(failedId, 'failed');
+    assert.equal(failed.result_info, '[8] ESME_RSYSERR');
+    assert.deepEqual(resultsOf(failedId), ['sending', 'failed']);
+    assert.equal((await waitResult(undeliveredId, 'undelivered')).result_info, '[1] Undelivered (UNDELIV err:001)');
+    assert.equal((await waitResult(rejectedId, 'rejected')).result_info, '[2] Rejected (REJECTD err:002)');
+    await waitResult(silentId, 'sent');
+    const account = await svc.admin('GET', `/accounts/${own.accountId}`);
+    assert.equal(account.body.credit_czk, 100 - 3 * 0.9, 'the failed attempt was refunded');
+  });
+
+  it('matches receipts whatever the id form: hex or decimal, case, leading zeros', T, async () => {
+    const combos: Array<[SmscSimulator['options']['idForm'], SmscSimulator['options']['receiptIdForm']]> = [
+      ['hex', 'decimal'],
+      ['decimal', 'hex'],
+      ['hex', 'hex-lower'],
+      ['hex-lower', 'hex'],
+      ['decimal', 'decimal-padded'],
+    ];
+    try {
+      for (const [i, [idForm, receiptIdForm]] of combos.entries()) {
+        sim.options.idForm = idForm;
+        sim.options.receiptIdForm = receiptIdForm;
+        const [id] = await send([`42077750${i}009`], `Id forms ${idForm}/${receiptIdForm}`);
+        await waitResult(id!, 'delivered', 8_000);
+      }
+    } finally {
+      sim.options.idForm = 'hex';
+      sim.options.receiptIdForm = 'same';
+    }
+  });
+
+  it('does not lose a receipt that overtakes its submit_sm_resp', T, async () => {
+    sim.options.receiptFirst = true;
+    try {
+      const [id] = await send(['420777600009'], 'Receipt first', {});
+      await waitResult(id!, 'delivered');
+      assert.deepEqual(resultsOf(id!), ['sending', 'sent', 'delivered']);
+    } finally {
+      sim.options.receiptFirst = false;
+    }
+  });
+
+  it('applies a receipt whose status job runs at the same time as the one registering its ref', T, async () => {
+    // Two status workers: one registers a ref (submit_sm_resp), the other gets its receipt. Neither
+    // transaction sees the other's uncommitted row, so without serialising per ref the receipt was
+    // parked in pending_receipts after the registering transaction had looked there: lost.
+    const phones = Array.from({ length: 10 }, (_, i) => `42077765${String(i).padStart(2, '0')}03`); // 03: no SMSC receipt
+    const ids = await send(phones, 'Race');
+    for (const id of ids) await waitResult(id, 'sent');
+    const rows = await svc.sql<{ id: number; public_id: string }>(
+      `SELECT a.id, r.public_id FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = ANY($1)`, [ids],
+    );
+    const deps = svc.runtime.engine.deps;
+    await Promise.all(rows.flatMap((row) => {
+      const ref = `race-${row.id}`;
+      return [
+        applyReports(deps, [{ attemptId: row.id, carrier: 'smpp.race', ref, part: 0, partCount: 1, state: 'sent', resultInfo: 'Sent', at: Date.now() }]),
+        applyReports(deps, [{ carrier: 'smpp.race', ref, state: 'delivered', resultInfo: '[0] Delivered', at: Date.now() }]),
+      ];
+    }));
+    for (const id of ids) await waitResult(id, 'delivered', 5_000);
+    assert.deepEqual(await svc.sql(`SELECT ref FROM pending_receipts WHERE carrier = 'smpp.race'`), []);
+  });
+
+  it('delivers a long message when its part receipts are applied by concurrent status jobs', T, async () => {
+    // Each job marks its own part delivered and counts the delivered parts; unserialised, none saw all three.
+    const phones = Array.from({ length: 10 }, (_, i) => `42077766${String(i).padStart(2, '0')}03`); // 03: no SMSC receipt
+    const ids = await send(phones, 'P'.repeat(400));
+    for (const id of ids) await waitResult(id, 'sent');
+    const refs = await svc.sql<{ ref: string; carrier: string }>(
+      `SELECT c.ref, c.carrier FROM carrier_refs c JOIN attempts a ON a.id = c.attempt_id JOIN recipients r ON r.id = a.recipient_id
+        WHERE r.public_id = ANY($1)`, [ids],
+    );
+    assert.equal(refs.length, 30);
+    const deps = svc.runtime.engine.deps;
+    await Promise.all(refs.map((c) => applyReports(deps, [{ carrier: c.carrier, ref: c.ref, state: 'delivered', resultInfo: '[0] Delivered', at: Date.now() }])));
+    for (const id of ids) await waitResult(id, 'delivered', 5_000);
+  });
+
+  it('retries throttled parts later without reordering them', T, async () => {
+    const phone = '420777700009';
+    let partsSeen = 0;
+    const onSubmit = (r: SubmittedRecord): void => {
+      if (r.destination_addr !== phone) return;
+      partsSeen++;
+      if (partsSeen === 1) sim.throttleNext(2); // part 2 is throttled twice
+    };
+    sim.on('submit', onSubmit);
+    try {
+      const [id] = await send([phone], 'T'.repeat(400));
+      await waitResult(id!, 'delivered');
+    } finally {
+      sim.off('submit', onSubmit);
+    }
+    const records = recordsTo(phone);
+    assert.deepEqual(records.map((r) => [r.concat?.seq, r.commandStatus]), [[1, 0], [2, 0x58], [2, 0x58], [2, 0], [3, 0]]);
+    const [, throttled, , retried] = records;
+    assert.ok(retried!.receivedAt - throttled!.receivedAt >= 150, 'the connection slowed down after ESME_RTHROTTLED');
+  });
+
+  it('loses nothing when the SMSC drops the connection mid-window', T, async () => {
+    const phones = Array.from({ length: 20 }, (_, i) => `4207778${String(i).padStart(4, '0')}9`);
+    sim.options.responseDelayMs = 200;
+    let dropAt = 0;
+    let ids: string[] = [];
+    try {
+      const res = await svc.request('POST', '/v2/messages', {
+        body: [0, 1].map((k) => ({
+          body: 'Drop test', flow: [{ sms: { sender: SENDER } }], callback: receiver.url,
+          to: phones.slice(k * 10, k * 10 + 10).map((phone_number) => ({ phone_number })),
+        })),
+        headers: { 'x-api-key': apiKey },
+      });
+      assert.equal(res.status, 200);
+      ids = (res.body.accepted as Array<{ message_id: string }>).flatMap((a) => Array.from({ length: 10 }, (_, i) => `${a.message_id}-${i}`));
+      await waitFor(() => sim.outstanding >= 5, 5_000, 'submits in flight');
+      dropAt = Date.now();
+      sim.dropConnections();
+      sim.options.responseDelayMs = 0;
+      for (const id of ids) await waitResult(id, 'delivered', 15_000);
+    } finally {
+      sim.options.responseDelayMs = 0;
+    }
+    for (const id of ids) {
+      assert.deepEqual(resultsOf(id), ['sending', 'sent', 'delivered'], `${id}: every state once`);
+    }
+    let resent = 0;
+    for (const phone of phones) {
+      const records = recordsTo(phone);
+      assert.ok(records.length === 1 || records.length === 2, `${phone} submitted ${records.length} times`);
+      if (records.length === 2) {
+        resent++;
+        assert.ok(records[0]!.receivedAt <= dropAt, 'only a submit unanswered at the drop is sent again');
+      }
+    }
+    assert.ok(resent <= 10, 'at most one window is resent');
+    await waitFor(() => sim.boundSessions === 1, 5_000, 'rebound');
+  });
+
+  it('answers the SMSC enquire_link and sends its own', T, async () => {
+    await waitFor(() => sim.counters.enquireLinksReceived >= 1, 5_000, 'enquire_link from the service');
+    assert.equal(await sim.enquireLinkAll(2_000), 1);
+  });
+
+  it('turns MO into incomingMessage (reassembled, UCS-2) and a reply into incomingReplyMessage', T, async () => {
+    const update = await svc.request('POST', '/v1/apikey/update', { body: { default_callback_url: receiver.url }, headers: { 'x-api-key': apiKey } });
+    assert.equal(update.status, 200, update.text);
+    const assign = await svc.admin('POST', '/numbers', { account_id: accountId, value: '420600999888', channels: ['sms'] });
+    assert.equal(assign.status, 201, assign.text);
+
+    const text = 'Dobrý den, mám dotaz k objednávce č. 12345: kdy dorazí? Děkuji, Jiří Novák. '.repeat(2);
+    const mo = await sim.sendMo({ from: '420777000111', to: '420600999888', text, reverse: true });
+    assert.ok(mo.parts >= 2);
+    assert.deepEqual(mo.statuses, Array(mo.parts).fill(0));
+    const incoming = await waitFor(
+      () => receiver.events().find((e: Event) => e.type === 'incoming' && e.sender === '420777000111'), 10_000, 'incomingMessage',
+    );
+    assert.equal(incoming.gateway, 'sms');
+    assert.equal(incoming.recipient, '420600999888');
+    assert.equal(incoming.body, text);
+    assert.equal(incoming.request_id, undefined, 'not a reply');
+
+    const [sentId] = await send(['420777000222'], 'Reply YES to confirm', { sender: '420600111222' });
+    await waitResult(sentId!, 'delivered');
+    const numeric = recordsTo('420777000222')[0];
+    assert.deepEqual([numeric?.source_addr, numeric?.source_addr_ton, numeric?.source_addr_npi], ['420600111222', 1, 1]);
+    await sim.sendMo({ from: '420777000222', to: '420600111222', text: 'YES' });
+    const reply = await waitFor(
+      () => receiver.events().find((e: Event) => e.type === 'incoming' && e.sender === '420777000222'), 10_000, 'incomingReplyMessage',
+    );
+    assert.equal(reply.message_id, sentId);
+    assert.ok(typeof reply.request_id === 'string');
+    assert.equal(reply.body, 'YES');
+    const [stored] = await svc.sql<{ reply_to_attempt: number | null }>(`SELECT reply_to_attempt FROM inbound_messages WHERE sender = '420777000222'`);
+    assert.ok(stored?.reply_to_attempt);
+  });
+
+  it('manages more connections with destination-prefix routes through the admin API', T, async () => {
+    // A second SMSC with decimal submit ids and hex receipts that arrive before the submit_sm_resp:
+    // the forms are set explicitly on the connection, so receipts overtaking their id are parked.
+    const sim2 = new SmscSimulator({ systemId: 'sb2', password: 'p@ss/word', idForm: 'decimal', receiptIdForm: 'hex', receiptFirst: true, firstId: 5000 });
+    const { port: port2 } = await sim2.start();
+    try {
+      const url = `smpp://sb2:p%40ss%2Fword@127.0.0.1:${port2}?window=5&tps=50&submit_id=dec&receipt_id=hex`;
+      const created = await svc.admin('POST', '/carriers', { name: 'sk', url, routes: ['421', '4219'] });
+      assert.equal(created.status, 201, created.text);
+      assert.deepEqual(created.body.routes, ['421', '4219']);
+      assert.ok(!created.text.includes('p%40ss') && !created.text.includes('word'), 'password never shown');
+      const list = await svc.admin('GET', '/carriers');
+      assert.deepEqual(list.body.carriers.map((c: Event) => [c.name, c.source, c.routes]), [['default', 'env', ['']], ['sk', 'admin', ['421', '4219']]]);
+      assert.ok(!list.text.includes('s3cret') && !list.text.includes('word'));
+      assert.ok(list.body.carriers.every((c: Event) => String(c.url).includes(':***@')));
+
+      await waitFor(() => sim2.boundSessions === 1, 5_000, 'second connection bound');
+      const [skId] = await send(['421905123459'], 'Ahoj Slovensko');
+      await waitResult(skId!, 'delivered');
+      assert.equal(sim2.submitted.filter((r) => r.destination_addr === '421905123459').length, 1);
+      assert.equal(recordsTo('421905123459').length, 0);
+      const [attempt] = await svc.sql<{ carrier: string }>(
+        `SELECT a.carrier FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = $1`, [skId],
+      );
+      assert.equal(attempt?.carrier, 'smpp.sk');
+
+      const bad = await svc.admin('POST', '/carriers', { name: 'x', url: 'smpp://u:hunter2@host:99999' });
+      assert.equal(bad.status, 400);
+      assert.match(bad.body.message, /^url: /);
+      assert.ok(!bad.text.includes('hunter2'));
+      assert.equal((await svc.admin('POST', '/carriers', { name: 'default', url })).status, 400);
+      const unknown = await svc.admin('POST', '/carriers', { name: 'y', url, colour: 'red' });
+      assert.equal(unknown.status, 400);
+      assert.match(unknown.body.message, /colour/);
+      const taken = await svc.admin('POST', '/carriers', { name: 'other', url, routes: ['421'] });
+      assert.equal(taken.status, 409);
+      assert.match(taken.body.message, /421/);
+      const rx = await svc.admin('POST', '/carriers', { name: 'rx', url: `${url}&bind=receiver`, routes: ['48'] });
+      assert.equal(rx.status, 400);
+
+      const deleted = await svc.admin('DELETE', '/carriers/sk');
+      assert.deepEqual(deleted.body, { deleted: 'sk' });
+      assert.equal((await svc.admin('DELETE', '/carriers/sk')).status, 404);
+      await waitFor(() => sim2.openSessions === 0, 5_000, 'second connection unbound');
+      assert.ok(sim2.counters.unbinds >= 1, 'closed with a graceful unbind');
+      const [backId] = await send(['421905123469'], 'Back to the default route');
+      await waitResult(backId!, 'delivered');
+      assert.equal(recordsTo('421905123469').length, 1);
+    } finally {
+      await sim2.stop();
+    }
+  });
+});

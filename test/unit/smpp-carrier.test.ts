@@ -1,0 +1,348 @@
+/**
+ * SmppCarrier against the SMSC simulator over real TCP on 127.0.0.1, with a real Redis (one key
+ * prefix per file) and a recording sink in place of the engine. Covers what the engine-level
+ * tests (test/api/smpp.test.ts) cannot steer precisely: lane order, throttling without
+ * reordering parts, drops mid-window, re-hand idempotency, stalls, the shared token bucket and
+ * MO parts spread over several binds.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { Redis } from 'ioredis';
+import type { CarrierSink, InboundReport, StatusReport } from '../../shared/carriers/types.js';
+import { SmppCarrier, SmppCarrierError, type SmppCarrierOptions, type SmppOutboundAttempt } from '../../shared/carriers/smpp/carrier.js';
+import { RedisTokenBucket } from '../../shared/carriers/smpp/token-bucket.js';
+import { planSms } from '../../shared/sms/gsm7.js';
+import { SmscSimulator, type SmscSimulatorOptions, type SubmittedRecord } from '../../scripts/smsc-simulator.js';
+import { REDIS_URL, deleteRedisPrefix, uniqueName } from '../support/harness.js';
+
+const T = { timeout: 20_000 };
+const prefix = uniqueName('sbu');
+const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: null });
+
+after(async () => {
+  redis.disconnect();
+  await deleteRedisPrefix(prefix);
+});
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function until(predicate: () => boolean, timeoutMs = 5_000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!predicate()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(5);
+  }
+}
+
+class RecordingSink implements CarrierSink {
+  readonly reports: StatusReport[] = [];
+  readonly messages: InboundReport[] = [];
+  async report(updates: StatusReport[]): Promise<void> {
+    this.reports.push(...updates);
+  }
+  async inbound(message: InboundReport): Promise<void> {
+    this.messages.push(message);
+  }
+  of(attemptId: number): StatusReport[] {
+    return this.reports.filter((r) => r.attemptId === attemptId);
+  }
+}
+
+let attemptSeq = 1;
+function attempt(to: string, text = 'Hello', extra: Partial<SmppOutboundAttempt> = {}): SmppOutboundAttempt {
+  const plan = planSms(text, 'utf');
+  const attemptId = attemptSeq++;
+  return {
+    attemptId,
+    recipientPublicId: `r${attemptId}`,
+    channel: 'sms',
+    to,
+    sender: 'Switchboard',
+    text: plan.text,
+    encoding: plan.encoding,
+    parts: plan.parts,
+    ttlMinutes: 60,
+    ...extra,
+  };
+}
+
+let connectionSeq = 0;
+interface Ctx {
+  sim: SmscSimulator;
+  sink: RecordingSink;
+  carrier: SmppCarrier;
+  url: string;
+  make(options?: Partial<SmppCarrierOptions>): SmppCarrier;
+}
+
+async function withCarrier(
+  simOptions: SmscSimulatorOptions,
+  query: string,
+  options: Partial<SmppCarrierOptions>,
+  fn: (ctx: Ctx) => Promise<void>,
+): Promise<void> {
+  const sim = new SmscSimulator({ receiptDelayMs: 20, ...simOptions });
+  const { port } = await sim.start();
+  const sink = new RecordingSink();
+  const url = `smpp://sb:secret@127.0.0.1:${port}?${query}`;
+  const connection = `c${++connectionSeq}`;
+  const made: SmppCarrier[] = [];
+  const make = (extra: Partial<SmppCarrierOptions> = {}): SmppCarrier => {
+    const carrier = new SmppCarrier({
+      connection,
+      url,
+      sink,
+      redis,
+      redisPrefix: prefix,
+      session: { reconnect: { initialDelayMs: 50, maxDelayMs: 200 }, unbindTimeoutMs: 1_000 },
+      ...options,
+      ...extra,
+    }).start();
+    made.push(carrier);
+    return carrier;
+  };
+  const carrier = make();
+  try {
+    await carrier.waitUntilBound(3_000);
+    await fn({ sim, sink, carrier, url, make });
+  } finally {
+    await Promise.all(made.map((c) => c.close()));
+    await sim.stop();
+  }
+}
+
+const accepted = (sim: SmscSimulator): SubmittedRecord[] => sim.submitted.filter((r) => r.commandStatus === 0);
+
+describe('SmppCarrier', () => {
+  it('submits the parts of a long message in order and reports each as sent with its ref', T, async () => {
+    await withCarrier({}, 'window=10', {}, async ({ sim, sink, carrier }) => {
+      const a = attempt('420777000100', 'x'.repeat(400));
+      await carrier.send([a]);
+      const sent = sink.of(a.attemptId);
+      assert.deepEqual(sent.map((r) => [r.state, r.part, r.partCount, r.carrier]), [
+        ['sent', 0, 3, carrier.name],
+        ['sent', 1, 3, carrier.name],
+        ['sent', 2, 3, carrier.name],
+      ]);
+      const records = accepted(sim);
+      assert.deepEqual(records.map((r) => r.concat?.seq), [1, 2, 3]);
+      assert.equal(new Set(records.map((r) => r.concat?.ref)).size, 1, 'one concatenation reference');
+      assert.deepEqual(records.map((r) => r.esm_class & 0x40), [0x40, 0x40, 0x40]);
+      assert.equal(records.map((r) => r.text).join(''), 'x'.repeat(400));
+      // validity_period from the ttl (60 min) in SMPP relative form
+      assert.equal(records[0]?.validity_period, '000000010000000R');
+      await until(() => sink.reports.filter((r) => r.attemptId === undefined).length === 3, 3_000, 'receipts');
+      const receipts = sink.reports.filter((r) => r.attemptId === undefined);
+      assert.deepEqual(receipts.map((r) => r.ref).sort(), sent.map((r) => r.ref).sort(), 'receipt refs equal the registered refs');
+      assert.ok(receipts.every((r) => r.state === 'delivered' && r.resultInfo === '[0] Delivered'));
+    });
+  });
+
+  it('maps submit error statuses and receipt outcomes (D10 table) and refuses bad senders locally', T, async () => {
+    await withCarrier({}, 'window=10', {}, async ({ sink, carrier }) => {
+      const failed = attempt('420777000102');
+      const undelivered = attempt('420777000101');
+      const rejected = attempt('420777000105');
+      const badSender = attempt('420777000100', 'Hi', { sender: 'Žluťoučký' });
+      await carrier.send([failed, undelivered, rejected, badSender]);
+      assert.deepEqual(sink.of(failed.attemptId).map((r) => [r.state, r.resultInfo]), [['failed', '[8] ESME_RSYSERR']]);
+      assert.equal(sink.of(badSender.attemptId)[0]?.state, 'rejected');
+      assert.match(sink.of(badSender.attemptId)[0]?.resultInfo ?? '', /^\[10\] ESME_RINVSRCADR/);
+      const refOf = (id: number) => sink.of(id)[0]?.ref;
+      await until(() => sink.reports.filter((r) => r.attemptId === undefined).length === 2, 3_000, 'receipts');
+      const byRef = new Map(sink.reports.filter((r) => r.attemptId === undefined).map((r) => [r.ref, r]));
+      assert.equal(byRef.get(refOf(undelivered.attemptId))?.state, 'undelivered');
+      assert.equal(byRef.get(refOf(undelivered.attemptId))?.resultInfo, '[1] Undelivered (UNDELIV err:001)');
+      assert.equal(byRef.get(refOf(rejected.attemptId))?.state, 'rejected');
+      assert.equal(byRef.get(refOf(rejected.attemptId))?.resultInfo, '[2] Rejected (REJECTD err:002)');
+    });
+  });
+
+  it('lets priority attempts overtake a queued promotional backlog', T, async () => {
+    await withCarrier({}, 'window=5&tps=100', {}, async ({ sim, carrier }) => {
+      const backlog = Array.from({ length: 80 }, (_, i) => attempt(`4207771${String(i).padStart(4, '0')}9`));
+      const bulk = carrier.send(backlog);
+      await until(() => sim.submitted.length >= 5, 3_000, 'backlog started');
+      const otp = attempt('420777999900', 'Your code is 1234', { priority: true });
+      await carrier.send([otp]);
+      const index = sim.submitted.findIndex((r) => r.destination_addr === '420777999900');
+      const submittedBefore = sim.submitted.length;
+      assert.ok(index >= 0 && index < 15, `priority attempt was submit #${index + 1}`);
+      assert.ok(submittedBefore < 60, 'the priority attempt did not wait for the backlog');
+      await bulk;
+      assert.equal(accepted(sim).length, 81);
+    });
+  });
+
+  it('retries throttled PDUs in place: parts keep their order and the connection pauses', T, async () => {
+    await withCarrier({}, 'window=10', { throttleBackoff: { initialMs: 200, maxMs: 1_000 } }, async ({ sim, sink, carrier }) => {
+      let seen = 0;
+      sim.on('submit', () => {
+        seen++;
+        if (seen === 4) sim.throttleNext(4); // the 5th..8th submits are throttled
+      });
+      const messages = Array.from({ length: 4 }, (_, i) => attempt(`4207772000${i}9`, `${i}`.repeat(400)));
+      await carrier.send(messages);
+      const throttled = sim.submitted.filter((r) => r.commandStatus === 0x58);
+      assert.equal(throttled.length, 4);
+      for (const m of messages) {
+        const parts = accepted(sim).filter((r) => r.destination_addr === m.to);
+        assert.deepEqual(parts.map((r) => r.concat?.seq), [1, 2, 3], `parts of ${m.to} in order`);
+        assert.equal(parts.map((r) => r.text).join(''), m.text);
+        assert.equal(sink.of(m.attemptId).filter((r) => r.state === 'sent').length, 3);
+      }
+      // After the first throttle nothing was accepted for at least ~the first pause.
+      const firstThrottle = throttled[0]!.receivedAt;
+      const nextAccepted = accepted(sim).find((r) => r.receivedAt > firstThrottle + 5);
+      assert.ok(nextAccepted && nextAccepted.receivedAt - firstThrottle >= 150, 'the connection paused after ESME_RTHROTTLED');
+      assert.ok(carrier.stats.busy >= 4);
+    });
+  });
+
+  it('survives a drop mid-window: unanswered submits are sent once more, queued ones after the rebind, none lost', T, async () => {
+    await withCarrier({ responseDelayMs: 150 }, 'window=10', {}, async ({ sim, sink, carrier }) => {
+      const batch = Array.from({ length: 30 }, (_, i) => attempt(`4207773${String(i).padStart(4, '0')}9`));
+      const sending = carrier.send(batch);
+      await until(() => sim.outstanding >= 5 && sim.submitted.length >= 12, 5_000, 'submits in flight');
+      const dropAt = Date.now();
+      sim.dropConnections();
+      await sending;
+      for (const a of batch) {
+        const reports = sink.of(a.attemptId);
+        assert.equal(reports.length, 1, `${a.to} reported once`);
+        assert.equal(reports[0]?.state, 'sent');
+      }
+      const perDestination = new Map<string, SubmittedRecord[]>();
+      for (const r of sim.submitted) perDestination.set(r.destination_addr, [...(perDestination.get(r.destination_addr) ?? []), r]);
+      assert.equal(perDestination.size, 30, 'every message reached the SMSC');
+      const twice = [...perDestination.values()].filter((rs) => rs.length > 1);
+      assert.ok(twice.length >= 1 && twice.length <= 10, `${twice.length} resent (at most one window)`);
+      for (const rs of twice) {
+        assert.equal(rs.length, 2, 'sent at most twice');
+        assert.ok(rs[0]!.receivedAt <= dropAt, 'only submits written before the drop are sent again');
+      }
+      // A PDU written just before the drop may die with the socket: resent, yet seen only once.
+      assert.ok(carrier.stats.resent >= twice.length && carrier.stats.resent <= 10, `resent ${carrier.stats.resent}`);
+    });
+  });
+
+  it('never resubmits parts the SMSC accepted when the same attempt is handed again', T, async () => {
+    await withCarrier({}, 'window=10', {}, async ({ sim, sink, carrier, make }) => {
+      const a = attempt('420777400000', 'y'.repeat(400));
+      sim.on('submit', (r) => {
+        if (r.concat?.seq === 1 && r.commandStatus === 0) sim.setMode({ throttle: true });
+      });
+      const first = carrier.send([a]).then(() => null, (err: unknown) => err);
+      await until(() => sim.submitted.some((r) => r.commandStatus === 0x58), 3_000, 'throttling');
+      await carrier.close(); // shutting down: part 2 and 3 go back to the engine
+      assert.ok((await first) instanceof SmppCarrierError);
+      sim.setMode({ throttle: false });
+      sim.removeAllListeners('submit');
+
+      const other = make(); // another process, same connection
+      await other.waitUntilBound(3_000);
+      await other.send([a]);
+      const parts = accepted(sim);
+      assert.deepEqual(parts.map((r) => r.concat?.seq), [1, 2, 3], 'part 1 was not sent again');
+      assert.equal(new Set(parts.map((r) => r.concat?.ref)).size, 1, 'the resumed parts keep the reference');
+      const sent = sink.of(a.attemptId).filter((r) => r.state === 'sent');
+      assert.deepEqual([...new Set(sent.map((r) => r.part))].sort(), [0, 1, 2]);
+
+      const before = sim.submitted.length;
+      await other.send([a]); // a third hand-over: everything was accepted
+      assert.equal(sim.submitted.length, before);
+    });
+  });
+
+  it('gives attempts back to the engine when the SMSC stays unreachable', T, async () => {
+    const sim = new SmscSimulator();
+    const { port } = await sim.start();
+    await sim.stop(); // nothing listens there any more
+    const sink = new RecordingSink();
+    const carrier = new SmppCarrier({
+      connection: 'down', url: `smpp://sb:secret@127.0.0.1:${port}`, sink, redis, redisPrefix: prefix,
+      stallTimeoutMs: 300, session: { reconnect: { initialDelayMs: 50, maxDelayMs: 100 } },
+    }).start();
+    try {
+      const started = Date.now();
+      await assert.rejects(carrier.send([attempt('420777500000')]), /not bound/);
+      assert.ok(Date.now() - started < 3_000);
+      assert.equal(sink.reports.length, 0);
+    } finally {
+      await carrier.close();
+    }
+  });
+
+  it('reads receipt ids in the right form: waits for its own id before taking another reading, then learns the form', T, async () => {
+    await withCarrier({}, 'window=10', {}, async ({ carrier }) => {
+      const index = (key: string, ref: string): Promise<unknown> => redis.set(`${prefix}:smpp:${carrier.connection}:id:${key}`, ref);
+      // Message 0x0A is indexed; the receipt for hex id 00000010 is read before its own id is.
+      await index('hex:a', 'hex:a');
+      setTimeout(() => void index('hex:10', 'hex:10'), 80);
+      assert.equal(await carrier.receiptRef('00000010'), 'hex:10', 'the other reading (decimal 10 = 0x0A) is not taken early');
+      // An SMSC that answers submits in hex and writes receipts in decimal: only the decimal reading exists.
+      await index('hex:1f', 'hex:1f');
+      let started = Date.now();
+      assert.equal(await carrier.receiptRef('31'), 'hex:1f');
+      assert.ok(Date.now() - started >= 200, 'the other reading only after the grace period');
+      await index('hex:20', 'hex:20');
+      started = Date.now();
+      assert.equal(await carrier.receiptRef('32'), 'hex:20', 'learned: decimal receipts');
+      assert.ok(Date.now() - started < 200, 'no wait once the form is learned');
+      // Nothing indexed within receiptIdWaitMs: the preferred reading goes to the engine to be parked.
+      assert.equal(await carrier.receiptRef('0000007A'), 'hex:7a');
+    });
+  });
+
+  it('joins MO parts that arrive over different binds and decodes UCS-2', T, async () => {
+    await withCarrier({}, 'window=10', {}, async ({ sim, sink, make }) => {
+      const second = make();
+      await second.waitUntilBound(3_000);
+      await until(() => sim.boundSessions === 2, 3_000, 'two binds');
+      const text = 'Dobrý den, tohle je dlouhá odpověď s diakritikou: ěščřžýáíé. '.repeat(3);
+      const result = await sim.sendMo({ from: '420777600000', to: '420600100200', text, spread: true });
+      assert.ok(result.parts >= 3);
+      assert.deepEqual(result.statuses, Array(result.parts).fill(0), 'every part acknowledged');
+      assert.equal(sink.messages.length, 1);
+      assert.deepEqual(sink.messages[0] && { ...sink.messages[0], at: 0 }, {
+        gateway: 'sms', sender: '420777600000', recipient: '420600100200', body: text, at: 0,
+      });
+    });
+  });
+});
+
+describe('RedisTokenBucket', () => {
+  it('spaces tokens across several limiters sharing one key (N processes, one cap)', T, async () => {
+    const key = `${prefix}:tb-test`;
+    const a = new RedisTokenBucket(redis, key, { tps: 40 });
+    const b = new RedisTokenBucket(redis, key, { tps: 40 });
+    const times: number[] = [];
+    const run = async (bucket: RedisTokenBucket): Promise<void> => {
+      for (let i = 0; i < 30; i++) {
+        await bucket.take();
+        times.push(Date.now());
+      }
+    };
+    const started = Date.now();
+    await Promise.all([run(a), run(b)]);
+    const elapsed = Date.now() - started;
+    assert.ok(elapsed >= (59 / 40) * 1000 - 50, `60 tokens at 40/s took ${elapsed} ms`);
+    times.sort((x, y) => x - y);
+    let worst = 0;
+    for (let i = 0; i < times.length; i++) {
+      const inWindow = times.filter((t) => t >= times[i]! && t < times[i]! + 1000).length;
+      worst = Math.max(worst, inWindow);
+    }
+    assert.ok(worst <= 42, `at most tps+1 per second (saw ${worst})`);
+  });
+
+  it('pause() holds every limiter on the key', T, async () => {
+    const key = `${prefix}:tb-pause`;
+    const a = new RedisTokenBucket(redis, key, { tps: 1000 });
+    const b = new RedisTokenBucket(redis, key, { tps: 1000 });
+    await a.pause(300);
+    const started = Date.now();
+    await b.take();
+    assert.ok(Date.now() - started >= 250, 'the other limiter waited for the pause');
+  });
+});
