@@ -24,20 +24,9 @@ before(async () => {
   apiKey = (await svc.createAccount({ country: 'CZ' })).apiKey;
 });
 after(async () => {
-  await settle();
+  await svc.settle();
   await svc.stop();
 });
-
-/**
- * Let the sandbox finish the deliveries this file started before the service stops, so that no
- * worker is mid-query when the test database is dropped.
- */
-async function settle(): Promise<void> {
-  await waitFor(async () => {
-    const [row] = await svc.sql<{ n: number }>(`SELECT count(*)::int AS n FROM recipients WHERE state IN ('queued', 'sending', 'sent')`);
-    return row!.n === 0;
-  }, 10_000, 'in-flight deliveries').catch(() => undefined);
-}
 
 const to = (...numbers: string[]) => numbers.map((phone_number) => ({ phone_number }));
 const valid = (extra: Record<string, unknown> = {}) => ({ body: 'hello', to: to(TEST_NUMBER), ...extra });

@@ -6,7 +6,7 @@
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startTestService, waitFor, type TestService, type TestResponse } from '../support/harness.js';
+import { startTestService, type TestService, type TestResponse } from '../support/harness.js';
 import { clearKeyCache } from '../../shared/domain/keys.js';
 
 const TEST_NUMBER = '420777777777';
@@ -21,20 +21,9 @@ before(async () => {
   apiKey = (await svc.createAccount({ country: 'CZ' })).apiKey;
 });
 after(async () => {
-  await settle();
+  await svc.settle();
   await svc.stop();
 });
-
-/**
- * Let the sandbox finish the deliveries this file started before the service stops, so that no
- * worker is mid-query when the test database is dropped.
- */
-async function settle(): Promise<void> {
-  await waitFor(async () => {
-    const [row] = await svc.sql<{ n: number }>(`SELECT count(*)::int AS n FROM recipients WHERE state IN ('queued', 'sending', 'sent')`);
-    return row!.n === 0;
-  }, 10_000, 'in-flight deliveries').catch(() => undefined);
-}
 
 const formType = { 'content-type': 'application/x-www-form-urlencoded' };
 

@@ -28,6 +28,8 @@ export interface TestService {
   admin(method: string, path: string, body?: unknown): Promise<TestResponse>;
   createAccount(input?: Record<string, unknown>): Promise<{ accountId: number; apiKey: string }>;
   sql<T extends pg.QueryResultRow = Record<string, unknown>>(text: string, params?: unknown[]): Promise<T[]>;
+  /** Wait (up to 10 s) until no recipient is still on its way, so that stopping interrupts no delivery. */
+  settle(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -130,6 +132,12 @@ export async function startTestService(opts: { env?: Record<string, string>; rol
       return { accountId: res.body.account_id as number, apiKey: res.body.api_key as string };
     },
     sql: async (text, params = []) => (await pool.query(text, params)).rows,
+    settle: async () => {
+      await waitFor(async () => {
+        const { rows } = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM recipients WHERE state IN ('queued', 'sending', 'sent')`);
+        return rows[0]!.n === 0;
+      }, 10_000, 'in-flight deliveries').catch(() => undefined);
+    },
     stop: async () => {
       await runtime.stop();
       await pool.end();
