@@ -5,6 +5,7 @@
  */
 import Joi from 'joi';
 import { existsSync } from 'node:fs';
+import { userInfo } from 'node:os';
 
 export interface Config {
   /** `NODE_ENV === 'production'`; everything else counts as development (D11). */
@@ -95,7 +96,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
   return Object.freeze({
     production,
     port: value.PORT,
-    databaseUrl: value.DATABASE_URL,
+    databaseUrl: withDefaultUser(value.DATABASE_URL),
     redisUrl: value.REDIS_URL,
     redisPrefix: value.REDIS_PREFIX,
     publicUrl: value.PUBLIC_URL.replace(/\/$/, ''),
@@ -121,6 +122,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     recoverySweepMs: value.RECOVERY_SWEEP_MS,
     migrateOnStart: value.MIGRATE_ON_START,
   });
+}
+
+/**
+ * A URL without a user name connects as the operating-system user, as libpq (psql) does; the pg
+ * driver would otherwise take `$USER`, which a service manager or CI may not set.
+ */
+function withDefaultUser(raw: string): string {
+  const url = new URL(raw);
+  if (!url.username) {
+    try {
+      url.username = encodeURIComponent(userInfo().username);
+    } catch {
+      return raw;
+    }
+  }
+  return url.toString();
 }
 
 /** `process.env` after loading `.env` from the working directory, when one exists (values already set win). */

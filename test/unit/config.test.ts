@@ -1,12 +1,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { userInfo } from 'node:os';
 import { loadConfig, ConfigError } from '../../shared/config.js';
 
 test('defaults for development', () => {
   const c = loadConfig({});
   assert.equal(c.port, 8080);
-  assert.equal(c.databaseUrl, 'postgres://127.0.0.1:5432/switchboard');
+  assert.equal(c.databaseUrl, `postgres://${encodeURIComponent(userInfo().username)}@127.0.0.1:5432/switchboard`, 'the OS user, as psql would');
+  assert.equal(loadConfig({ DATABASE_URL: 'postgres://app:pw@db:5432/x' }).databaseUrl, 'postgres://app:pw@db:5432/x');
   assert.equal(c.redisUrl, 'redis://127.0.0.1:6379');
   assert.equal(c.publicUrl, 'http://localhost:8080');
   assert.equal(c.sandbox, true);
@@ -49,7 +51,7 @@ test('a bad variable stops the process at start with its name', () => {
 test('unreachable Postgres or Redis is said plainly, with how to start it, and does not hang', () => {
   const pg = run({ DATABASE_URL: 'postgres://127.0.0.1:1/switchboard' });
   assert.equal(pg.status, 1);
-  assert.match(pg.stderr, /Cannot reach PostgreSQL at postgres:\/\/127\.0\.0\.1:1\/switchboard/);
+  assert.match(pg.stderr, /Cannot reach PostgreSQL at postgres:\/\/\S*127\.0\.0\.1:1\/switchboard/);
   assert.match(pg.stderr, /pg_ctlcluster/);
   const redis = run({ DATABASE_URL: 'postgres://root@127.0.0.1:5432/switchboard_cfgtest', REDIS_URL: 'redis://127.0.0.1:1' });
   assert.equal(redis.status, 1);
