@@ -108,7 +108,39 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
   const ttlMinutes = stepConfig.ttl ?? defaultTtlMinutes(job.step, msg.flow.length);
   const prices = await currentPrices(deps.db);
 
-  const result = await withTx(deps.db, async (tx) => {
+  // Optimistic first: write everything as charged and take the credit in one conditional UPDATE at
+  // the very end, so the payer's balance row is locked only for that statement and the commit
+  // (jobs of one account would otherwise queue behind each other's whole transaction). When the
+  // balance cannot cover the whole batch, the transaction is rolled back and run again, allocating
+  // attempt by attempt under the lock until the credit runs out.
+  let result: DispatchTxResult;
+  try {
+    result = await runDispatchTx(deps, msg, job, channel, stepConfig, ttlMinutes, prices, now, 'optimistic');
+  } catch (err) {
+    if (!(err instanceof BatchNotCovered)) {
+      throw err;
+    }
+    result = await runDispatchTx(deps, msg, job, channel, stepConfig, ttlMinutes, prices, now, 'allocate');
+  }
+
+  await handOver(deps, msg, result.toHand, ttlMinutes);
+  await deps.enqueueNextSteps(result.nextSteps);
+  return { delayUntil: null, handed: result.toHand.length, rejected: result.rejected };
+}
+
+class BatchNotCovered extends Error {}
+
+interface DispatchTxResult {
+  toHand: Array<{ carrier: Carrier; attempt: OutboundAttempt }>;
+  nextSteps: NextStep[];
+  rejected: number;
+}
+
+async function runDispatchTx(
+  deps: EngineDeps, msg: MessageRow, job: DispatchJob, channel: Channel, stepConfig: ReturnType<typeof stepChannel>['config'],
+  ttlMinutes: number, prices: Awaited<ReturnType<typeof currentPrices>>, now: Date, mode: 'optimistic' | 'allocate',
+): Promise<DispatchTxResult> {
+  return withTx(deps.db, async (tx) => {
     const { rows: recipients } = await tx.query<RecipientRow>(
       `SELECT id, public_id, phone, state FROM recipients
         WHERE id = ANY($1) AND step = $2 AND state IN ('queued', 'sending') ORDER BY id FOR UPDATE`,
@@ -121,7 +153,7 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
       : null;
 
     const planned = waiting.map((r) => planAttempt(deps, msg, job.step, channel, stepConfig, ttlMinutes, r, texts?.get(r.id), prices));
-    await charge(tx, msg, planned);
+    const debit = mode === 'optimistic' ? assignCharges(msg, planned) : await allocateCharges(tx, msg, planned);
 
     const events: OutboxEvent[] = [];
     const nextSteps: NextStep[] = [];
@@ -216,12 +248,17 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
         }
       }
     }
+    if (debit.total > 0) {
+      const taken = await (debit.payerKind === 'key'
+        ? tx.query(`UPDATE api_keys SET balance = balance - $2 WHERE id = $1 AND balance >= $2`, [debit.payerId, debit.total / UNITS])
+        : tx.query(`UPDATE accounts SET ${debit.column} = ${debit.column} - $2 WHERE id = $1 AND ${debit.column} >= $2`,
+          [debit.payerId, debit.total / UNITS]));
+      if (!taken.rowCount) {
+        throw new BatchNotCovered(); // only in optimistic mode: allocation never takes more than it read under the lock
+      }
+    }
     return { toHand, nextSteps, rejected: planned.filter((p) => p.reject).length };
   });
-
-  await handOver(deps, msg, result.toHand, ttlMinutes);
-  await deps.enqueueNextSteps(result.nextSteps);
-  return { delayUntil: null, handed: result.toHand.length, rejected: result.rejected };
 }
 
 type PlannedWithCharge = Planned & { charge?: { amount: number; payerKind: 'account' | 'key'; payerId: number } };
@@ -276,41 +313,68 @@ function planAttempt(
   return planned;
 }
 
+interface Debit {
+  total: number;
+  payerKind: 'account' | 'key';
+  payerId: number;
+  column: 'credit_czk' | 'credit_eur';
+}
+
 /**
- * Take the credit of every planned attempt from its payer (D3, D6): an own-credit sub-key pays
- * from its own balance, every other key from the account's balance in the key's currency. The
- * payer row is locked for the rest of this short transaction, so concurrent workers serialise
- * here and a balance never goes below zero; attempts that do not fit are rejected `[307]`.
+ * Who pays (D3, D6): an own-credit sub-key from its own balance, every other key from the
+ * account's balance in the key's currency.
  */
-async function charge(tx: Tx, msg: MessageRow, planned: PlannedWithCharge[]): Promise<void> {
+function payerOf(msg: MessageRow): Omit<Debit, 'total'> {
+  const ownCredit = !msg.key_primary && !msg.key_shared;
+  return {
+    payerKind: ownCredit ? 'key' : 'account',
+    payerId: ownCredit ? msg.key_id : msg.account_id,
+    column: msg.key_currency === 'CZK' ? 'credit_czk' : 'credit_eur',
+  };
+}
+
+const unitPrice = (msg: MessageRow, p: Planned) => Math.round((msg.key_currency === 'CZK' ? p.priceCzk : p.priceEur) * UNITS);
+
+/** Optimistic: every payable attempt is charged; the caller's conditional UPDATE checks the balance. */
+function assignCharges(msg: MessageRow, planned: PlannedWithCharge[]): Debit {
+  const payer = payerOf(msg);
+  let total = 0;
+  for (const p of planned) {
+    if (!p.reject) {
+      const price = unitPrice(msg, p);
+      total += price;
+      p.charge = { amount: price / UNITS, payerKind: payer.payerKind, payerId: payer.payerId };
+    }
+  }
+  return { ...payer, total };
+}
+
+/**
+ * Allocating: lock the payer's balance row, charge attempts in order while the balance lasts and
+ * reject the rest `[307] Insufficient credit`; a balance never goes below zero.
+ */
+async function allocateCharges(tx: Tx, msg: MessageRow, planned: PlannedWithCharge[]): Promise<Debit> {
+  const payer = payerOf(msg);
   const payable = planned.filter((p) => !p.reject);
   if (payable.length === 0) {
-    return;
+    return { ...payer, total: 0 };
   }
-  const ownCredit = !msg.key_primary && !msg.key_shared;
-  const column = msg.key_currency === 'CZK' ? 'credit_czk' : 'credit_eur';
-  const payerKind = ownCredit ? 'key' : 'account';
-  const payerId = ownCredit ? msg.key_id : msg.account_id;
-  const { rows } = ownCredit
-    ? await tx.query<{ balance: number }>('SELECT balance FROM api_keys WHERE id = $1 FOR UPDATE', [payerId])
-    : await tx.query<{ balance: number }>(`SELECT ${column} AS balance FROM accounts WHERE id = $1 FOR UPDATE`, [payerId]);
+  const { rows } = payer.payerKind === 'key'
+    ? await tx.query<{ balance: number }>('SELECT balance FROM api_keys WHERE id = $1 FOR UPDATE', [payer.payerId])
+    : await tx.query<{ balance: number }>(`SELECT ${payer.column} AS balance FROM accounts WHERE id = $1 FOR UPDATE`, [payer.payerId]);
   let available = Math.round((rows[0]?.balance ?? 0) * UNITS);
   let total = 0;
   for (const p of payable) {
-    const price = Math.round((msg.key_currency === 'CZK' ? p.priceCzk : p.priceEur) * UNITS);
+    const price = unitPrice(msg, p);
     if (price > available) {
       p.reject = { info: '[307] Insufficient credit', fallback: false };
       continue;
     }
     available -= price;
     total += price;
-    p.charge = { amount: price / UNITS, payerKind, payerId };
+    p.charge = { amount: price / UNITS, payerKind: payer.payerKind, payerId: payer.payerId };
   }
-  if (total > 0) {
-    await (ownCredit
-      ? tx.query('UPDATE api_keys SET balance = balance - $2 WHERE id = $1', [payerId, total / UNITS])
-      : tx.query(`UPDATE accounts SET ${column} = ${column} - $2 WHERE id = $1`, [payerId, total / UNITS]));
-  }
+  return { ...payer, total };
 }
 
 /** Give attempts to their carriers, record the hand-over and start each attempt's ttl timer. */
