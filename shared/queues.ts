@@ -18,11 +18,14 @@ export function laneOfTag(tag: string): Lane {
 export const LANE_NUMBER: Record<Lane, number> = { priority: 0, transactional: 1, promotional: 2 };
 export const LANE_OF_NUMBER: readonly Lane[] = LANES;
 
-/** Start (or resume) one flow step for some recipients of one message. */
+/**
+ * Start (or resume) one flow step for some recipients of one or more message objects. A batch
+ * call's objects that are due now travel in one job (one transaction for up to 100 recipients);
+ * scheduled ones and later flow steps get a job of their own.
+ */
 export interface DispatchJob {
-  messageId: string;
   step: number;
-  recipientIds: number[];
+  messages: Array<{ messageId: string; recipientIds: number[] }>;
 }
 
 /** Carrier reports in a batch, or a step's ttl timer. */
@@ -66,6 +69,8 @@ export const WEBHOOK_QUEUE = 'webhooks';
 
 export const dispatchJobId = (messageId: string, step: number, recipientId?: number): string =>
   recipientId === undefined ? `m.${messageId}.s${step}` : `r.${recipientId}.s${step}`;
+/** The job of a batch call's due objects on one queue (first message id: unique per call and queue). */
+export const callJobId = (firstMessageId: string): string => `c.${firstMessageId}.s0`;
 export const ttlJobId = (attemptId: number): string => `ttl.${attemptId}`;
 export const webhookJobId = (batchId: number): string => `wh.${batchId}`;
 

@@ -37,8 +37,8 @@ export async function sweepOnce(db: Db, queues: Queues, opts: { graceMs: number;
     const pool = poolOfChannel(stepChannel(row.flow[row.step]!).channel);
     const queue = queues.dispatchQueue(pool, LANE_OF_NUMBER[row.lane] ?? 'promotional');
     const jobs = row.step === 0
-      ? [{ data: { messageId: row.message_id, step: 0, recipientIds: row.ids }, jobId: dispatchJobId(row.message_id, 0) }]
-      : row.ids.map((id) => ({ data: { messageId: row.message_id, step: row.step, recipientIds: [id] }, jobId: dispatchJobId(row.message_id, row.step, id) }));
+      ? [{ data: { step: 0, messages: [{ messageId: row.message_id, recipientIds: row.ids }] }, jobId: dispatchJobId(row.message_id, 0) }]
+      : row.ids.map((id) => ({ data: { step: row.step, messages: [{ messageId: row.message_id, recipientIds: [id] }] }, jobId: dispatchJobId(row.message_id, row.step, id) }));
     await queue.addBulk(jobs.map((j) => ({ name: 'dispatch', data: j.data as DispatchJob, opts: { ...DISPATCH_JOB_OPTIONS, jobId: j.jobId } })));
     dispatch += jobs.length;
   }

@@ -85,6 +85,12 @@ export interface Carrier {
   /** Stable name, stored on attempts (`sandbox`, `smpp.<connection>`). */
   readonly name: string;
   /**
+   * True when `send` resolves only after every attempt's first outcome (sent, rejected or failed)
+   * was reported through the sink (SMPP: the submit responses). An SMS step then needs no ttl
+   * timer: its success condition (`sent`) or its failure is already on its way.
+   */
+  readonly settlesOnSend?: boolean;
+  /**
    * Hand attempts over. Resolves once the carrier has taken responsibility for them (queued in its
    * window or sent); outcomes arrive later through the sink. Must be safe to call again with the
    * same attempt after a crash (the engine re-hands attempts that never got a carrier answer).

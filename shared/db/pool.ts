@@ -26,11 +26,19 @@ export function createPool(databaseUrl: string, max = 10): Db {
   return pool;
 }
 
-/** Run `fn` in a transaction; commits when it resolves, rolls back when it throws. */
-export async function withTx<T>(db: Db, fn: (tx: Tx) => Promise<T>): Promise<T> {
+/**
+ * Run `fn` in a transaction; commits when it resolves, rolls back when it throws.
+ *
+ * `indexOnly`: the hot-path transactions (dispatch, status, outbox) touch a handful of rows of
+ * large, fast-growing tables by key. Right after a burst of inserts their statistics are stale
+ * (autovacuum analyses about once a minute) and the planner may then pick a sequential scan and a
+ * hash join over the whole table for every batch. Turning sequential scans off for the
+ * transaction keeps these statements on their indexes whatever the statistics say.
+ */
+export async function withTx<T>(db: Db, fn: (tx: Tx) => Promise<T>, opts: { indexOnly?: boolean } = {}): Promise<T> {
   const client = await db.connect();
   try {
-    await client.query('BEGIN');
+    await client.query(opts.indexOnly ? 'BEGIN; SET LOCAL enable_seqscan = off' : 'BEGIN');
     const result = await fn(client);
     await client.query('COMMIT');
     return result;

@@ -39,16 +39,16 @@ export interface MessageRow {
   default_sender: string | null;
 }
 
-export async function loadMessage(db: EngineDeps['db'] | Tx, messageId: string): Promise<MessageRow | null> {
+export async function loadMessages(db: EngineDeps['db'] | Tx, messageIds: string[]): Promise<Map<string, MessageRow>> {
   const { rows } = await db.query<MessageRow>(
     `SELECT m.id, m.request_id, m.account_id, m.key_id, m.body, m.flow, m.callback, m.tag, m.lane, m.payload,
             m.send_at, m.delivery_time, m.source, k.shared AS key_shared, k.is_primary AS key_primary,
             k.currency AS key_currency, k.default_callback_url, a.default_sender
        FROM messages m JOIN api_keys k ON k.id = m.key_id JOIN accounts a ON a.id = m.account_id
-      WHERE m.id = $1`,
-    [messageId],
+      WHERE m.id = ANY($1)`,
+    [messageIds],
   );
-  return rows[0] ?? null;
+  return new Map(rows.map((row) => [row.id, row]));
 }
 
 /** When this step may run: the scheduled time and the delivery window (checked again when the job fires). */
@@ -85,92 +85,143 @@ interface Planned {
 const UNITS = 10000; // money is summed in 1/10000 to keep balances exact
 
 export interface DispatchOutcome {
+  /** Set when nothing of the job may run yet: the job waits until then (and checks again). */
   delayUntil: Date | null;
   handed: number;
   rejected: number;
 }
 
+/** One message object of a dispatch job, with what its step means for it. */
+interface Part {
+  msg: MessageRow;
+  recipientIds: number[];
+  channel: Channel;
+  stepConfig: ReturnType<typeof stepChannel>['config'];
+  ttlMinutes: number;
+}
+
+/**
+ * Start one flow step for the recipients of one or more message objects (a batch call's objects
+ * travel in one job, so one transaction serves up to 100 recipients).
+ */
 export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new Date()): Promise<DispatchOutcome> {
-  const msg = await loadMessage(deps.db, job.messageId);
-  if (!msg || job.step >= msg.flow.length) {
+  const messages = await loadMessages(deps.db, job.messages.map((m) => m.messageId));
+  const due: Part[] = [];
+  let laterOnly: Date | null = null;
+  for (const item of job.messages) {
+    const msg = messages.get(item.messageId);
+    if (!msg || job.step >= msg.flow.length) {
+      continue;
+    }
+    const at = dueInstant(msg, now);
+    if (at.getTime() - now.getTime() > 1000) {
+      // Not yet inside its schedule or window (a job released late, or a fallback step at night).
+      await deps.db.query(
+        `UPDATE recipients SET due_at = $3 WHERE id = ANY($1) AND step = $2 AND state = 'queued'`,
+        [item.recipientIds, job.step, at],
+      );
+      if (job.messages.length === 1) {
+        laterOnly = at;
+      } else {
+        await deps.enqueueLater({ messageId: msg.id, step: job.step, recipientIds: item.recipientIds, lane: msg.lane, flow: msg.flow }, at);
+      }
+      continue;
+    }
+    const { channel, config: stepConfig } = stepChannel(msg.flow[job.step]!);
+    const ttlMinutes = stepConfig.ttl ?? defaultTtlMinutes(job.step, msg.flow.length);
+    due.push({ msg, recipientIds: item.recipientIds, channel, stepConfig, ttlMinutes });
+  }
+  if (laterOnly) {
+    return { delayUntil: laterOnly, handed: 0, rejected: 0 };
+  }
+  if (due.length === 0) {
     return { delayUntil: null, handed: 0, rejected: 0 };
   }
-  const due = dueInstant(msg, now);
-  if (due.getTime() - now.getTime() > 1000) {
-    await deps.db.query(
-      `UPDATE recipients SET due_at = $3 WHERE id = ANY($1) AND step = $2 AND state = 'queued'`,
-      [job.recipientIds, job.step, due],
-    );
-    return { delayUntil: due, handed: 0, rejected: 0 };
-  }
-
-  const { channel, config: stepConfig } = stepChannel(msg.flow[job.step]!);
-  const ttlMinutes = stepConfig.ttl ?? defaultTtlMinutes(job.step, msg.flow.length);
   const prices = await currentPrices(deps.db);
 
-  // Optimistic first: write everything as charged and take the credit in one conditional UPDATE at
-  // the very end, so the payer's balance row is locked only for that statement and the commit
-  // (jobs of one account would otherwise queue behind each other's whole transaction). When the
-  // balance cannot cover the whole batch, the transaction is rolled back and run again, allocating
-  // attempt by attempt under the lock until the credit runs out.
+  // Optimistic first: write everything as charged and take the credit in one conditional UPDATE per
+  // payer at the very end, so a balance row is locked only for that statement and the commit (jobs
+  // of one account would otherwise queue behind each other's whole transaction). When a balance
+  // cannot cover the batch, the transaction is rolled back and run again, allocating attempt by
+  // attempt under the lock until the credit runs out.
   let result: DispatchTxResult;
   try {
-    result = await runDispatchTx(deps, msg, job, channel, stepConfig, ttlMinutes, prices, now, 'optimistic');
+    result = await runDispatchTx(deps, due, job.step, prices, now, 'optimistic');
   } catch (err) {
     if (!(err instanceof BatchNotCovered)) {
       throw err;
     }
-    result = await runDispatchTx(deps, msg, job, channel, stepConfig, ttlMinutes, prices, now, 'allocate');
+    result = await runDispatchTx(deps, due, job.step, prices, now, 'allocate');
   }
 
-  await handOver(deps, msg, result.toHand, ttlMinutes);
+  await handOver(deps, result.toHand);
   await deps.enqueueNextSteps(result.nextSteps);
   return { delayUntil: null, handed: result.toHand.length, rejected: result.rejected };
 }
 
 class BatchNotCovered extends Error {}
 
+interface ToHand {
+  carrier: Carrier;
+  attempt: OutboundAttempt;
+  part: Part;
+}
+
 interface DispatchTxResult {
-  toHand: Array<{ carrier: Carrier; attempt: OutboundAttempt }>;
+  toHand: ToHand[];
   nextSteps: NextStep[];
   rejected: number;
 }
 
 async function runDispatchTx(
-  deps: EngineDeps, msg: MessageRow, job: DispatchJob, channel: Channel, stepConfig: ReturnType<typeof stepChannel>['config'],
-  ttlMinutes: number, prices: Awaited<ReturnType<typeof currentPrices>>, now: Date, mode: 'optimistic' | 'allocate',
+  deps: EngineDeps, parts: Part[], step: number, prices: Awaited<ReturnType<typeof currentPrices>>, now: Date,
+  mode: 'optimistic' | 'allocate',
 ): Promise<DispatchTxResult> {
   return withTx(deps.db, async (tx) => {
-    const { rows: recipients } = await tx.query<RecipientRow>(
-      `SELECT id, public_id, phone, state FROM recipients
+    const { rows: recipients } = await tx.query<RecipientRow & { message_id: string }>(
+      `SELECT id, public_id, phone, state, message_id FROM recipients
         WHERE id = ANY($1) AND step = $2 AND state IN ('queued', 'sending') ORDER BY id FOR UPDATE`,
-      [job.recipientIds, job.step],
+      [parts.flatMap((p) => p.recipientIds), step],
     );
+    const partOf = new Map(parts.map((p) => [p.msg.id, p]));
     const waiting = recipients.filter((r) => r.state === 'queued');
-    const inFlight = recipients.filter((r) => r.state === 'sending').map((r) => r.id);
-    const texts = deps.hooks.resolveTexts && waiting.length
-      ? await deps.hooks.resolveTexts(tx, msg.source, waiting.map((r) => r.id))
-      : null;
+    const inFlight = recipients.filter((r) => r.state === 'sending');
 
-    const planned = waiting.map((r) => planAttempt(deps, msg, job.step, channel, stepConfig, ttlMinutes, r, texts?.get(r.id), prices));
-    const debit = mode === 'optimistic' ? assignCharges(msg, planned) : await allocateCharges(tx, msg, planned);
+    const texts = new Map<number, string>();
+    if (deps.hooks.resolveTexts) {
+      for (const part of parts) {
+        const ids = waiting.filter((r) => r.message_id === part.msg.id).map((r) => r.id);
+        if (ids.length) {
+          const resolved = await deps.hooks.resolveTexts(tx, part.msg.source, ids);
+          resolved?.forEach((text, id) => texts.set(id, text));
+        }
+      }
+    }
+
+    const planned = waiting.map((r) => {
+      const part = partOf.get(r.message_id)!;
+      return { part, ...planAttempt(deps, part.msg, part.channel, part.stepConfig, part.ttlMinutes, r, texts.get(r.id), prices) };
+    });
+    const debits = mode === 'optimistic' ? assignCharges(planned) : await allocateCharges(tx, planned);
 
     const events: OutboxEvent[] = [];
     const nextSteps: NextStep[] = [];
-    const toHand: Array<{ carrier: Carrier; attempt: OutboundAttempt }> = [];
+    const toHand: ToHand[] = [];
     if (planned.length > 0) {
       const { rows: inserted } = await tx.query<{ id: number; recipient_id: number }>(
         `INSERT INTO attempts (recipient_id, step, channel, family, state, result_info, phone, sender, carrier, parts, encoding,
                                country, operator, price_czk, price_eur, charged, charged_currency, payer_kind, payer_id)
-         SELECT u.recipient_id, $1, $2, $3, u.state, u.result_info, u.phone, u.sender, u.carrier, u.parts, u.encoding,
+         SELECT u.recipient_id, $1, u.channel, u.family, u.state, u.result_info, u.phone, u.sender, u.carrier, u.parts, u.encoding,
                 u.country, 0, u.price_czk, u.price_eur, u.charged, u.charged_currency, u.payer_kind, u.payer_id
-           FROM unnest($4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::int[], $11::text[],
-                       $12::int[], $13::numeric[], $14::numeric[], $15::numeric[], $16::text[], $17::text[], $18::bigint[])
-             AS u(recipient_id, state, result_info, phone, sender, carrier, parts, encoding, country, price_czk, price_eur,
-                  charged, charged_currency, payer_kind, payer_id)
+           FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::int[],
+                       $11::text[], $12::int[], $13::numeric[], $14::numeric[], $15::numeric[], $16::text[], $17::text[], $18::bigint[])
+             AS u(recipient_id, channel, family, state, result_info, phone, sender, carrier, parts, encoding, country, price_czk,
+                  price_eur, charged, charged_currency, payer_kind, payer_id)
          RETURNING id, recipient_id`,
-        [job.step, channel, familyOf(channel),
+        [step,
           planned.map((p) => p.recipient.id),
+          planned.map((p) => p.channel),
+          planned.map((p) => familyOf(p.channel)),
           planned.map((p) => (p.reject ? 'rejected' : 'sending')),
           planned.map((p) => p.reject?.info ?? 'Sending'),
           planned.map((p) => p.recipient.phone ?? ''),
@@ -182,50 +233,52 @@ async function runDispatchTx(
           planned.map((p) => p.priceCzk),
           planned.map((p) => p.priceEur),
           planned.map((p) => (p.reject ? 0 : p.charge?.amount ?? 0)),
-          planned.map((p) => (p.reject ? null : msg.key_currency)),
+          planned.map((p) => (p.reject ? null : p.part.msg.key_currency)),
           planned.map((p) => (p.reject ? null : p.charge?.payerKind ?? null)),
           planned.map((p) => (p.reject ? null : p.charge?.payerId ?? null)),
         ],
       );
       const attemptIdOf = new Map(inserted.map((row) => [row.recipient_id, row.id]));
 
-      const callbackUrl = msg.callback ?? msg.default_callback_url;
       const upd = { id: [] as number[], state: [] as string[], step: [] as number[], due: [] as Array<Date | null>,
-        body: [] as string[], sender: [] as string[], parts: [] as number[] };
+        channel: [] as string[], body: [] as string[], sender: [] as string[], parts: [] as number[] };
       for (const p of planned) {
+        const { msg, stepConfig } = p.part;
         const attemptId = attemptIdOf.get(p.recipient.id)!;
         const state = p.reject ? 'rejected' : 'sending';
         events.push({
-          accountId: msg.account_id, keyId: msg.key_id, callbackUrl, recipientId: p.recipient.id, kind: 'sentMessage',
+          accountId: msg.account_id, keyId: msg.key_id, callbackUrl: msg.callback ?? msg.default_callback_url,
+          recipientId: p.recipient.id, kind: 'sentMessage',
           body: sentMessageEvent({
-            requestId: msg.request_id, publicId: p.recipient.public_id, channel, payload: msg.payload,
+            requestId: msg.request_id, publicId: p.recipient.public_id, channel: p.channel, payload: msg.payload,
             phone: p.recipient.phone ?? '', state, resultInfo: p.reject?.info ?? 'Sending', at: now.getTime(),
             sender: p.sender, country: p.country, operator: 0, priceCzk: p.priceCzk, priceEur: p.priceEur,
-            count: p.count, smsGateway: channel === 'sms' ? (stepConfig.gateway ?? 'high') : null,
+            count: p.count, smsGateway: p.channel === 'sms' ? (stepConfig.gateway ?? 'high') : null,
           }),
         });
-        const fallback = p.reject?.fallback === true && job.step + 1 < msg.flow.length;
+        const fallback = p.reject?.fallback === true && step + 1 < msg.flow.length;
         upd.id.push(p.recipient.id);
         upd.state.push(fallback ? 'queued' : state);
-        upd.step.push(fallback ? job.step + 1 : job.step);
+        upd.step.push(fallback ? step + 1 : step);
         upd.due.push(fallback ? now : null);
+        upd.channel.push(p.channel);
         upd.body.push(deps.hooks.maskText ? deps.hooks.maskText(msg.source, p.text) : p.text);
         upd.sender.push(p.sender);
         upd.parts.push(p.count);
         if (fallback) {
-          nextSteps.push({ messageId: msg.id, step: job.step + 1, recipientId: p.recipient.id, lane: msg.lane, flow: msg.flow });
+          nextSteps.push({ messageId: msg.id, step: step + 1, recipientId: p.recipient.id, lane: msg.lane, flow: msg.flow });
         } else if (!p.reject && p.carrier) {
-          toHand.push({ carrier: p.carrier, attempt: { ...p.attempt, attemptId } });
+          toHand.push({ carrier: p.carrier, attempt: { ...p.attempt, attemptId }, part: p.part });
         }
       }
       await tx.query(
         `UPDATE recipients r SET state = u.state, step = u.step, due_at = u.due_at,
-                flow_taken = CASE WHEN r.flow_taken = '' THEN $1 ELSE r.flow_taken || ',' || $1 END,
+                flow_taken = CASE WHEN r.flow_taken = '' THEN u.channel ELSE r.flow_taken || ',' || u.channel END,
                 body = u.body, sender = u.sender, parts = u.parts, updated_at = now()
-           FROM unnest($2::bigint[], $3::text[], $4::smallint[], $5::timestamptz[], $6::text[], $7::text[], $8::int[])
-             AS u(id, state, step, due_at, body, sender, parts)
-          WHERE r.id = u.id`,
-        [channel, upd.id, upd.state, upd.step, upd.due, upd.body, upd.sender, upd.parts],
+           FROM unnest($1::bigint[], $2::text[], $3::smallint[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::int[])
+             AS u(id, state, step, due_at, channel, body, sender, parts)
+          WHERE r.id = u.id AND r.id = ANY($1)`,
+        [upd.id, upd.state, upd.step, upd.due, upd.channel, upd.body, upd.sender, upd.parts],
       );
       await insertEvents(tx, events);
     }
@@ -234,23 +287,22 @@ async function runDispatchTx(
     if (inFlight.length > 0) {
       const { rows } = await tx.query<{ id: number; recipient_id: number }>(
         `SELECT id, recipient_id FROM attempts WHERE recipient_id = ANY($1) AND step = $2 AND state = 'sending' AND handed_at IS NULL`,
-        [inFlight, job.step],
+        [inFlight.map((r) => r.id), step],
       );
-      if (rows.length > 0) {
-        const again = recipients.filter((r) => rows.some((a) => a.recipient_id === r.id));
-        const againTexts = deps.hooks.resolveTexts ? await deps.hooks.resolveTexts(tx, msg.source, again.map((r) => r.id)) : null;
-        for (const row of rows) {
-          const r = again.find((x) => x.id === row.recipient_id)!;
-          const p = planAttempt(deps, msg, job.step, channel, stepConfig, ttlMinutes, r, againTexts?.get(r.id), prices);
-          if (p.carrier) {
-            toHand.push({ carrier: p.carrier, attempt: { ...p.attempt, attemptId: row.id } });
-          }
+      for (const row of rows) {
+        const r = inFlight.find((x) => x.id === row.recipient_id)!;
+        const part = partOf.get(r.message_id)!;
+        const resolved = deps.hooks.resolveTexts ? await deps.hooks.resolveTexts(tx, part.msg.source, [r.id]) : null;
+        const p = planAttempt(deps, part.msg, part.channel, part.stepConfig, part.ttlMinutes, r, resolved?.get(r.id), prices);
+        if (p.carrier) {
+          toHand.push({ carrier: p.carrier, attempt: { ...p.attempt, attemptId: row.id }, part });
         }
       }
     }
-    if (debit.total > 0) {
+
+    for (const debit of debits.filter((d) => d.total > 0)) {
       const taken = await (debit.payerKind === 'key'
-        ? tx.query(`UPDATE api_keys SET balance = balance - $2 WHERE id = $1 AND balance >= $2`, [debit.payerId, debit.total / UNITS])
+        ? tx.query('UPDATE api_keys SET balance = balance - $2 WHERE id = $1 AND balance >= $2', [debit.payerId, debit.total / UNITS])
         : tx.query(`UPDATE accounts SET ${debit.column} = ${debit.column} - $2 WHERE id = $1 AND ${debit.column} >= $2`,
           [debit.payerId, debit.total / UNITS]));
       if (!taken.rowCount) {
@@ -258,13 +310,13 @@ async function runDispatchTx(
       }
     }
     return { toHand, nextSteps, rejected: planned.filter((p) => p.reject).length };
-  });
+  }, { indexOnly: true });
 }
 
 type PlannedWithCharge = Planned & { charge?: { amount: number; payerKind: 'account' | 'key'; payerId: number } };
 
 function planAttempt(
-  deps: EngineDeps, msg: MessageRow, step: number, channel: Channel,
+  deps: EngineDeps, msg: MessageRow, channel: Channel,
   cfg: ReturnType<typeof stepChannel>['config'], ttlMinutes: number, r: RecipientRow,
   resolvedText: string | undefined, prices: Awaited<ReturnType<typeof currentPrices>>,
 ): PlannedWithCharge {
@@ -309,7 +361,6 @@ function planAttempt(
   if (!carrier || !price) {
     return { ...planned, reject: { info: '[303] No route', fallback: true } };
   }
-  void step;
   return planned;
 }
 
@@ -335,63 +386,99 @@ function payerOf(msg: MessageRow): Omit<Debit, 'total'> {
 
 const unitPrice = (msg: MessageRow, p: Planned) => Math.round((msg.key_currency === 'CZK' ? p.priceCzk : p.priceEur) * UNITS);
 
-/** Optimistic: every payable attempt is charged; the caller's conditional UPDATE checks the balance. */
-function assignCharges(msg: MessageRow, planned: PlannedWithCharge[]): Debit {
-  const payer = payerOf(msg);
-  let total = 0;
+type PlannedInPart = PlannedWithCharge & { part: Part };
+
+/** Optimistic: every payable attempt is charged; the caller's conditional UPDATEs check the balances. */
+function assignCharges(planned: PlannedInPart[]): Debit[] {
+  const debits = new Map<string, Debit>();
   for (const p of planned) {
-    if (!p.reject) {
-      const price = unitPrice(msg, p);
-      total += price;
-      p.charge = { amount: price / UNITS, payerKind: payer.payerKind, payerId: payer.payerId };
+    if (p.reject) {
+      continue;
     }
+    const payer = payerOf(p.part.msg);
+    const key = `${payer.payerKind}.${payer.payerId}.${payer.column}`;
+    const debit = debits.get(key) ?? { ...payer, total: 0 };
+    const price = unitPrice(p.part.msg, p);
+    debit.total += price;
+    debits.set(key, debit);
+    p.charge = { amount: price / UNITS, payerKind: payer.payerKind, payerId: payer.payerId };
   }
-  return { ...payer, total };
+  return [...debits.values()];
 }
 
 /**
- * Allocating: lock the payer's balance row, charge attempts in order while the balance lasts and
- * reject the rest `[307] Insufficient credit`; a balance never goes below zero.
+ * Allocating: lock each payer's balance row (in a fixed order), charge attempts in order while the
+ * balance lasts and reject the rest `[307] Insufficient credit`; a balance never goes below zero.
  */
-async function allocateCharges(tx: Tx, msg: MessageRow, planned: PlannedWithCharge[]): Promise<Debit> {
-  const payer = payerOf(msg);
-  const payable = planned.filter((p) => !p.reject);
-  if (payable.length === 0) {
-    return { ...payer, total: 0 };
-  }
-  const { rows } = payer.payerKind === 'key'
-    ? await tx.query<{ balance: number }>('SELECT balance FROM api_keys WHERE id = $1 FOR UPDATE', [payer.payerId])
-    : await tx.query<{ balance: number }>(`SELECT ${payer.column} AS balance FROM accounts WHERE id = $1 FOR UPDATE`, [payer.payerId]);
-  let available = Math.round((rows[0]?.balance ?? 0) * UNITS);
-  let total = 0;
-  for (const p of payable) {
-    const price = unitPrice(msg, p);
-    if (price > available) {
-      p.reject = { info: '[307] Insufficient credit', fallback: false };
+async function allocateCharges(tx: Tx, planned: PlannedInPart[]): Promise<Debit[]> {
+  const byPayer = new Map<string, { payer: Omit<Debit, 'total'>; list: PlannedInPart[] }>();
+  for (const p of planned) {
+    if (p.reject) {
       continue;
     }
-    available -= price;
-    total += price;
-    p.charge = { amount: price / UNITS, payerKind: payer.payerKind, payerId: payer.payerId };
+    const payer = payerOf(p.part.msg);
+    const key = `${payer.payerKind}.${payer.payerId}.${payer.column}`;
+    const entry = byPayer.get(key) ?? { payer, list: [] };
+    entry.list.push(p);
+    byPayer.set(key, entry);
   }
-  return { ...payer, total };
+  const debits: Debit[] = [];
+  for (const key of [...byPayer.keys()].sort()) {
+    const { payer, list } = byPayer.get(key)!;
+    const { rows } = payer.payerKind === 'key'
+      ? await tx.query<{ balance: number }>('SELECT balance FROM api_keys WHERE id = $1 FOR UPDATE', [payer.payerId])
+      : await tx.query<{ balance: number }>(`SELECT ${payer.column} AS balance FROM accounts WHERE id = $1 FOR UPDATE`, [payer.payerId]);
+    let available = Math.round((rows[0]?.balance ?? 0) * UNITS);
+    let total = 0;
+    for (const p of list) {
+      const price = unitPrice(p.part.msg, p);
+      if (price > available) {
+        p.reject = { info: '[307] Insufficient credit', fallback: false };
+        continue;
+      }
+      available -= price;
+      total += price;
+      p.charge = { amount: price / UNITS, payerKind: payer.payerKind, payerId: payer.payerId };
+    }
+    debits.push({ ...payer, total });
+  }
+  return debits;
 }
 
-/** Give attempts to their carriers, record the hand-over and start each attempt's ttl timer. */
-async function handOver(deps: EngineDeps, msg: MessageRow, toHand: Array<{ carrier: Carrier; attempt: OutboundAttempt }>, ttlMinutes: number): Promise<void> {
+/** Give attempts to their carriers, record the hand-over and start the ttl timers. */
+async function handOver(deps: EngineDeps, toHand: ToHand[]): Promise<void> {
   if (toHand.length === 0) {
     return;
   }
   const byCarrier = new Map<Carrier, OutboundAttempt[]>();
-  for (const { carrier, attempt } of toHand) {
+  for (const { carrier, attempt, part } of toHand) {
     const list = byCarrier.get(carrier) ?? [];
-    list.push(msg.lane < LANE_NUMBER.promotional ? { ...attempt, priority: true } : attempt);
+    list.push(part.msg.lane < LANE_NUMBER.promotional ? { ...attempt, priority: true } : attempt);
     byCarrier.set(carrier, list);
   }
   // A carrier that throws leaves its attempts unhanded: the job fails and its retry re-hands them.
   await Promise.all([...byCarrier.entries()].map(([carrier, attempts]) => carrier.send(attempts)));
-  const ids = toHand.map((t) => t.attempt.attemptId);
-  await deps.db.query('UPDATE attempts SET handed_at = now() WHERE id = ANY($1) AND handed_at IS NULL', [ids]);
-  await deps.hooks.afterHanded?.(msg.source, toHand.map((t) => t.attempt));
-  await deps.scheduleTtl(ids, ttlMinutes * 60_000);
+  await deps.db.query('UPDATE attempts SET handed_at = now() WHERE id = ANY($1) AND handed_at IS NULL', [toHand.map((t) => t.attempt.attemptId)]);
+  if (deps.hooks.afterHanded) {
+    const bySource = new Map<string, OutboundAttempt[]>();
+    for (const t of toHand) {
+      bySource.set(t.part.msg.source, [...(bySource.get(t.part.msg.source) ?? []), t.attempt]);
+    }
+    for (const [source, attempts] of bySource) {
+      await deps.hooks.afterHanded(source, attempts);
+    }
+  }
+  // A step's ttl timer only matters while its success condition can still be missed: an SMS whose
+  // carrier settles every attempt at hand-over (SMPP: the submit response arrived) needs none.
+  const byTtl = new Map<number, number[]>();
+  for (const t of toHand) {
+    if (t.part.channel === 'sms' && t.carrier.settlesOnSend) {
+      continue;
+    }
+    const ms = t.part.ttlMinutes * 60_000;
+    byTtl.set(ms, [...(byTtl.get(ms) ?? []), t.attempt.attemptId]);
+  }
+  for (const [ms, ids] of byTtl) {
+    await deps.scheduleTtl(ids, ms);
+  }
 }

@@ -45,6 +45,8 @@ export interface EngineDeps {
   carriers: CarrierRegistry;
   hooks: EngineHooks;
   enqueueNextSteps(steps: NextStep[]): Promise<void>;
+  /** A message of a combined job that may not run yet gets a delayed job of its own. */
+  enqueueLater(step: Omit<NextStep, 'recipientId'> & { recipientIds: number[] }, at: Date): Promise<void>;
   scheduleTtl(attemptIds: number[], delayMs: number): Promise<void>;
 }
 
@@ -68,9 +70,15 @@ export class Engine {
         await Promise.all(steps.map((s) => {
           const pool = poolOfChannel(stepChannel(s.flow[s.step]!).channel);
           const lane = LANE_OF_NUMBER[s.lane] ?? 'promotional';
-          return queues.dispatchQueue(pool, lane).add('dispatch', { messageId: s.messageId, step: s.step, recipientIds: [s.recipientId] },
+          return queues.dispatchQueue(pool, lane).add('dispatch', { step: s.step, messages: [{ messageId: s.messageId, recipientIds: [s.recipientId] }] },
             { ...DISPATCH_JOB_OPTIONS, jobId: dispatchJobId(s.messageId, s.step, s.recipientId) });
         }));
+      },
+      enqueueLater: async (s, at) => {
+        const pool = poolOfChannel(stepChannel(s.flow[s.step]!).channel);
+        const lane = LANE_OF_NUMBER[s.lane] ?? 'promotional';
+        await queues.dispatchQueue(pool, lane).add('dispatch', { step: s.step, messages: [{ messageId: s.messageId, recipientIds: s.recipientIds }] },
+          { ...DISPATCH_JOB_OPTIONS, jobId: dispatchJobId(s.messageId, s.step), delay: Math.max(0, at.getTime() - Date.now()) });
       },
       scheduleTtl: async (attemptIds, delayMs) => {
         const byQueue = new Map<number, number[]>();

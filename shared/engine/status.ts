@@ -173,7 +173,7 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
                 refunded = u.refunded, ttl_expired = u.ttl_expired, updated_at = now()
            FROM unnest($1::bigint[], $2::text[], $3::text[], $4::boolean[], $5::boolean[], $6::boolean[])
              AS u(id, state, result_info, reached_sent, refunded, ttl_expired)
-          WHERE a.id = u.id`,
+          WHERE a.id = u.id AND a.id = ANY($1)`,
         [list.map((a) => a.id), list.map((a) => attempts.get(a.id)!.state), list.map((a) => a.result_info),
           list.map((a) => attempts.get(a.id)!.reached_sent), list.map((a) => attempts.get(a.id)!.refunded),
           list.map((a) => attempts.get(a.id)!.ttl_expired)],
@@ -187,7 +187,7 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
                 ts_sent = COALESCE(r.ts_sent, u.ts_sent), ts_delivered = COALESCE(r.ts_delivered, u.ts_delivered), updated_at = now()
            FROM unnest($1::bigint[], $2::text[], $3::smallint[], $4::timestamptz[], $5::timestamptz[], $6::timestamptz[])
              AS u(id, state, step, due_at, ts_sent, ts_delivered)
-          WHERE r.id = u.id`,
+          WHERE r.id = u.id AND r.id = ANY($1)`,
         [ids, ups.map((u) => u.state), ups.map((u) => u.step), ups.map((u) => u.due), ups.map((u) => u.sent), ups.map((u) => u.delivered)],
       );
     }
@@ -197,7 +197,7 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
       await deps.hooks.onDelivered(tx, delivered, sources);
     }
     return { transitions: changed.size, events, nextSteps, delivered, sources };
-  });
+  }, { indexOnly: true });
   await deps.enqueueNextSteps(outcome.nextSteps);
   return { transitions: outcome.transitions, events: outcome.events.length };
 }
@@ -235,7 +235,7 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
     );
     const { rows: waiting } = await tx.query<{ carrier: string; ref: string; state: AttemptState; result_info: string; at: Date }>(
       `DELETE FROM pending_receipts p USING unnest($1::text[], $2::text[]) AS u(carrier, ref)
-        WHERE p.carrier = u.carrier AND p.ref = u.ref
+        WHERE p.carrier = u.carrier AND p.ref = u.ref AND p.carrier = ANY($1) AND p.ref = ANY($2)
         RETURNING p.carrier, p.ref, p.state, p.result_info, p.at`,
       [register.map((r) => r.carrier), register.map((r) => r.ref)],
     );
@@ -255,7 +255,7 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
   const { rows: known } = await tx.query<{ carrier: string; ref: string; attempt_id: number }>(
     `UPDATE carrier_refs c SET state = u.state
        FROM unnest($1::text[], $2::text[], $3::text[]) AS u(carrier, ref, state)
-      WHERE c.carrier = u.carrier AND c.ref = u.ref
+      WHERE c.carrier = u.carrier AND c.ref = u.ref AND c.carrier = ANY($1) AND c.ref = ANY($2)
       RETURNING c.carrier, c.ref, c.attempt_id`,
     [byRef.map((r) => r.carrier), byRef.map((r) => r.ref), byRef.map((r) => r.state)],
   );

@@ -11,7 +11,9 @@ import { withTx } from '../db/pool.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { ApiKeyRecord } from '../domain/keys.js';
-import { Queues, laneOfTag, LANE_NUMBER, dispatchJobId, DISPATCH_JOB_OPTIONS, type ChannelPool, type DispatchJob } from '../queues.js';
+import {
+  Queues, laneOfTag, LANE_NUMBER, dispatchJobId, callJobId, DISPATCH_JOB_OPTIONS, type ChannelPool, type DispatchJob,
+} from '../queues.js';
 import { messageSchema, messageSchemaWithRecipients, MAX_RECIPIENTS, stepMissingBody, unstorableText, effectiveFlow, stepChannel, type MessageInput, type Channel } from './message-schema.js';
 import { describeJoiError } from '../../api/middleware/validate.js';
 import { normalizePhone } from '../phone/normalize.js';
@@ -206,24 +208,33 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
     return ids;
   });
 
+  // Objects due now share one job per queue (one dispatch transaction for the whole call);
+  // scheduled ones get their own delayed job.
   const jobs = new Map<string, Array<{ name: string; data: DispatchJob; opts: typeof DISPATCH_JOB_OPTIONS }>>();
+  const dueNow = new Map<string, DispatchJob>();
   prepared.forEach((p, i) => {
     const entry = result.recipients[i]!;
     const live = entry.recipientIds.filter((_, j) => entry.phones[j] !== TEST_NUMBER);
     if (live.length === 0) {
       return;
     }
-    const pool = poolOfChannel(stepChannel(p.flow[0]!).channel);
-    const lane = laneOfTag(p.input.tag ?? 'promotional');
-    const queueName = `${pool}.${lane}`;
-    const delay = Math.max(0, p.dueAt.getTime() - now.getTime());
+    const queueName = `${poolOfChannel(stepChannel(p.flow[0]!).channel)}.${laneOfTag(p.input.tag ?? 'promotional')}`;
     const list = jobs.get(queueName) ?? [];
-    list.push({
-      name: 'dispatch',
-      data: { messageId: entry.messageId, step: 0, recipientIds: live },
-      opts: { ...DISPATCH_JOB_OPTIONS, jobId: dispatchJobId(entry.messageId, 0), delay },
-    });
     jobs.set(queueName, list);
+    const item = { messageId: entry.messageId, recipientIds: live };
+    const delay = Math.max(0, p.dueAt.getTime() - now.getTime());
+    if (delay > 0) {
+      list.push({ name: 'dispatch', data: { step: 0, messages: [item] }, opts: { ...DISPATCH_JOB_OPTIONS, jobId: dispatchJobId(entry.messageId, 0), delay } });
+      return;
+    }
+    const combined = dueNow.get(queueName);
+    if (combined) {
+      combined.messages.push(item);
+      return;
+    }
+    const data: DispatchJob = { step: 0, messages: [item] };
+    dueNow.set(queueName, data);
+    list.push({ name: 'dispatch', data, opts: { ...DISPATCH_JOB_OPTIONS, jobId: callJobId(entry.messageId) } });
   });
   try {
     await Promise.all([...jobs.entries()].map(([name, list]) => deps.queues.dispatch.get(name)!.addBulk(list)));

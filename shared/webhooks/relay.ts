@@ -80,11 +80,11 @@ export async function relayOnce(db: Db, queues: Queues, opts: RelayOptions, now 
     await tx.query(
       `UPDATE events e SET batch_id = b.id
          FROM (SELECT id, unnest(event_ids) AS event_id FROM webhook_batches WHERE id = ANY($1)) b
-        WHERE e.id = b.event_id`,
-      [inserted.map((r) => r.id)],
+        WHERE e.id = b.event_id AND e.id = ANY($2)`,
+      [inserted.map((r) => r.id), batches.flatMap((b) => b.ids)],
     );
     return inserted;
-  });
+  }, { indexOnly: true });
   await enqueueBatches(queues, created, opts.retries);
   return created.length;
 }

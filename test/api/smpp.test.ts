@@ -214,10 +214,14 @@ describe('SMS over SMPP', () => {
     const phones = Array.from({ length: 10 }, (_, i) => `42077766${String(i).padStart(2, '0')}03`); // 03: no SMSC receipt
     const ids = await send(phones, 'P'.repeat(400));
     for (const id of ids) await waitResult(id, 'sent');
-    const refs = await svc.sql<{ ref: string; carrier: string }>(
-      `SELECT c.ref, c.carrier FROM carrier_refs c JOIN attempts a ON a.id = c.attempt_id JOIN recipients r ON r.id = a.recipient_id
-        WHERE r.public_id = ANY($1)`, [ids],
-    );
+    // `sent` comes with the first part's submit response; the other parts' refs follow in later status batches.
+    const refs = await waitFor(async () => {
+      const rows = await svc.sql<{ ref: string; carrier: string }>(
+        `SELECT c.ref, c.carrier FROM carrier_refs c JOIN attempts a ON a.id = c.attempt_id JOIN recipients r ON r.id = a.recipient_id
+          WHERE r.public_id = ANY($1)`, [ids],
+      );
+      return rows.length === 30 ? rows : null;
+    }, 5_000, 'all 30 part refs registered');
     assert.equal(refs.length, 30);
     const deps = svc.runtime.engine.deps;
     await Promise.all(refs.map((c) => applyReports(deps, [{ carrier: c.carrier, ref: c.ref, state: 'delivered', resultInfo: '[0] Delivered', at: Date.now() }])));

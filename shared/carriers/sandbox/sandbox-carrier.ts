@@ -34,6 +34,7 @@ export class SandboxCarrier implements Carrier {
            AS u(attempt_id, public_id, gateway, sender, phone, body, parts, encoding)
          JOIN attempts a ON a.id = u.attempt_id
          JOIN recipients r ON r.id = a.recipient_id
+        WHERE a.id = ANY($1)
        ON CONFLICT (attempt_id) DO NOTHING`,
       [attempts.map((a) => a.attemptId), attempts.map((a) => a.recipientPublicId), attempts.map((a) => a.channel),
         attempts.map((a) => a.sender), attempts.map((a) => a.to), attempts.map((a) => a.text),

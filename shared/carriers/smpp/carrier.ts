@@ -206,6 +206,8 @@ function localRejectInfo(err: Error): string {
 
 export class SmppCarrier implements Carrier {
   readonly name: string;
+  /** `send` resolves after every attempt's submit responses (or its failure) were reported. */
+  readonly settlesOnSend = true;
   readonly connection: string;
   /** Carrier name receipts are reported under (`smpp.<refNamespace>`). */
   readonly refCarrier: string;
