@@ -1,0 +1,213 @@
+/** Command line of `npm run bench` (scripts/bench/run.ts). */
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+
+export const SCENARIOS = ['accept', 'e2e-smpp', 'priority-under-load', 'webhooks', 'verify'] as const;
+export type ScenarioName = (typeof SCENARIOS)[number];
+
+export interface Options {
+  quick: boolean;
+  scenarios: ScenarioName[];
+  /** e2e-smpp: recipients through the whole pipeline. */
+  recipients: number;
+  /** accept: at most this many recipients, for at most `acceptSeconds` (after warm-up). */
+  acceptRecipients: number;
+  acceptSeconds: number;
+  /** accept: `web` (the API alone, default) or `all` (workers digest the load meanwhile). */
+  acceptRole: 'web' | 'all';
+  /** HTTP requests in flight (keep-alive connections) for accept and e2e. */
+  concurrency: number;
+  /** priority-under-load: priority messages, one every `priorityIntervalMs`. */
+  priority: number;
+  priorityIntervalMs: number;
+  /** webhooks: events per phase, receivers of the second phase, delay of the slow one. */
+  webhookEvents: number;
+  receivers: number;
+  slowMs: number;
+  verifyStarts: number;
+  verifySeconds: number;
+  /** `auto`: SMPP when shared/carriers/smpp/carrier.ts exists, else the sandbox carrier. */
+  carrier: 'auto' | 'smpp' | 'sandbox';
+  /** Query of SMPP_URL (window, tps, …). */
+  smppParams: string;
+  receiptDelayMs: number;
+  cpuProf: boolean;
+  /** Sample pg_stat_activity while measuring (on with --cpu-prof). */
+  pgActivity: boolean;
+  ownRedis: boolean;
+  /** `all`: one `switchboard all` process; `split`: `web` + `worker` processes. */
+  processes: 'all' | 'split';
+  /** Extra service environment (KEY=VALUE), e.g. SMS_CONCURRENCY=16. */
+  env: Record<string, string>;
+  /** SQL run on each fresh database after the service migrated it (to measure a schema idea). */
+  setupSql: string[];
+  build: boolean;
+  keep: boolean;
+  out: string | null;
+  pgUrl: string;
+  redisUrl: string;
+  /** Upper bound of the whole run. */
+  maxMinutes: number;
+  /** Before each scenario wait up to this many seconds for the machine to be quiet (< 0.3 cores busy). */
+  waitQuietS: number;
+}
+
+const USAGE = `usage: node --import tsx scripts/bench/run.ts [options]
+  --quick                  ~20 s smoke run (small counts)
+  --scenario NAME          accept | e2e-smpp | priority-under-load | webhooks | verify (repeat or comma-separate; default all)
+  --recipients N           e2e-smpp recipients (default 100000; quick 1000)
+  --accept-recipients N    accept: stop after N recipients (default 300000; quick 20000)
+  --accept-seconds S       accept: stop after S seconds (default 20; quick 2)
+  --accept-role web|all    accept against the API process alone (default) or the all-in-one process
+  --concurrency N          HTTP requests in flight (default 16)
+  --priority N             priority messages during the backlog (default 200; quick 20)
+  --webhook-events N       events per webhooks phase (default 50000; quick 2000)
+  --receivers N            receivers of the second webhooks phase, one slow (default 50)
+  --verify-starts N        validations to start (default 5000; quick 200)
+  --carrier auto|smpp|sandbox   carrier of e2e-smpp/priority-under-load (default auto)
+  --smpp-params Q          query of SMPP_URL (default "window=50")
+  --receipt-delay MS       simulator receipt delay (default 50)
+  --processes all|split    one "switchboard all" process (default) or "web" + "worker"
+  --env KEY=VALUE          extra service environment (repeatable)
+  --setup-sql SQL          run SQL on each fresh database once the service migrated it (repeatable),
+                           e.g. --setup-sql "CREATE INDEX ON carrier_refs (attempt_id)" to measure an idea
+  --cpu-prof               run the service under node --cpu-prof and summarise the profiles (implies --pg-activity)
+  --pg-activity            sample pg_stat_activity every 20 ms: which statements and waits the database spends its time on
+  --own-redis              start a private redis-server instead of using REDIS_URL with a fresh prefix
+  --no-build               do not run "npm run build" first (use the existing dist/)
+  --keep                   keep the benchmark databases (for inspection)
+  --out FILE               also write every result as JSON to FILE
+  --max-minutes M          abort the run after M minutes (default 28)
+  --wait-quiet S           before each scenario wait up to S s for other load on the machine to stop (default 0)
+Environment: BENCH_DATABASE_URL (admin connection, default postgres://root@127.0.0.1:5432/postgres),
+             BENCH_REDIS_URL (default redis://127.0.0.1:6379).`;
+
+function positiveInt(name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) {
+    return fallback;
+  }
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) {
+    throw new Error(`--${name} must be a positive integer (got "${value}")`);
+  }
+  return n;
+}
+
+function oneOf<T extends string>(name: string, value: string | undefined, allowed: readonly T[], fallback: T): T {
+  if (value === undefined) {
+    return fallback;
+  }
+  if (!allowed.includes(value as T)) {
+    throw new Error(`--${name} must be one of ${allowed.join(', ')} (got "${value}")`);
+  }
+  return value as T;
+}
+
+export function parseOptions(argv: string[]): Options {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      quick: { type: 'boolean', default: false },
+      scenario: { type: 'string', multiple: true },
+      recipients: { type: 'string' },
+      'accept-recipients': { type: 'string' },
+      'accept-seconds': { type: 'string' },
+      'accept-role': { type: 'string' },
+      concurrency: { type: 'string' },
+      priority: { type: 'string' },
+      'priority-interval': { type: 'string' },
+      'webhook-events': { type: 'string' },
+      receivers: { type: 'string' },
+      'slow-ms': { type: 'string' },
+      'verify-starts': { type: 'string' },
+      'verify-seconds': { type: 'string' },
+      carrier: { type: 'string' },
+      'smpp-params': { type: 'string' },
+      'receipt-delay': { type: 'string' },
+      'cpu-prof': { type: 'boolean', default: false },
+      'pg-activity': { type: 'boolean', default: false },
+      'own-redis': { type: 'boolean', default: false },
+      processes: { type: 'string' },
+      env: { type: 'string', multiple: true },
+      'setup-sql': { type: 'string', multiple: true },
+      'no-build': { type: 'boolean', default: false },
+      keep: { type: 'boolean', default: false },
+      out: { type: 'string' },
+      'max-minutes': { type: 'string' },
+      'wait-quiet': { type: 'string' },
+      help: { type: 'boolean', default: false },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    process.exit(0);
+  }
+  const quick = values.quick === true;
+  const scenarios = (values.scenario ?? []).flatMap((s) => s.split(',')).map((s) => s.trim()).filter(Boolean);
+  for (const s of scenarios) {
+    if (!SCENARIOS.includes(s as ScenarioName)) {
+      throw new Error(`unknown scenario "${s}" (known: ${SCENARIOS.join(', ')})`);
+    }
+  }
+  const env: Record<string, string> = {};
+  for (const pair of values.env ?? []) {
+    const eq = pair.indexOf('=');
+    if (eq < 1) {
+      throw new Error(`--env wants KEY=VALUE (got "${pair}")`);
+    }
+    env[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  const recipients = positiveInt('recipients', values.recipients, quick ? 1000 : 100_000);
+  if (recipients > 1_000_000) {
+    throw new Error('--recipients is bounded to 1,000,000');
+  }
+  const receiptDelay = values['receipt-delay'] === undefined ? 50 : Number(values['receipt-delay']);
+  if (!Number.isInteger(receiptDelay) || receiptDelay < 0) {
+    throw new Error('--receipt-delay must be an integer >= 0');
+  }
+  return {
+    quick,
+    scenarios: scenarios.length ? [...new Set(scenarios as ScenarioName[])] : [...SCENARIOS],
+    recipients,
+    acceptRecipients: positiveInt('accept-recipients', values['accept-recipients'], quick ? 20_000 : 300_000),
+    acceptSeconds: positiveInt('accept-seconds', values['accept-seconds'], quick ? 2 : 20),
+    acceptRole: oneOf('accept-role', values['accept-role'], ['web', 'all'] as const, 'web'),
+    concurrency: positiveInt('concurrency', values.concurrency, 16),
+    priority: Math.min(10_000, positiveInt('priority', values.priority, quick ? 20 : 200)),
+    priorityIntervalMs: positiveInt('priority-interval', values['priority-interval'], quick ? 25 : 50),
+    webhookEvents: Math.min(1_000_000, positiveInt('webhook-events', values['webhook-events'], quick ? 2000 : 50_000)),
+    receivers: Math.min(200, Math.max(2, positiveInt('receivers', values.receivers, 50))),
+    slowMs: positiveInt('slow-ms', values['slow-ms'], 1000),
+    verifyStarts: Math.min(1_000_000, positiveInt('verify-starts', values['verify-starts'], quick ? 200 : 5000)),
+    verifySeconds: positiveInt('verify-seconds', values['verify-seconds'], quick ? 2 : 15),
+    carrier: oneOf('carrier', values.carrier, ['auto', 'smpp', 'sandbox'] as const, 'auto'),
+    smppParams: values['smpp-params'] ?? 'window=50',
+    receiptDelayMs: receiptDelay,
+    cpuProf: values['cpu-prof'] === true,
+    pgActivity: values['pg-activity'] === true || values['cpu-prof'] === true,
+    ownRedis: values['own-redis'] === true,
+    processes: oneOf('processes', values.processes, ['all', 'split'] as const, 'all'),
+    env,
+    setupSql: values['setup-sql'] ?? [],
+    build: values['no-build'] !== true,
+    keep: values.keep === true,
+    out: values.out ? path.resolve(values.out) : null,
+    pgUrl: process.env.BENCH_DATABASE_URL ?? 'postgres://root@127.0.0.1:5432/postgres',
+    redisUrl: process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379',
+    maxMinutes: positiveInt('max-minutes', values['max-minutes'], 28),
+    waitQuietS: values['wait-quiet'] === undefined ? 0 : positiveInt('wait-quiet', values['wait-quiet'], 0),
+  };
+}
+
+/** Which carrier e2e-smpp uses: SMPP once the SMPP carrier exists in the sources. */
+export function resolveCarrier(opts: Options, root: string): 'smpp' | 'sandbox' {
+  if (opts.carrier !== 'auto') {
+    return opts.carrier;
+  }
+  return existsSync(path.join(root, 'shared/carriers/smpp/carrier.ts')) ? 'smpp' : 'sandbox';
+}
+
+export { USAGE };

@@ -1,0 +1,264 @@
+/**
+ * Child processes of the benchmark and what /proc says about them. Every process the harness
+ * starts is registered here and stopped by `stopAll()` (also on Ctrl-C and on errors); nothing
+ * else is ever signalled. Loopback only: children listen on 127.0.0.1.
+ */
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { createWriteStream, readFileSync, readdirSync, type WriteStream } from 'node:fs';
+import { createInterface } from 'node:readline';
+
+export interface Child {
+  name: string;
+  proc: ChildProcess;
+  pid: number;
+  /** Resolves with the exit code (or signal name) once the process is gone. */
+  exited: Promise<string>;
+  alive(): boolean;
+  /** Lines of output seen so far that parse as JSON with pino level >= 50 (error, fatal). */
+  errorLines: string[];
+  /** The last lines of output (stdout and stderr), for failure messages. */
+  tail(): string;
+}
+
+const children = new Set<Child>();
+
+export interface SpawnOptions {
+  name: string;
+  /** Executable; default this node binary. */
+  command?: string;
+  args: string[];
+  env: Record<string, string>;
+  cwd: string;
+  logFile: string;
+  /** Called with every output line; return a value to resolve `ready`. */
+  ready?: (line: string) => unknown;
+  readyTimeoutMs?: number;
+}
+
+/** Starts `node <args>` (or `command`) and waits until `ready` recognises a line (or the process dies / times out). */
+export async function spawnChild<T = unknown>(opts: SpawnOptions): Promise<{ child: Child; ready: T }> {
+  const log: WriteStream = createWriteStream(opts.logFile, { flags: 'a' });
+  const proc = spawn(opts.command ?? process.execPath, opts.args, { cwd: opts.cwd, env: opts.env, stdio: ['pipe', 'pipe', 'pipe'] });
+  proc.on('error', (err) => log.write(`spawn error: ${err.message}\n`));
+  if (proc.pid === undefined) {
+    throw new Error(`${opts.name}: could not start ${opts.command ?? 'node'} ${opts.args.join(' ')}`);
+  }
+  const lines: string[] = [];
+  const errorLines: string[] = [];
+  let resolveReady: ((value: T) => void) | null = null;
+  const readyPromise = new Promise<T>((resolve) => {
+    resolveReady = resolve;
+  });
+  const onLine = (line: string): void => {
+    log.write(`${line}\n`);
+    lines.push(line);
+    if (lines.length > 40) {
+      lines.shift();
+    }
+    if (line.startsWith('{') && /"level":(5\d|60)/.test(line)) {
+      if (errorLines.length < 200) {
+        errorLines.push(line);
+      }
+    }
+    if (resolveReady && opts.ready) {
+      const value = opts.ready(line);
+      if (value !== undefined && value !== null && value !== false) {
+        const r = resolveReady;
+        resolveReady = null;
+        r(value as T);
+      }
+    }
+  };
+  createInterface({ input: proc.stdout! }).on('line', onLine);
+  createInterface({ input: proc.stderr! }).on('line', onLine);
+  const exited = new Promise<string>((resolve) => {
+    proc.once('exit', (code, signal) => {
+      resolve(signal ?? String(code));
+    });
+  });
+  let gone = false;
+  void exited.then(() => {
+    gone = true;
+    log.end();
+  });
+  const child: Child = {
+    name: opts.name,
+    proc,
+    pid: proc.pid,
+    exited,
+    alive: () => !gone,
+    errorLines,
+    tail: () => lines.slice(-15).join('\n'),
+  };
+  children.add(child);
+  void exited.then(() => children.delete(child));
+  const timeoutMs = opts.readyTimeoutMs ?? 30_000;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const ready = await Promise.race([
+      readyPromise,
+      exited.then((how) => {
+        throw new Error(`${opts.name} exited (${how}) before it was ready:\n${child.tail()}`);
+      }),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${opts.name} not ready within ${timeoutMs} ms:\n${child.tail()}`)), timeoutMs);
+      }),
+    ]);
+    return { child, ready };
+  } catch (err) {
+    await stopChild(child);
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** SIGTERM, then SIGKILL after `graceMs`. Resolves when the process is gone. */
+export async function stopChild(child: Child, graceMs = 35_000): Promise<string> {
+  if (!child.alive()) {
+    return child.exited;
+  }
+  child.proc.kill('SIGTERM');
+  const timer = setTimeout(() => {
+    if (child.alive()) {
+      child.proc.kill('SIGKILL');
+    }
+  }, graceMs);
+  try {
+    return await child.exited;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export async function stopAll(graceMs = 35_000): Promise<void> {
+  await Promise.all([...children].map((c) => stopChild(c, graceMs)));
+}
+
+export function liveChildren(): Child[] {
+  return [...children];
+}
+
+// ---------------------------------------------------------------------------------------------
+// /proc
+// ---------------------------------------------------------------------------------------------
+
+let clockTicks: number | null = null;
+
+/** USER_HZ (clock ticks per second of /proc/<pid>/stat). */
+export function ticksPerSecond(): number {
+  if (clockTicks === null) {
+    try {
+      clockTicks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+    } catch {
+      clockTicks = 100;
+    }
+  }
+  return clockTicks;
+}
+
+/** utime + stime of a process (all its threads) in seconds, or null when it is gone. */
+export function processCpuSeconds(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) may contain spaces: fields after the last ')' are fixed.
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // rest[0] is field 3 (state); utime is field 14, stime field 15.
+    const utime = Number(rest[11]);
+    const stime = Number(rest[12]);
+    return (utime + stime) / ticksPerSecond();
+  } catch {
+    return null;
+  }
+}
+
+/** Resident set size in bytes, or null when the process is gone. */
+export function processRssBytes(pid: number): number | null {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const m = /VmRSS:\s+(\d+)\s+kB/.exec(status);
+    return m ? Number(m[1]) * 1024 : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Read and write system calls of a process so far (/proc/<pid>/io), or null. */
+export function processSyscalls(pid: number): { r: number; w: number } | null {
+  try {
+    const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+    const r = /syscr:\s+(\d+)/.exec(io);
+    const w = /syscw:\s+(\d+)/.exec(io);
+    return r && w ? { r: Number(r[1]), w: Number(w[1]) } : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Busy and total CPU seconds of the whole machine (all cores) from /proc/stat. */
+export function machineCpuSeconds(): { busy: number; total: number } {
+  const line = readFileSync('/proc/stat', 'utf8').split('\n')[0]!;
+  const f = line.trim().split(/\s+/).slice(1).map(Number);
+  const total = f.slice(0, 8).reduce((a, b) => a + b, 0);
+  const idle = (f[3] ?? 0) + (f[4] ?? 0);
+  return { busy: (total - idle) / ticksPerSecond(), total: total / ticksPerSecond() };
+}
+
+export type PgKind = 'bench' | 'shared' | 'other';
+
+/**
+ * Every postgres process with its cumulative CPU, classified: `bench` = a backend (or autovacuum
+ * worker) of one of `databases`; `shared` = the postmaster and the cluster's auxiliary processes
+ * (checkpointer, WAL writer, background writer, launchers), which work for every database;
+ * `other` = backends of other databases (other users of the machine: a noise indicator).
+ */
+export function postgresProcesses(databases: Set<string>): Array<{ pid: number; kind: PgKind; cpu: number; w: number }> {
+  const found: Array<{ pid: number; cmdline: string; cpu: number }> = [];
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) {
+      continue;
+    }
+    const pid = Number(entry);
+    let cmdline: string;
+    try {
+      const comm = readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+      if (!comm.startsWith('postgres')) {
+        continue;
+      }
+      cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
+    } catch {
+      continue;
+    }
+    const cpu = processCpuSeconds(pid);
+    if (cpu !== null) {
+      found.push({ pid, cmdline, cpu });
+    }
+  }
+  const kindOf = new Map<number, PgKind>();
+  const classify = (cmdline: string): PgKind => {
+    if (cmdline.split(/\s+/).some((w) => databases.has(w))) {
+      return 'bench';
+    }
+    if (!cmdline.startsWith('postgres:') || /: (checkpointer|background writer|walwriter|autovacuum launcher|logical replication launcher|stats collector|archiver|autovacuum worker|walsender|startup)\b/.test(cmdline)) {
+      return 'shared';
+    }
+    return 'other';
+  };
+  for (const p of found) {
+    if (!/parallel worker for PID/.test(p.cmdline)) {
+      kindOf.set(p.pid, classify(p.cmdline));
+    }
+  }
+  return found.map((p) => {
+    // A parallel worker works for its leader's database.
+    const leader = /parallel worker for PID (\d+)/.exec(p.cmdline);
+    const kind = leader ? (kindOf.get(Number(leader[1])) ?? 'other') : kindOf.get(p.pid)!;
+    return { pid: p.pid, kind, cpu: p.cpu, w: processSyscalls(p.pid)?.w ?? 0 };
+  });
+}

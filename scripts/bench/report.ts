@@ -1,0 +1,60 @@
+/** The short table printed at the end of a run (Markdown, so it can go into docs/benchmarks.md as is). */
+import type { ScenarioResult } from './scenarios.js';
+
+type Any = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- results are plain JSON
+
+const num = (x: unknown) => (typeof x === 'number' ? x.toLocaleString('en-US') : '-');
+const lat = (p: Any | undefined) => (p && p.n ? `${p.p50} / ${p.p99}` : '-');
+const cost = (c: Any | undefined) => (c ? `${num(c.service)} + ${num(c.postgres)} + ${num(c.redis)} = **${num(c.total)}**` : '-');
+const rss = (list: Any[] | undefined, name = 'service') => {
+  const s = list?.find((x) => x.name === name) ?? list?.find((x) => String(x.name).startsWith('service'));
+  return s ? `${s.firstQuarterMiB} → ${s.lastQuarterMiB} MiB (×${s.ratio})` : '-';
+};
+
+function row(r: ScenarioResult): string[] {
+  const x = r as Any;
+  const noise = typeof x.cpu?.cores?.otherOnMachine === 'number' ? String(x.cpu.cores.otherOnMachine) : '-';
+  return [...cells(r, x), noise];
+}
+
+function cells(r: ScenarioResult, x: Any): string[] {
+  const check = r.skipped ? 'skipped' : r.ok ? 'ok' : `**FAILED**${r.notes.length ? `: ${String(r.notes[0]).split('\n')[0]!.slice(0, 120)}` : ''}`;
+  switch (r.scenario) {
+    case 'accept':
+      return ['accept', `**${num(x.recipientsPerS)} recipients/s** (${num(x.requestsPerS)} requests/s, ${x.concurrency} in flight, ${x.role} process)`,
+        lat(x.latencyMs), cost(x.cpuUsPerRecipient), rss(x.rss), check];
+    case 'e2e-smpp':
+      return [`e2e-smpp (${x.carrier})`,
+        `${num(x.recipients)} recipients, last event after ${x.secondsUntil?.lastEvent} s: **${num(x.recipientsPerSEndToEnd)} recipients/s end to end**; ` +
+        `accepted ${num(x.acceptedPerS)}/s, submits ${num(x.submitsPerS)}/s, receipts applied ${num(x.receiptsAppliedPerS)}/s, ` +
+        `webhook events ${num(x.webhookEventsPerS)}/s (${x.check?.ok}/${x.check?.recipients} recipients exactly right)`,
+        `accept ${lat(x.acceptLatencyMs)}`, cost(x.cpuUsPerRecipient), rss(x.rss), check];
+    case 'priority-under-load':
+      return [`priority-under-load (${x.carrier})`, `${x.matched}/${x.messages} priority messages, accept → ${x.carrier === 'smpp' ? 'submit_sm' : 'hand-over'}`,
+        lat(x.acceptToSubmitMs), '-', '-', check];
+    case 'webhooks':
+      return [`webhooks, ${x.phase}`, `**${num(x.eventsPerS)} events/s** (${num(x.events)} events, ${x.eventsPerPost} per POST` +
+        `${x.fastReceivers ? `; fast receivers done after ${x.fastReceivers.seconds} s, slow one after ${x.slowReceiver?.seconds} s` : ''})`,
+        '-', cost(x.cpuUsPerEvent), '-', check];
+    case 'verify':
+      return r.skipped ? ['verify', '-', '-', '-', '-', check]
+        : ['verify (sandbox)', `**${num(x.startsPerS)} starts/s** (${num(x.started)} started, ${x.concurrency} in flight)`, lat(x.latencyMs),
+          cost(x.cpuUsPerStart), rss(x.rss), check];
+    default:
+      return [r.scenario, '-', '-', '-', '-', check];
+  }
+}
+
+export function formatTable(results: ScenarioResult[], env: Record<string, unknown>): string {
+  const head = ['scenario', 'throughput', 'latency p50 / p99 ms', 'CPU µs per unit: service + postgres + redis = total',
+    'service RSS 1st → last quarter', 'check', 'other load (cores)'];
+  const rows = results.map(row);
+  const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
+  return [
+    `${String(env.nproc)} cores, ${String(env.memoryGiB)} GiB; node ${String(env.node)}, postgres ${String(env.postgres)}, redis ${String(env.redis)}; ${String(env.command)}`,
+    '',
+    line(head),
+    line(head.map(() => '---')),
+    ...rows.map(line),
+  ].join('\n');
+}

@@ -1,0 +1,249 @@
+/**
+ * `npm run bench`: a reproducible benchmark of the whole service on one machine (issue 9).
+ *
+ *   node --import tsx scripts/bench/run.ts [--quick] [--scenario name] [--recipients 100000] [--cpu-prof] …
+ *
+ * Builds (`npm run build`), then per scenario starts the compiled service
+ * (`node dist/bin/switchboard.js all`, NODE_ENV=production) against a fresh database and Redis
+ * prefix, the SMSC simulator and local webhook receivers, measures, and stops everything it
+ * started (also on Ctrl-C and on errors). Prints one JSON object per scenario on stdout (one line
+ * each) and a table at the end; progress goes to stderr. `--help` lists the options.
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { Redis } from 'ioredis';
+import { parseOptions, resolveCarrier, type Options } from './options.js';
+import { machineCpuSeconds, stopAll, stopChild, type Child } from './procs.js';
+import { startOwnRedis, type Ctx } from './stack.js';
+import { Meter } from './meter.js';
+import { acceptScenario, e2eScenario, verifyScenario, webhooksScenario, type ScenarioResult } from './scenarios.js';
+import { formatTable } from './report.js';
+
+function repoRoot(): string {
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(path.join(dir, 'package.json'))) {
+    const up = path.dirname(dir);
+    if (up === dir) {
+      throw new Error('cannot find the repository root (package.json)');
+    }
+    dir = up;
+  }
+  return dir;
+}
+
+const log = (message: string) => process.stderr.write(`[bench] ${message}\n`);
+
+// Cleanups run last-registered first, once.
+const cleanups: Array<() => Promise<void>> = [];
+function onCleanup(fn: () => Promise<void>): () => void {
+  cleanups.push(fn);
+  return () => {
+    const i = cleanups.lastIndexOf(fn);
+    if (i >= 0) {
+      cleanups.splice(i, 1);
+    }
+  };
+}
+let cleaning: Promise<void> | null = null;
+function cleanupAll(): Promise<void> {
+  cleaning ??= (async () => {
+    while (cleanups.length > 0) {
+      const fn = cleanups.pop()!;
+      await fn().catch((err: unknown) => log(`cleanup failed: ${(err as Error).message}`));
+    }
+    await stopAll(5000);
+  })();
+  return cleaning;
+}
+
+function build(root: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+    const child = spawn(npm, ['run', '--silent', 'build'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: process.env });
+    child.stdout.on('data', (d: Buffer) => process.stderr.write(d));
+    child.stderr.on('data', (d: Buffer) => process.stderr.write(d));
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`npm run build failed (exit ${code})`))));
+  });
+}
+
+async function environment(opts: Options, redis: Redis, root: string): Promise<Record<string, unknown>> {
+  const c = new pg.Client({ connectionString: opts.pgUrl });
+  await c.connect();
+  const { rows } = await c.query<{ server_version: string }>('SHOW server_version');
+  const { rows: settings } = await c.query<{ name: string; setting: string }>(
+    `SELECT name, setting FROM pg_settings WHERE name IN ('shared_buffers', 'synchronous_commit', 'fsync', 'wal_level', 'max_connections')`);
+  await c.end();
+  const info = await redis.info('server');
+  const persistence = await redis.info('persistence');
+  return {
+    nproc: os.availableParallelism(),
+    cpuModel: os.cpus()[0]?.model ?? 'unknown',
+    memoryGiB: Math.round((os.totalmem() / 1024 ** 3) * 10) / 10,
+    node: process.version,
+    postgres: rows[0]?.server_version ?? 'unknown',
+    postgresSettings: Object.fromEntries(settings.map((s) => [s.name, s.setting])),
+    redis: /redis_version:(\S+)/.exec(info)?.[1] ?? 'unknown',
+    redisAof: /aof_enabled:(\d)/.exec(persistence)?.[1] === '1',
+    redisShared: !opts.ownRedis,
+    carrier: resolveCarrier(opts, root),
+    smppParams: opts.smppParams,
+    processes: opts.processes,
+    serviceEnv: opts.env,
+    setupSql: opts.setupSql,
+    command: `node --import tsx scripts/bench/run.ts ${process.argv.slice(2).join(' ')}`.trim(),
+    startedAt: new Date().toISOString(),
+  };
+}
+
+/** Cores busy on the machine over one second; with `waitS`, waits up to that long for < 0.3 cores. */
+async function otherLoad(waitS: number, sampleMs: number): Promise<number> {
+  const until = Date.now() + waitS * 1000;
+  for (;;) {
+    const a = machineCpuSeconds().busy;
+    await new Promise((r) => setTimeout(r, sampleMs));
+    const busy = Math.round(((machineCpuSeconds().busy - a) * 100 * 1000) / sampleMs) / 100;
+    if (busy < 0.3 || Date.now() >= until) {
+      return busy;
+    }
+    log(`waiting for the machine to be quiet (${busy} cores busy)`);
+    await new Promise((r) => setTimeout(r, 4000));
+  }
+}
+
+async function main(): Promise<number> {
+  const root = repoRoot();
+  let opts: Options;
+  try {
+    opts = parseOptions(process.argv.slice(2));
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n(see --help)\n`);
+    return 2;
+  }
+  const id = `${process.pid}${randomBytes(2).toString('hex')}`;
+  const runDir = path.join(os.tmpdir(), 'switchboard-bench', `${new Date().toISOString().replace(/[:.]/g, '-')}-${id}`);
+  mkdirSync(runDir, { recursive: true });
+  log(`logs and profiles in ${runDir}`);
+
+  const hardStop = setTimeout(() => {
+    log(`the run took longer than --max-minutes ${opts.maxMinutes}; stopping everything`);
+    void cleanupAll().then(() => process.exit(1));
+  }, opts.maxMinutes * 60_000);
+  hardStop.unref();
+
+  if (opts.build) {
+    log('npm run build');
+    const t = Date.now();
+    await build(root);
+    log(`built in ${Math.round((Date.now() - t) / 100) / 10} s`);
+  }
+  if (!existsSync(path.join(root, 'dist/bin/switchboard.js')) || !existsSync(path.join(root, 'dist/scripts/bench/smsc-child.js'))) {
+    throw new Error('dist/ is missing the service or the simulator: run without --no-build');
+  }
+
+  let redisUrl = opts.redisUrl;
+  let ownRedis: Child | null = null;
+  if (opts.ownRedis) {
+    const started = await startOwnRedis(runDir);
+    redisUrl = started.url;
+    ownRedis = started.child;
+    const c = ownRedis;
+    onCleanup(async () => {
+      await stopChild(c, 5000);
+    });
+    log(`private redis-server at ${redisUrl}`);
+  }
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 2, lazyConnect: true });
+  await redis.connect();
+  onCleanup(async () => {
+    redis.disconnect();
+  });
+
+  const env = await environment(opts, redis, root);
+  log(`machine: ${env.nproc} cores (${String(env.cpuModel)}), ${String(env.memoryGiB)} GiB; node ${String(env.node)}, ` +
+    `postgres ${String(env.postgres)}, redis ${String(env.redis)}${opts.ownRedis ? ' (private)' : ' (shared, fresh prefix)'}; carrier ${String(env.carrier)}`);
+
+  if (opts.quick) {
+    Meter.workSettleMs = 0;
+  }
+  const ctx: Ctx = { root, runDir, opts, redisUrl, redis, id, log, onCleanup };
+  const results: ScenarioResult[] = [];
+  const emit = (r: ScenarioResult) => {
+    results.push(r);
+    process.stdout.write(`${JSON.stringify(r)}\n`);
+  };
+  const run = async (name: string, fn: () => Promise<ScenarioResult | ScenarioResult[]>) => {
+    const busyBefore = await otherLoad(opts.waitQuietS, opts.quick ? 300 : 1000);
+    log(`scenario ${name} (machine busy ${busyBefore} cores before it started)`);
+    const t = Date.now();
+    try {
+      const out = await fn();
+      for (const r of Array.isArray(out) ? out : [out]) {
+        r.machineBusyBeforeCores = busyBefore;
+        emit(r);
+      }
+    } catch (err) {
+      emit({ scenario: name, ok: false, notes: [`failed: ${(err as Error).stack ?? String(err)}`] });
+    }
+    log(`scenario ${name} took ${Math.round((Date.now() - t) / 1000)} s`);
+  };
+
+  const want = new Set(opts.scenarios);
+  if (want.has('accept')) {
+    await run('accept', () => acceptScenario(ctx));
+  }
+  if (want.has('e2e-smpp') || want.has('priority-under-load')) {
+    const label = want.has('e2e-smpp') && want.has('priority-under-load') ? 'e2e-smpp + priority-under-load'
+      : want.has('e2e-smpp') ? 'e2e-smpp' : 'priority-under-load';
+    // priority-under-load needs the backlog, so it runs e2e-smpp's load; its own result is printed.
+    await run(label, () => e2eScenario(ctx, want.has('e2e-smpp'), want.has('priority-under-load')));
+  }
+  if (want.has('webhooks')) {
+    await run('webhooks', () => webhooksScenario(ctx));
+  }
+  if (want.has('verify')) {
+    await run('verify', () => verifyScenario(ctx));
+  }
+
+  await cleanupAll();
+  clearTimeout(hardStop);
+  process.stdout.write(`\n${formatTable(results, env)}\n`);
+  if (opts.out) {
+    writeFileSync(opts.out, `${JSON.stringify({ environment: env, results }, null, 2)}\n`);
+    log(`results written to ${opts.out}`);
+  }
+  writeFileSync(path.join(runDir, 'results.json'), `${JSON.stringify({ environment: env, results }, null, 2)}\n`);
+  return results.every((r) => r.ok) ? 0 : 1;
+}
+
+let interrupted = false;
+const interrupt = (signal: string) => {
+  if (interrupted) {
+    return;
+  }
+  interrupted = true;
+  log(`${signal}: stopping everything the benchmark started`);
+  void cleanupAll().then(() => process.exit(130));
+};
+process.on('SIGINT', () => interrupt('SIGINT'));
+process.on('SIGTERM', () => interrupt('SIGTERM'));
+process.on('unhandledRejection', (err) => {
+  log(`unhandled rejection: ${(err as Error)?.stack ?? String(err)}`);
+});
+
+main().then(
+  async (code) => {
+    await cleanupAll();
+    process.exit(code);
+  },
+  async (err: unknown) => {
+    log(`failed: ${(err as Error)?.stack ?? String(err)}`);
+    await cleanupAll();
+    process.exit(1);
+  },
+);

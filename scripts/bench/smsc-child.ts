@@ -1,0 +1,154 @@
+/**
+ * The SMSC simulator as a benchmark child process (scripts/smsc-simulator.ts, driven over a small
+ * control API). Besides the simulator's counters it keeps, per destination number, when its first
+ * submit_sm arrived (so the harness can match priority messages), and the times of the first and
+ * last submit and receipt. Exits when its stdin closes (the harness died) or on SIGTERM/SIGINT.
+ *
+ *   node dist/scripts/bench/smsc-child.js [--receipt-delay 50] [--slow-delay 5000]
+ *   → prints {"event":"listening","port":…,"controlPort":…}
+ *   GET  /stats                      counters + first/last submit and receipt times (epoch ms)
+ *   POST /lookup {destinations: []}  → {times: {destination: epoch ms of its first submit_sm | null}}
+ *   POST /reset                      clears counters and times
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { parseArgs } from 'node:util';
+import { SIM_HOST, SmscSimulator } from '../smsc-simulator.js';
+
+const { values } = parseArgs({
+  options: {
+    'receipt-delay': { type: 'string', default: '50' },
+    'slow-delay': { type: 'string', default: '5000' },
+  },
+  strict: true,
+});
+
+const sim = new SmscSimulator({
+  port: 0,
+  receiptDelayMs: Number(values['receipt-delay']),
+  slowReceiptDelayMs: Number(values['slow-delay']),
+  // The harness does not read records; a short list keeps memory flat and shift() cheap.
+  maxRecords: 100,
+});
+
+let firstSubmitAt = 0;
+let lastSubmitAt = 0;
+let firstReceiptAt = 0;
+let lastReceiptAt = 0;
+const firstSubmitOf = new Map<string, number>();
+/** Submits per second since the first one (index = second). */
+let perSecond: number[] = [];
+
+sim.on('submit', (record) => {
+  const now = record.receivedAt;
+  if (firstSubmitAt === 0) {
+    firstSubmitAt = now;
+  }
+  lastSubmitAt = now;
+  if (!firstSubmitOf.has(record.destination_addr)) {
+    firstSubmitOf.set(record.destination_addr, now);
+  }
+  const slot = Math.floor((now - firstSubmitAt) / 1000);
+  while (perSecond.length <= slot) {
+    perSecond.push(0);
+  }
+  perSecond[slot]!++;
+});
+sim.on('receipt', () => {
+  const now = Date.now();
+  if (firstReceiptAt === 0) {
+    firstReceiptAt = now;
+  }
+  lastReceiptAt = now;
+});
+
+function readJson(req: http.IncomingMessage): Promise<Record<string, unknown>> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      try {
+        const text = Buffer.concat(chunks).toString('utf8');
+        resolve(text.trim() === '' ? {} : (JSON.parse(text) as Record<string, unknown>));
+      } catch (err) {
+        reject(err instanceof Error ? err : new Error(String(err)));
+      }
+    });
+    req.on('error', reject);
+  });
+}
+
+function send(res: http.ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  const route = `${req.method ?? 'GET'} ${new URL(req.url ?? '/', `http://${SIM_HOST}`).pathname}`;
+  switch (route) {
+    case 'GET /stats':
+      send(res, 200, {
+        counters: sim.counters,
+        boundSessions: sim.boundSessions,
+        outstanding: sim.outstanding,
+        firstSubmitAt,
+        lastSubmitAt,
+        firstReceiptAt,
+        lastReceiptAt,
+        destinations: firstSubmitOf.size,
+        submitsPerSecond: perSecond,
+      });
+      return;
+    case 'POST /lookup': {
+      const body = await readJson(req);
+      const list = Array.isArray(body.destinations) ? body.destinations.filter((d): d is string => typeof d === 'string') : [];
+      send(res, 200, { times: Object.fromEntries(list.map((d) => [d, firstSubmitOf.get(d) ?? null])) });
+      return;
+    }
+    case 'POST /reset':
+      sim.reset();
+      firstSubmitOf.clear();
+      firstSubmitAt = lastSubmitAt = firstReceiptAt = lastReceiptAt = 0;
+      perSecond = [];
+      send(res, 200, { ok: true });
+      return;
+    default:
+      send(res, 404, { error: `no route ${route}` });
+  }
+}
+
+async function main(): Promise<void> {
+  const { port } = await sim.start();
+  const control = http.createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => send(res, 400, { error: err instanceof Error ? err.message : String(err) }));
+  });
+  await new Promise<void>((resolve, reject) => {
+    control.once('error', reject);
+    control.listen(0, SIM_HOST, () => resolve());
+  });
+  const controlPort = (control.address() as AddressInfo).port;
+  process.stdout.write(`${JSON.stringify({ event: 'listening', host: SIM_HOST, port, controlPort })}\n`);
+  let stopping = false;
+  const shutdown = (): void => {
+    if (stopping) {
+      return;
+    }
+    stopping = true;
+    control.closeAllConnections();
+    control.close();
+    void sim.stop().then(() => process.exit(0));
+    setTimeout(() => process.exit(0), 3000).unref();
+  };
+  process.once('SIGINT', shutdown);
+  process.once('SIGTERM', shutdown);
+  // The harness holds our stdin open; when it goes away (even killed), so do we.
+  process.stdin.on('end', shutdown);
+  process.stdin.on('error', shutdown);
+  process.stdin.resume();
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,354 @@
+/**
+ * What a scenario runs against: a fresh database, a fresh Redis prefix (or a private Redis), the
+ * compiled service in child processes (NODE_ENV=production) and, for SMPP, the simulator child.
+ * Everything is created here and torn down by the returned `stop()` functions / the cleanup stack.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readdirSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import pg from 'pg';
+import { Redis } from 'ioredis';
+import { spawnChild, stopChild, type Child } from './procs.js';
+import { Client } from './load.js';
+import type { Options } from './options.js';
+
+export interface Ctx {
+  root: string;
+  runDir: string;
+  opts: Options;
+  /** Redis the service uses (REDIS_URL, or the private one). */
+  redisUrl: string;
+  /** Admin connection to that Redis (INFO, prefix cleanup). */
+  redis: Redis;
+  /** Run id used in database names and prefixes. */
+  id: string;
+  log(message: string): void;
+  /** Register a cleanup; run in reverse order at the end (also on Ctrl-C / errors). */
+  onCleanup(fn: () => Promise<void>): () => void;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Postgres and Redis
+// ---------------------------------------------------------------------------------------------
+
+export interface BenchDb {
+  name: string;
+  url: string;
+  pool: pg.Pool;
+  drop(): Promise<void>;
+}
+
+export async function createDatabase(ctx: Ctx, label: string): Promise<BenchDb> {
+  const name = `sb_bench_${ctx.id}_${label.replace(/[^a-z0-9]/g, '')}`;
+  const admin = new pg.Client({ connectionString: ctx.opts.pgUrl, connectionTimeoutMillis: 5000 });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(ctx.opts.pgUrl);
+  url.pathname = `/${name}`;
+  const pool = new pg.Pool({ connectionString: url.toString(), max: 2 });
+  pool.on('error', () => undefined);
+  let dropped = false;
+  const drop = async () => {
+    if (dropped) {
+      return;
+    }
+    dropped = true;
+    await pool.end().catch(() => undefined);
+    if (ctx.opts.keep) {
+      ctx.log(`kept database ${name}`);
+      return;
+    }
+    const c = new pg.Client({ connectionString: ctx.opts.pgUrl, connectionTimeoutMillis: 5000 });
+    await c.connect();
+    try {
+      await c.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
+    } finally {
+      await c.end();
+    }
+  };
+  const unregister = ctx.onCleanup(drop);
+  return {
+    name,
+    url: url.toString(),
+    pool,
+    drop: async () => {
+      unregister();
+      await drop();
+    },
+  };
+}
+
+export async function deleteRedisPrefix(redis: Redis, prefix: string): Promise<number> {
+  let cursor = '0';
+  let deleted = 0;
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 2000);
+    cursor = next;
+    if (keys.length) {
+      deleted += await redis.unlink(...keys);
+    }
+  } while (cursor !== '0');
+  return deleted;
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const port = (server.address() as net.AddressInfo).port;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** A private redis-server on a free loopback port (no persistence), for clean Redis CPU figures. */
+export async function startOwnRedis(runDir: string): Promise<{ url: string; child: Child }> {
+  const port = await freePort();
+  const { child } = await spawnChild({
+    name: 'redis-server',
+    command: 'redis-server',
+    args: ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'yes'],
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+    cwd: runDir,
+    logFile: path.join(runDir, 'redis.log'),
+    ready: (line) => /Ready to accept connections/.test(line),
+    readyTimeoutMs: 10_000,
+  });
+  return { url: `redis://127.0.0.1:${port}`, child };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The service
+// ---------------------------------------------------------------------------------------------
+
+export interface ServiceSpec {
+  label: string;
+  role: 'all' | 'web' | 'split';
+  sandbox: boolean;
+  smppUrl?: string | null;
+  env?: Record<string, string>;
+}
+
+export interface Service {
+  url: string;
+  db: BenchDb;
+  prefix: string;
+  adminToken: string;
+  /** pids per CPU group: `service` or `service.web` + `service.worker`. */
+  groups: Record<string, number[]>;
+  /** pids whose RSS is sampled. */
+  rssPids: Record<string, number>;
+  children: Child[];
+  env: Record<string, string>;
+  admin: Client;
+  /** Stops the processes (profiles are written then), drops the database, deletes the prefix. */
+  stop(): Promise<{ profiles: string[]; errorLines: string[] }>;
+}
+
+const ADMIN_TOKEN_BYTES = 24;
+
+export async function startService(ctx: Ctx, spec: ServiceSpec): Promise<Service> {
+  const db = await createDatabase(ctx, spec.label);
+  const prefix = `sbbench_${ctx.id}_${spec.label.replace(/[^a-z0-9]/g, '')}`;
+  const adminToken = randomBytes(ADMIN_TOKEN_BYTES).toString('hex');
+  const unregisterPrefix = ctx.onCleanup(async () => {
+    await deleteRedisPrefix(ctx.redis, prefix).catch(() => undefined);
+  });
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    HOME: process.env.HOME ?? '/tmp',
+    ...(process.env.TZ !== undefined && { TZ: process.env.TZ }),
+    NODE_ENV: 'production',
+    PORT: '0',
+    DATABASE_URL: db.url,
+    REDIS_URL: ctx.redisUrl,
+    REDIS_PREFIX: prefix,
+    ADMIN_TOKEN: adminToken,
+    ALLOW_PRIVATE_CALLBACKS: '1',
+    SANDBOX: spec.sandbox ? '1' : '0',
+    SMPP_URL: spec.smppUrl ?? '',
+    LOG_LEVEL: 'info',
+    ...ctx.opts.env,
+    ...spec.env,
+  };
+  const profileDir = path.join(ctx.runDir, 'profiles', spec.label);
+  const nodeArgs = ['--enable-source-maps'];
+  if (ctx.opts.cpuProf) {
+    mkdirSync(profileDir, { recursive: true });
+    nodeArgs.push('--cpu-prof', `--cpu-prof-dir=${profileDir}`);
+  }
+  const entry = path.join(ctx.root, 'dist/bin/switchboard.js');
+  const children: Child[] = [];
+  const groups: Record<string, number[]> = {};
+  const rssPids: Record<string, number> = {};
+  const stopChildren = async () => {
+    await Promise.all(children.map((c) => stopChild(c)));
+  };
+  const unregisterChildren = ctx.onCleanup(stopChildren);
+  const listening = (line: string): number | null => {
+    if (!line.startsWith('{') || !line.includes('HTTP listening')) {
+      return null;
+    }
+    try {
+      const port = (JSON.parse(line) as { port?: unknown }).port;
+      return typeof port === 'number' ? port : null;
+    } catch {
+      return null;
+    }
+  };
+  let port: number;
+  try {
+    if (spec.role === 'split') {
+      const web = await spawnChild<number>({
+        name: `switchboard web (${spec.label})`, args: [...nodeArgs, entry, 'web'], env, cwd: ctx.root,
+        logFile: path.join(ctx.runDir, `${spec.label}.web.log`), ready: listening,
+      });
+      children.push(web.child);
+      const worker = await spawnChild({
+        name: `switchboard worker (${spec.label})`, args: [...nodeArgs, entry, 'worker'], env, cwd: ctx.root,
+        logFile: path.join(ctx.runDir, `${spec.label}.worker.log`), ready: (line) => line.includes('switchboard started'),
+      });
+      children.push(worker.child);
+      port = web.ready;
+      groups['service.web'] = [web.child.pid];
+      groups['service.worker'] = [worker.child.pid];
+      rssPids['service.web'] = web.child.pid;
+      rssPids['service.worker'] = worker.child.pid;
+    } else {
+      const one = await spawnChild<number>({
+        name: `switchboard ${spec.role} (${spec.label})`, args: [...nodeArgs, entry, spec.role], env, cwd: ctx.root,
+        logFile: path.join(ctx.runDir, `${spec.label}.service.log`), ready: listening,
+      });
+      children.push(one.child);
+      port = one.ready;
+      groups.service = [one.child.pid];
+      rssPids.service = one.child.pid;
+    }
+  } catch (err) {
+    await stopChildren();
+    unregisterChildren();
+    await db.drop().catch(() => undefined);
+    throw err;
+  }
+  const url = `http://127.0.0.1:${port}`;
+  const admin = new Client(url, 2, { authorization: `Bearer ${adminToken}` });
+  // /health answers 200 once Postgres and Redis answer.
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const res = await admin.request('GET', '/health').catch(() => null);
+    if (res?.status === 200) {
+      break;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`service ${spec.label}: /health did not answer 200 within 15 s`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  for (const sql of ctx.opts.setupSql) {
+    ctx.log(`setup SQL on ${db.name}: ${sql}`);
+    await db.pool.query(sql);
+  }
+  return {
+    url, db, prefix, adminToken, groups, rssPids, children, env, admin,
+    stop: async () => {
+      await admin.close().catch(() => undefined);
+      await stopChildren();
+      unregisterChildren();
+      const errorLines = children.flatMap((c) => c.errorLines);
+      await db.drop();
+      await deleteRedisPrefix(ctx.redis, prefix).catch(() => undefined);
+      unregisterPrefix();
+      let profiles: string[] = [];
+      if (ctx.opts.cpuProf) {
+        try {
+          profiles = readdirSync(profileDir).filter((f) => f.endsWith('.cpuprofile')).map((f) => path.join(profileDir, f));
+        } catch {
+          profiles = [];
+        }
+      }
+      return { profiles, errorLines };
+    },
+  };
+}
+
+export interface BenchAccount {
+  accountId: number;
+  keyId: number;
+  apiKey: string;
+}
+
+/** An account with credit for any run (through the admin API, as an operator would). */
+export async function createAccount(service: Service): Promise<BenchAccount> {
+  const res = await service.admin.json<{ account_id: number; api_key: string }>('POST', '/admin/api/accounts', {
+    name: 'bench', currency: 'CZK', credit_czk: 1_000_000_000, credit_eur: 1_000_000_000, default_sender: 'Bench',
+  });
+  if (res.status !== 201) {
+    throw new Error(`creating the bench account failed: ${res.status} ${JSON.stringify(res.body)}`);
+  }
+  const { rows } = await service.db.pool.query<{ id: string }>('SELECT id FROM api_keys WHERE account_id = $1 AND is_primary', [res.body.account_id]);
+  return { accountId: res.body.account_id, keyId: Number(rows[0]!.id), apiKey: res.body.api_key };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The SMSC simulator
+// ---------------------------------------------------------------------------------------------
+
+export interface SimStats {
+  counters: { submits: number; submitsAccepted: number; submitsRefused: number; receiptsSent: number; receiptsAcked: number; binds: number; maxOutstanding: number };
+  boundSessions: number;
+  outstanding: number;
+  firstSubmitAt: number;
+  lastSubmitAt: number;
+  firstReceiptAt: number;
+  lastReceiptAt: number;
+  destinations: number;
+  submitsPerSecond: number[];
+}
+
+export interface Simulator {
+  port: number;
+  child: Child;
+  stats(): Promise<SimStats>;
+  lookup(destinations: string[]): Promise<Record<string, number | null>>;
+  stop(): Promise<void>;
+}
+
+export async function startSimulator(ctx: Ctx): Promise<Simulator> {
+  const script = path.join(ctx.root, 'dist/scripts/bench/smsc-child.js');
+  const { child, ready } = await spawnChild<{ port: number; controlPort: number }>({
+    name: 'smsc simulator',
+    args: [script, '--receipt-delay', String(ctx.opts.receiptDelayMs)],
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', NODE_ENV: 'production' },
+    cwd: ctx.root,
+    logFile: path.join(ctx.runDir, 'smsc.log'),
+    ready: (line) => {
+      if (!line.startsWith('{"event":"listening"')) {
+        return null;
+      }
+      return JSON.parse(line) as { port: number; controlPort: number };
+    },
+    readyTimeoutMs: 10_000,
+  });
+  const unregister = ctx.onCleanup(async () => {
+    await stopChild(child, 5000);
+  });
+  const control = new Client(`http://127.0.0.1:${ready.controlPort}`, 2);
+  return {
+    port: ready.port,
+    child,
+    stats: async () => (await control.json<SimStats>('GET', '/stats')).body,
+    lookup: async (destinations) =>
+      (await control.json<{ times: Record<string, number | null> }>('POST', '/lookup', { destinations })).body.times,
+    stop: async () => {
+      await control.close().catch(() => undefined);
+      await stopChild(child, 5000);
+      unregister();
+    },
+  };
+}
