@@ -17,6 +17,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
+import { readJson, send } from './control-http.js';
 import { SIM_HOST, SIM_ID_FORMS, SmscSimulator, type SimIdForm, type SubmittedRecord } from './smsc-simulator.js';
 
 const { values } = parseArgs({
@@ -65,41 +66,6 @@ const sim = new SmscSimulator({
   enquireLinkIntervalMs: int('enquire-link', values['enquire-link'], 0, 3_600_000),
   receiptFirst: values['receipt-first'] === true,
 });
-
-const MAX_BODY = 64 * 1024;
-
-function readJson(req: http.IncomingMessage): Promise<Record<string, unknown>> {
-  return new Promise((resolve, reject) => {
-    let size = 0;
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > MAX_BODY) {
-        reject(new Error('body too large'));
-        req.destroy();
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.on('end', () => {
-      try {
-        const text = Buffer.concat(chunks).toString('utf8');
-        const parsed: unknown = text.trim() === '' ? {} : JSON.parse(text);
-        if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('body must be a JSON object');
-        resolve(parsed as Record<string, unknown>);
-      } catch (err) {
-        reject(err instanceof Error ? err : new Error(String(err)));
-      }
-    });
-    req.on('error', reject);
-  });
-}
-
-function send(res: http.ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
-}
 
 function recordJson(r: SubmittedRecord): Record<string, unknown> {
   return { ...r, udh: r.udh ? r.udh.toString('hex') : null };

@@ -14,6 +14,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { SIM_HOST, SmscSimulator } from '../smsc-simulator.js';
+import { readJson, send } from '../control-http.js';
 
 const { values } = parseArgs({
   options: {
@@ -61,28 +62,6 @@ sim.on('receipt', () => {
   }
   lastReceiptAt = now;
 });
-
-function readJson(req: http.IncomingMessage): Promise<Record<string, unknown>> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      try {
-        const text = Buffer.concat(chunks).toString('utf8');
-        resolve(text.trim() === '' ? {} : (JSON.parse(text) as Record<string, unknown>));
-      } catch (err) {
-        reject(err instanceof Error ? err : new Error(String(err)));
-      }
-    });
-    req.on('error', reject);
-  });
-}
-
-function send(res: http.ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
-}
 
 async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
   const route = `${req.method ?? 'GET'} ${new URL(req.url ?? '/', `http://${SIM_HOST}`).pathname}`;

@@ -17,6 +17,7 @@ import { isInsideWindow, nextSendInstant, type DeliveryWindow } from '../schedul
 import { defaultTtlMinutes, familyOf } from './transitions.js';
 import { insertEvents, sentMessageEvent, type OutboxEvent } from './events.js';
 import type { EngineDeps, NextStep } from './engine.js';
+import { pushTo } from '../collections.js';
 
 export interface MessageRow {
   id: string;
@@ -452,9 +453,7 @@ async function handOver(deps: EngineDeps, toHand: ToHand[]): Promise<void> {
   }
   const byCarrier = new Map<Carrier, OutboundAttempt[]>();
   for (const { carrier, attempt, part } of toHand) {
-    const list = byCarrier.get(carrier) ?? [];
-    list.push(part.msg.lane < LANE_NUMBER.promotional ? { ...attempt, priority: true } : attempt);
-    byCarrier.set(carrier, list);
+    pushTo(byCarrier, carrier, part.msg.lane < LANE_NUMBER.promotional ? { ...attempt, priority: true } : attempt);
   }
   // A carrier that throws leaves its attempts unhanded: the job fails and its retry re-hands them.
   await Promise.all([...byCarrier.entries()].map(([carrier, attempts]) => carrier.send(attempts)));
@@ -462,7 +461,7 @@ async function handOver(deps: EngineDeps, toHand: ToHand[]): Promise<void> {
   if (deps.hooks.afterHanded) {
     const bySource = new Map<string, OutboundAttempt[]>();
     for (const t of toHand) {
-      bySource.set(t.part.msg.source, [...(bySource.get(t.part.msg.source) ?? []), t.attempt]);
+      pushTo(bySource, t.part.msg.source, t.attempt);
     }
     for (const [source, attempts] of bySource) {
       await deps.hooks.afterHanded(source, attempts);
@@ -476,7 +475,7 @@ async function handOver(deps: EngineDeps, toHand: ToHand[]): Promise<void> {
       continue;
     }
     const ms = t.part.ttlMinutes * 60_000;
-    byTtl.set(ms, [...(byTtl.get(ms) ?? []), t.attempt.attemptId]);
+    pushTo(byTtl, ms, t.attempt.attemptId);
   }
   for (const [ms, ids] of byTtl) {
     await deps.scheduleTtl(ids, ms);

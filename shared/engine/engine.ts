@@ -15,6 +15,7 @@ import { poolOfChannel } from '../sending/accept.js';
 import { CarrierRegistry } from './routing.js';
 import { dispatchStep, type DispatchOutcome } from './dispatch.js';
 import { applyReports, type ApplyOutcome } from './status.js';
+import { pushTo } from '../collections.js';
 
 /** Extension points for features that ride on the engine (verification codes). */
 export interface EngineHooks {
@@ -84,7 +85,7 @@ export class Engine {
         const byQueue = new Map<number, number[]>();
         for (const attemptId of attemptIds) {
           const p = attemptId % queues.statusPartitions;
-          byQueue.set(p, [...(byQueue.get(p) ?? []), attemptId]);
+          pushTo(byQueue, p, attemptId);
         }
         await Promise.all([...byQueue.entries()].map(([p, ids]) => queues.status[p]!.addBulk(ids.map((attemptId) => ({
           name: 'ttl',
@@ -184,7 +185,7 @@ export class StatusIntake {
       const byPartition = new Map<number, StatusReport[]>();
       for (const report of reports) {
         const p = statusPartitionOf(report, this.queues.statusPartitions);
-        byPartition.set(p, [...(byPartition.get(p) ?? []), report]);
+        pushTo(byPartition, p, report);
       }
       try {
         await Promise.all([...byPartition.entries()].map(([p, list]) =>

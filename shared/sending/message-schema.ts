@@ -95,18 +95,21 @@ const flowStep = Joi.object({
   whatsapp_template: whatsappTemplateSchema,
 }).length(1).messages({ 'object.length': 'must have exactly one property: sms, viber, whatsapp_text or whatsapp_template' });
 
+/** `to`: 1..max recipient objects; `phone_number` is a schema error only when it is not a non-empty string (D2). */
+function recipientsSchema(max: number) {
+  return Joi.array().items(Joi.object({ phone_number: Joi.string().min(1).required() })).min(1).max(max).required();
+}
+
 /** The same schema allowing up to `max` recipients (the XML API's Requests). */
 export function messageSchemaWithRecipients(max: number): Joi.ObjectSchema<MessageInput> {
-  return messageSchema.keys({
-    to: Joi.array().items(Joi.object({ phone_number: Joi.string().min(1).required() })).min(1).max(max).required(),
-  });
+  return messageSchema.keys({ to: recipientsSchema(max) });
 }
 
 export const messageSchema = Joi.object<MessageInput>({
   body: text,
   // D2: `phone_number` is a schema error only when it is not a non-empty string; anything else is
   // accepted and, when it cannot be normalised, reported later as a `[302]` rejected event.
-  to: Joi.array().items(Joi.object({ phone_number: Joi.string().min(1).required() })).min(1).max(MAX_RECIPIENTS).required(),
+  to: recipientsSchema(MAX_RECIPIENTS),
   flow: Joi.array().items(flowStep).min(1).max(10),
   callback: httpUri,
   tag: Joi.string().min(1).max(100),

@@ -11,6 +11,7 @@ import { withTx, type Db } from '../db/pool.js';
 import type { Queues } from '../queues.js';
 import { webhookJobId, type WebhookJob } from '../queues.js';
 import type { JobsOptions } from 'bullmq';
+import { pushTo } from '../collections.js';
 
 /** Attempts are one more than the retry schedule's length; delays come from the pool's backoff strategy. */
 export function webhookJobOptions(retries: number): JobsOptions {
@@ -46,10 +47,7 @@ export async function relayOnce(db: Db, queues: Queues, opts: RelayOptions, now 
     );
     const groups = new Map<string, EventRef[]>();
     for (const row of rows) {
-      const k = `${row.key_id ?? 'none'} ${row.callback_url}`;
-      const list = groups.get(k) ?? [];
-      list.push(row);
-      groups.set(k, list);
+      pushTo(groups, `${row.key_id ?? 'none'} ${row.callback_url}`, row);
     }
     const batches: Array<{ accountId: number; keyId: number | null; url: string; ids: number[] }> = [];
     const pageFull = rows.length === pageSize;
