@@ -96,7 +96,10 @@ export async function startRuntime(opts: { role: Role; pools?: PoolName[]; confi
   const queues = new Queues(connection, config.redisPrefix, config.concurrency.status);
 
   const registry = new CarrierRegistry(null);
-  const engine = new Engine({ db, queues, config, logger, carriers: registry });
+  // A dispatching process keeps a few connections apart for the priority lane and the status intake.
+  const dispatching = CHANNEL_POOLS.some((p) => pools.has(p));
+  const enginePools = dispatching ? { priority: createPool(config.databaseUrl, 4), status: createPool(config.databaseUrl, 2) } : {};
+  const engine = new Engine({ db, queues, config, logger, carriers: registry }, {}, enginePools);
   engine.setHooks(verificationHooks(db, config));
   if (config.sandbox) {
     registry.setFallback(new SandboxCarrier(db, engine.sink, logger, config.sandboxSlowDeliveryMs));
@@ -135,7 +138,7 @@ export async function startRuntime(opts: { role: Role; pools?: PoolName[]; confi
   if (pools.has('relay')) {
     relay = new OutboxRelay(db, queues, {
       batchMax: config.webhookBatchMax, lingerMs: config.webhookLingerMs, retries: config.webhookRetryScheduleMs.length,
-      intervalMs: Math.max(20, Math.min(200, config.webhookLingerMs)),
+      intervalMs: Math.max(20, Math.min(200, config.webhookLingerMs)), rescanMs: config.webhookRelayRescanMs,
     }, (err) => logger.error({ err: err.message }, 'outbox relay pass failed'));
     relay.start();
   }
@@ -186,7 +189,7 @@ export async function startRuntime(opts: { role: Role; pools?: PoolName[]; confi
       await webhookClient?.close();
       await queues.close();
       redis.disconnect();
-      await db.end();
+      await Promise.all([db.end(), enginePools.priority?.end(), enginePools.status?.end()]);
       logger.info('switchboard stopped');
     })();
     return stopping;

@@ -16,7 +16,7 @@ export function startDispatchPool(engine: Engine, pool: ChannelPool, concurrency
     const worker = new Worker<DispatchJob>(
       dispatchQueueName(pool, lane),
       async (job: Job<DispatchJob>, token?: string) => {
-        const outcome = await engine.dispatch(job.data);
+        const outcome = await engine.dispatch(job.data, undefined, lane);
         if (outcome.delayUntil) {
           // Not yet inside the schedule or window: the same job waits until then (and checks again).
           await job.moveToDelayed(outcome.delayUntil.getTime(), token);

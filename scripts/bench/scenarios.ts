@@ -623,7 +623,8 @@ export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPrio
 /** Writes `count` sentMessage events to the outbox in one statement (one commit), spread over `urls`. */
 async function seedEvents(service: Service, accountId: number, keyId: number, urls: string[], count: number, tag: string): Promise<void> {
   await service.db.pool.query(
-    `INSERT INTO events (account_id, key_id, callback_url, recipient_id, kind, body)
+    `WITH e AS (
+     INSERT INTO events (account_id, key_id, callback_url, recipient_id, kind, body)
      SELECT $1, $2, ($3::text[])[1 + (g % cardinality($3::text[]))], NULL, 'sentMessage',
             json_build_object('request_id', '00000000-0000-4000-8000-000000000000', 'message_id', $4 || g, 'gateway', 'sms',
               'timestamp', extract(epoch FROM now())::bigint, 'payload', NULL, 'type', 'outgoing',
@@ -631,7 +632,9 @@ async function seedEvents(service: Service, accountId: number, keyId: number, ur
               'result_info', '[0] Delivered',
               'sms', json_build_object('sender', 'Bench', 'country', 230, 'operator', 1, 'price_czk', 0.9, 'price_eur', 0.036,
                                        'count', 1, 'gateway', 'high'))::text
-       FROM generate_series(1, $5::int) AS g`,
+       FROM generate_series(1, $5::int) AS g
+     RETURNING id)
+     INSERT INTO outbox (event_id) SELECT id FROM e`,
     [accountId, keyId, urls, `${tag}-`, count],
   );
 }

@@ -77,7 +77,11 @@ export interface InboundReport {
 
 /** The engine's side of the contract: where carriers report what happened. */
 export interface CarrierSink {
-  report(updates: StatusReport[]): Promise<void>;
+  /**
+   * Resolves once the reports are durable. `priority`: reports of priority-lane attempts, applied
+   * apart from (and so never queued behind) a backlog's reports.
+   */
+  report(updates: StatusReport[], opts?: { priority?: boolean }): Promise<void>;
   inbound(message: InboundReport): Promise<void>;
 }
 

@@ -211,9 +211,10 @@ async function runDispatchTx(
     if (planned.length > 0) {
       const { rows: inserted } = await tx.query<{ id: number; recipient_id: number }>(
         `INSERT INTO attempts (recipient_id, step, channel, family, state, result_info, phone, sender, carrier, parts, encoding,
-                               country, operator, price_czk, price_eur, charged, charged_currency, payer_kind, payer_id)
+                               country, operator, price_czk, price_eur, charged, charged_currency, payer_kind, payer_id, handed_at)
          SELECT u.recipient_id, $1, u.channel, u.family, u.state, u.result_info, u.phone, u.sender, u.carrier, u.parts, u.encoding,
-                u.country, 0, u.price_czk, u.price_eur, u.charged, u.charged_currency, u.payer_kind, u.payer_id
+                u.country, 0, u.price_czk, u.price_eur, u.charged, u.charged_currency, u.payer_kind, u.payer_id,
+                CASE WHEN u.state = 'sending' THEN NULL ELSE now() END
            FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::int[],
                        $11::text[], $12::int[], $13::numeric[], $14::numeric[], $15::numeric[], $16::text[], $17::text[], $18::bigint[])
              AS u(recipient_id, channel, family, state, result_info, phone, sender, carrier, parts, encoding, country, price_czk,
@@ -457,7 +458,13 @@ async function handOver(deps: EngineDeps, toHand: ToHand[]): Promise<void> {
   }
   // A carrier that throws leaves its attempts unhanded: the job fails and its retry re-hands them.
   await Promise.all([...byCarrier.entries()].map(([carrier, attempts]) => carrier.send(attempts)));
-  await deps.db.query('UPDATE attempts SET handed_at = now() WHERE id = ANY($1) AND handed_at IS NULL', [toHand.map((t) => t.attempt.attemptId)]);
+  // A carrier that settles on send has had every attempt's report applied by now, which records
+  // the hand-over. By primary key only: `handed_at IS NULL` would match the partial index of
+  // unhanded attempts, which the planner may then walk instead.
+  const unsettled = toHand.filter((t) => !t.carrier.settlesOnSend).map((t) => t.attempt.attemptId);
+  if (unsettled.length > 0) {
+    await deps.db.query('UPDATE attempts SET handed_at = COALESCE(handed_at, now()) WHERE id = ANY($1)', [unsettled]);
+  }
   if (deps.hooks.afterHanded) {
     const bySource = new Map<string, OutboundAttempt[]>();
     for (const t of toHand) {

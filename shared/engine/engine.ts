@@ -8,7 +8,7 @@ import type { Logger } from '../logger.js';
 import type { CarrierSink, InboundReport, OutboundAttempt, StatusReport } from '../carriers/types.js';
 import {
   Queues, LANE_OF_NUMBER, DISPATCH_JOB_OPTIONS, STATUS_JOB_OPTIONS, dispatchJobId, ttlJobId, statusPartitionOf,
-  type DispatchJob, type StatusJob,
+  type DispatchJob, type StatusJob, type Lane,
 } from '../queues.js';
 import { stepChannel, type FlowStep } from '../sending/message-schema.js';
 import { poolOfChannel } from '../sending/accept.js';
@@ -51,16 +51,31 @@ export interface EngineDeps {
   scheduleTtl(attemptIds: number[], delayMs: number): Promise<void>;
 }
 
+/**
+ * Postgres pools kept apart from the main one, so that the work they serve never queues behind a
+ * backlog's connections: priority-lane dispatch (an OTP must not wait for a promotional burst's
+ * transactions) and the status intake (carriers wait for it before acknowledging).
+ */
+export interface EnginePools {
+  priority?: Db;
+  status?: Db;
+}
+
 export type InboundHandler = (message: InboundReport) => Promise<void>;
 
 export class Engine {
   readonly deps: EngineDeps;
   readonly sink: CarrierSink;
   private readonly intake: StatusIntake;
+  private readonly priorityIntake: StatusIntake;
   private inboundHandler: InboundHandler | null = null;
 
-  constructor(base: { db: Db; queues: Queues; config: Config; logger: Logger; carriers: CarrierRegistry }, hooks: EngineHooks = {}) {
+  /** Connections of their own for the priority lane and for applying carrier reports (see `EnginePools`). */
+  private readonly pools: EnginePools;
+
+  constructor(base: { db: Db; queues: Queues; config: Config; logger: Logger; carriers: CarrierRegistry }, hooks: EngineHooks = {}, pools: EnginePools = {}) {
     const queues = base.queues;
+    this.pools = pools;
     this.deps = {
       ...base,
       hooks,
@@ -94,9 +109,22 @@ export class Engine {
         })))));
       },
     };
-    this.intake = new StatusIntake(queues, base.logger);
+    const apply = (reports: StatusReport[]) => applyReports(pools.status ? { ...this.deps, db: pools.status } : this.deps, reports);
+    const enqueue = async (reports: StatusReport[]) => {
+      const byPartition = new Map<number, StatusReport[]>();
+      for (const report of reports) {
+        pushTo(byPartition, statusPartitionOf(report, queues.statusPartitions), report);
+      }
+      await Promise.all([...byPartition.entries()].map(([p, list]) =>
+        queues.status[p]!.add('reports', { kind: 'reports', reports: list }, STATUS_JOB_OPTIONS)));
+    };
+    this.intake = new StatusIntake(apply, enqueue, base.logger);
+    // Reports of priority attempts run beside the backlog's batches, not after them. The two may
+    // touch one ref at once (a receipt in one, its submit response in the other): the advisory
+    // locks of `applyReports` serialise those, as they do for the status pool's jobs.
+    this.priorityIntake = new StatusIntake(apply, enqueue, base.logger, 0);
     this.sink = {
-      report: (updates) => this.intake.push(updates),
+      report: (updates, opts) => (opts?.priority ? this.priorityIntake : this.intake).push(updates),
       inbound: async (message) => {
         if (!this.inboundHandler) {
           throw new Error('no inbound handler registered');
@@ -118,8 +146,9 @@ export class Engine {
     return this.deps.carriers;
   }
 
-  dispatch(job: DispatchJob, now?: Date): Promise<DispatchOutcome> {
-    return dispatchStep(this.deps, job, now);
+  dispatch(job: DispatchJob, now?: Date, lane?: Lane): Promise<DispatchOutcome> {
+    const db = lane === 'priority' ? this.pools.priority : undefined;
+    return dispatchStep(db ? { ...this.deps, db } : this.deps, job, now);
   }
 
   applyStatusJob(job: StatusJob): Promise<ApplyOutcome> {
@@ -127,75 +156,102 @@ export class Engine {
   }
 
   async flush(): Promise<void> {
-    await this.intake.flush();
+    await Promise.all([this.intake.flush(), this.priorityIntake.flush()]);
   }
 
   async close(): Promise<void> {
-    await this.intake.flush();
+    await this.flush();
     await Promise.all(this.carriers.carriers().map((c) => c.close()));
   }
 }
 
 /**
- * Carrier reports are collected for a few milliseconds and written to the status queues as one
- * job per partition, so the status pool applies them in few transactions. Flushes are chained,
- * so the jobs enter each partition in the order the reports arrived. `push` resolves once the
- * batch is in Redis: a carrier may acknowledge a receipt to its peer only after that.
+ * Carrier reports are applied where they arrive, in batches: while one batch's transaction runs,
+ * the reports that come in meanwhile wait and then go together in the next one, so the batch size
+ * follows the load (one report when idle, hundreds under a burst) and one transaction per batch
+ * serves them all. One batch at a time per process keeps the reports of one attempt in the order
+ * they arrived. `push` resolves once its reports are committed: a carrier acknowledges a receipt
+ * to its peer only after that. When a batch cannot be applied (Postgres busy or down, a deadlock),
+ * its reports go to the status queues instead, whose pool retries them with backoff; `push`
+ * rejects only when neither worked.
  */
 export class StatusIntake {
-  private buffer: StatusReport[] = [];
-  private waiters: Array<{ resolve: () => void; reject: (err: unknown) => void }> = [];
+  private buffer: Array<{ reports: StatusReport[]; resolve: () => void; reject: (err: unknown) => void }> = [];
+  private running: Promise<void> | null = null;
   private timer: NodeJS.Timeout | null = null;
-  private chain: Promise<void> = Promise.resolve();
 
   constructor(
-    private readonly queues: Queues,
+    private readonly apply: (reports: StatusReport[]) => Promise<unknown>,
+    private readonly enqueue: (reports: StatusReport[]) => Promise<void>,
     private readonly logger: Logger,
-    private readonly lingerMs = 5,
-    private readonly maxBatch = 500,
+    private readonly lingerMs = 2,
+    private readonly maxBatch = 2000,
   ) {}
 
   push(reports: StatusReport[]): Promise<void> {
     if (reports.length === 0) {
       return Promise.resolve();
     }
-    this.buffer.push(...reports);
-    const done = new Promise<void>((resolve, reject) => this.waiters.push({ resolve, reject }));
-    if (this.buffer.length >= this.maxBatch) {
-      void this.flush();
-    } else if (!this.timer) {
-      this.timer = setTimeout(() => void this.flush(), this.lingerMs);
+    const done = new Promise<void>((resolve, reject) => this.buffer.push({ reports, resolve, reject }));
+    // An idle intake waits a moment for company; a busy one starts the next batch when the running one ends.
+    if (!this.running && !this.timer) {
+      this.timer = setTimeout(() => {
+        this.timer = null;
+        this.start();
+      }, this.lingerMs);
     }
     return done;
   }
 
-  flush(): Promise<void> {
+  /** Resolves once every report pushed so far has been applied or queued. */
+  async flush(): Promise<void> {
     if (this.timer) {
       clearTimeout(this.timer);
       this.timer = null;
     }
-    if (this.buffer.length === 0) {
-      return this.chain;
+    this.start();
+    while (this.running) {
+      await this.running;
     }
-    const reports = this.buffer;
-    const waiters = this.waiters;
-    this.buffer = [];
-    this.waiters = [];
-    this.chain = this.chain.then(async () => {
-      const byPartition = new Map<number, StatusReport[]>();
-      for (const report of reports) {
-        const p = statusPartitionOf(report, this.queues.statusPartitions);
-        pushTo(byPartition, p, report);
-      }
-      try {
-        await Promise.all([...byPartition.entries()].map(([p, list]) =>
-          this.queues.status[p]!.add('reports', { kind: 'reports', reports: list }, STATUS_JOB_OPTIONS)));
-        waiters.forEach((w) => w.resolve());
-      } catch (err) {
-        this.logger.error({ err: (err as Error).message, count: reports.length }, 'status intake could not enqueue reports');
-        waiters.forEach((w) => w.reject(err));
+  }
+
+  private start(): void {
+    if (this.running) {
+      return;
+    }
+    this.running = this.drain().finally(() => {
+      this.running = null;
+      // Reports pushed after the drain's last look, before this callback ran.
+      if (this.buffer.length > 0) {
+        this.start();
       }
     });
-    return this.chain;
+  }
+
+  private async drain(): Promise<void> {
+    while (this.buffer.length > 0) {
+      const taken: typeof this.buffer = [];
+      let count = 0;
+      while (this.buffer.length > 0 && (taken.length === 0 || count + this.buffer[0]!.reports.length <= this.maxBatch)) {
+        const entry = this.buffer.shift()!;
+        taken.push(entry);
+        count += entry.reports.length;
+      }
+      const reports = taken.flatMap((t) => t.reports);
+      try {
+        await this.apply([...reports]); // a copy: applying appends the receipts it releases
+        taken.forEach((t) => t.resolve());
+        continue;
+      } catch (err) {
+        this.logger.warn({ err: (err as Error).message, count }, 'status batch not applied here; queued for the status pool');
+      }
+      try {
+        await this.enqueue(reports);
+        taken.forEach((t) => t.resolve());
+      } catch (err) {
+        this.logger.error({ err: (err as Error).message, count }, 'status intake could not apply or queue reports');
+        taken.forEach((t) => t.reject(err));
+      }
+    }
   }
 }

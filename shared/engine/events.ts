@@ -85,17 +85,24 @@ export function sentMessageEvent(f: SentMessageFacts): Record<string, unknown> {
   };
 }
 
-/** Append events to the outbox in one statement; ids follow the order given (per-recipient order is kept). */
+/**
+ * Append events in one statement; ids follow the order given (per-recipient order is kept). An
+ * event with a callback URL also gets its `outbox` row, which the relay deletes once it has put the
+ * event into a webhook batch.
+ */
 export async function insertEvents(db: Queryable, events: OutboxEvent[]): Promise<void> {
   if (events.length === 0) {
     return;
   }
   await db.query(
-    `INSERT INTO events (account_id, key_id, callback_url, recipient_id, kind, body)
-     SELECT account_id, key_id, callback_url, recipient_id, kind, body
-       FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[]) WITH ORDINALITY
-         AS u(account_id, key_id, callback_url, recipient_id, kind, body, n)
-      ORDER BY n`,
+    `WITH e AS (
+       INSERT INTO events (account_id, key_id, callback_url, recipient_id, kind, body)
+       SELECT account_id, key_id, callback_url, recipient_id, kind, body
+         FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[]) WITH ORDINALITY
+           AS u(account_id, key_id, callback_url, recipient_id, kind, body, n)
+        ORDER BY n
+       RETURNING id, callback_url)
+     INSERT INTO outbox (event_id) SELECT id FROM e WHERE callback_url IS NOT NULL`,
     [events.map((e) => e.accountId), events.map((e) => e.keyId), events.map((e) => e.callbackUrl),
       events.map((e) => e.recipientId), events.map((e) => e.kind), events.map((e) => stringifyEvent(e.body))],
   );

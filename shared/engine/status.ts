@@ -170,7 +170,7 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
       const list = [...changed.values()];
       await tx.query(
         `UPDATE attempts a SET state = u.state, result_info = u.result_info, reached_sent = u.reached_sent,
-                refunded = u.refunded, ttl_expired = u.ttl_expired, updated_at = now()
+                refunded = u.refunded, ttl_expired = u.ttl_expired, handed_at = COALESCE(a.handed_at, now()), updated_at = now()
            FROM unnest($1::bigint[], $2::text[], $3::text[], $4::boolean[], $5::boolean[], $6::boolean[])
              AS u(id, state, result_info, reached_sent, refunded, ttl_expired)
           WHERE a.id = u.id AND a.id = ANY($1)`,

@@ -35,15 +35,30 @@ export interface RelayOptions {
   pageSize?: number;
 }
 
-/** One pass; returns the number of batches created. */
-export async function relayOnce(db: Db, queues: Queues, opts: RelayOptions, now = Date.now()): Promise<number> {
+export interface RelayPass {
+  /** Batches created. */
+  batches: number;
+  /**
+   * Every outbox event at or below this id that was visible to the pass is in a batch now (null:
+   * the pass read nothing). Events of transactions still open then may yet appear below it.
+   */
+  doneThrough: number | null;
+}
+
+/**
+ * One pass over the outbox from `afterId` on (exclusive). The outbox's primary key is read in id
+ * order; starting past the ids an earlier pass already handled keeps the pass from walking the
+ * index entries of rows it deleted, which stay until vacuum.
+ */
+export async function relayOnce(db: Db, queues: Queues, opts: RelayOptions, now = Date.now(), afterId = 0): Promise<RelayPass> {
   const pageSize = opts.pageSize ?? 5000;
-  const created = await withTx(db, async (tx) => {
+  const { created, doneThrough } = await withTx(db, async (tx) => {
     const { rows } = await tx.query<EventRef>(
-      `SELECT id, account_id, key_id, callback_url, created_at FROM events
-        WHERE batch_id IS NULL AND callback_url IS NOT NULL
-        ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
-      [pageSize],
+      `SELECT e.id, e.account_id, e.key_id, e.callback_url, e.created_at
+         FROM (SELECT event_id FROM outbox WHERE event_id > $2 ORDER BY event_id LIMIT $1 FOR UPDATE SKIP LOCKED) o
+         JOIN events e ON e.id = o.event_id
+        ORDER BY e.id`,
+      [pageSize, afterId],
     );
     const groups = new Map<string, EventRef[]>();
     for (const row of rows) {
@@ -51,19 +66,22 @@ export async function relayOnce(db: Db, queues: Queues, opts: RelayOptions, now 
     }
     const batches: Array<{ accountId: number; keyId: number | null; url: string; ids: number[] }> = [];
     const pageFull = rows.length === pageSize;
+    let firstLeft = Infinity;
     for (const list of groups.values()) {
       for (let i = 0; i < list.length; i += opts.batchMax) {
         const chunk = list.slice(i, i + opts.batchMax);
         const full = chunk.length === opts.batchMax;
         const ripe = now - chunk[0]!.created_at.getTime() >= opts.lingerMs;
         if (!full && !ripe && !pageFull) {
+          firstLeft = Math.min(firstLeft, chunk[0]!.id);
           break; // wait for company; the rest of this group is younger still
         }
         batches.push({ accountId: chunk[0]!.account_id, keyId: chunk[0]!.key_id, url: chunk[0]!.callback_url, ids: chunk.map((e) => e.id) });
       }
     }
+    const doneThrough = rows.length === 0 ? null : Math.min(firstLeft - 1, rows[rows.length - 1]!.id);
     if (batches.length === 0) {
-      return [];
+      return { created: [], doneThrough };
     }
     const { rows: inserted } = await tx.query<{ id: number; url: string }>(
       `INSERT INTO webhook_batches (webhook_id, account_id, key_id, url, event_ids)
@@ -75,16 +93,11 @@ export async function relayOnce(db: Db, queues: Queues, opts: RelayOptions, now 
       [batches.map(() => `msg_${randomUUID().replace(/-/g, '')}`), batches.map((b) => b.accountId), batches.map((b) => b.keyId),
         batches.map((b) => b.url), batches.map((b) => `{${b.ids.join(',')}}`)],
     );
-    await tx.query(
-      `UPDATE events e SET batch_id = b.id
-         FROM (SELECT id, unnest(event_ids) AS event_id FROM webhook_batches WHERE id = ANY($1)) b
-        WHERE e.id = b.event_id AND e.id = ANY($2)`,
-      [inserted.map((r) => r.id), batches.flatMap((b) => b.ids)],
-    );
-    return inserted;
+    await tx.query('DELETE FROM outbox WHERE event_id = ANY($1)', [batches.flatMap((b) => b.ids)]);
+    return { created: inserted, doneThrough };
   }, { indexOnly: true });
   await enqueueBatches(queues, created, opts.retries);
-  return created.length;
+  return { batches: created.length, doneThrough };
 }
 
 export async function enqueueBatches(queues: Queues, batches: Array<{ id: number; url: string }>, retries: number): Promise<void> {
@@ -107,18 +120,57 @@ export function originOf(url: string): string {
   }
 }
 
+/**
+ * Where a relay's passes start. A pass may start past the ids an earlier pass handled only once
+ * every transaction that could still add an outbox row below them has ended: ids are taken when a
+ * transaction writes, not when it commits. Event-writing transactions are short, so the floor is
+ * the mark of a pass at least `lagMs` old, and every `fullPassMs` one pass starts from the
+ * beginning, which relays anything a transaction held open longer than that.
+ */
+export class RelayFloor {
+  private marks: Array<{ at: number; id: number }> = [];
+  private floor = 0;
+  private lastFull: number;
+
+  constructor(private readonly lagMs = 2_000, private readonly fullPassMs = 15_000, now = Date.now()) {
+    this.lastFull = now;
+  }
+
+  /** The id the next pass starts after. */
+  next(now = Date.now()): number {
+    if (now - this.lastFull >= this.fullPassMs) {
+      this.lastFull = now;
+      return 0;
+    }
+    while (this.marks.length > 0 && this.marks[0]!.at <= now - this.lagMs) {
+      this.floor = Math.max(this.floor, this.marks.shift()!.id);
+    }
+    return this.floor;
+  }
+
+  /** Record what a pass that started `at` finished. */
+  record(at: number, doneThrough: number | null): void {
+    if (doneThrough !== null) {
+      this.marks.push({ at, id: doneThrough });
+    }
+  }
+}
+
 /** Runs the relay in a loop until stopped; immediately again after a busy pass. */
 export class OutboxRelay {
   private stopped = false;
   private running: Promise<void> | null = null;
   private wake: (() => void) | null = null;
+  private readonly floor: RelayFloor;
 
   constructor(
     private readonly db: Db,
     private readonly queues: Queues,
-    private readonly opts: RelayOptions & { intervalMs: number },
+    private readonly opts: RelayOptions & { intervalMs: number; rescanMs: number },
     private readonly onError: (err: Error) => void,
-  ) {}
+  ) {
+    this.floor = new RelayFloor(Math.min(2_000, opts.rescanMs / 2), opts.rescanMs);
+  }
 
   start(): void {
     this.running = this.loop();
@@ -128,7 +180,10 @@ export class OutboxRelay {
     while (!this.stopped) {
       let made = 0;
       try {
-        made = await relayOnce(this.db, this.queues, this.opts);
+        const at = Date.now();
+        const pass = await relayOnce(this.db, this.queues, this.opts, at, this.floor.next(at));
+        this.floor.record(at, pass.doneThrough);
+        made = pass.batches;
       } catch (err) {
         this.onError(err as Error);
       }

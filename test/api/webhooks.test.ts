@@ -5,6 +5,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Webhook } from 'standardwebhooks';
+import pg from 'pg';
 import { startTestService, startReceiver, waitFor, type TestService, type Receiver } from '../support/harness.js';
 import { generateWebhookSecret } from '../../shared/webhooks/sign.js';
 
@@ -12,7 +13,7 @@ let svc: TestService;
 let rx: Receiver;
 
 before(async () => {
-  svc = await startTestService({ env: { WEBHOOK_LINGER_MS: '1000', WEBHOOK_RETRY_SCHEDULE_MS: '150,300,450' } });
+  svc = await startTestService({ env: { WEBHOOK_LINGER_MS: '1000', WEBHOOK_RETRY_SCHEDULE_MS: '150,300,450', WEBHOOK_RELAY_RESCAN_MS: '4000' } });
   rx = await startReceiver();
 });
 after(async () => {
@@ -170,12 +171,36 @@ test('signed deliveries verify with the standardwebhooks library', async () => {
   assert.equal(bad.status, 400);
 });
 
+test('an event whose transaction commits after later events were relayed is still delivered', async () => {
+  const { accountId, keyId } = await account();
+  const insert = `WITH e AS (INSERT INTO events (account_id, key_id, callback_url, kind, body) VALUES ($1, $2, $3, 'incomingMessage', $4) RETURNING id)
+    INSERT INTO outbox (event_id) SELECT id FROM e RETURNING event_id`;
+  const held = new pg.Client({ connectionString: svc.databaseUrl });
+  await held.connect();
+  try {
+    await held.query('BEGIN');
+    const early = (await held.query<{ event_id: number }>(insert, [accountId, keyId, `${rx.url}/straggler`, '{"n":"early"}'])).rows[0]!.event_id;
+    const [later] = await svc.sql<{ event_id: number }>(insert, [accountId, keyId, `${rx.url}/straggler`, '{"n":"later"}']);
+    assert.ok(later!.event_id > early);
+    await waitFor(() => at('/straggler').some((r) => r.events.some((e) => e.n === 'later')), 10000, 'the later event');
+    // Past the relay's floor lag: its passes now start above the held event's id.
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    await held.query('COMMIT');
+  } finally {
+    await held.end();
+  }
+  await waitFor(() => at('/straggler').some((r) => r.events.some((e) => e.n === 'early')), 10000, 'the early event');
+  assert.equal(at('/straggler').flatMap((r) => r.events).length, 2);
+});
+
 test('callback precedence: message callback, else the key default; none keeps the events unsent', async () => {
   const { apiKey, keyId } = await account();
   const [none] = await send(apiKey, [{ body: 'kept', to: [{ phone_number: '420777201600' }] }]);
   await waitFor(async () => (await svc.sql(`SELECT 1 FROM events e JOIN recipients r ON r.id = e.recipient_id WHERE r.public_id = $1`, [`${none}-0`])).length === 3, 10000);
-  const kept = await svc.sql<{ callback_url: string | null; batch_id: number | null }>(`SELECT e.callback_url, e.batch_id FROM events e JOIN recipients r ON r.id = e.recipient_id WHERE r.public_id = $1`, [`${none}-0`]);
-  assert.ok(kept.every((e) => e.callback_url === null && e.batch_id === null));
+  const kept = await svc.sql<{ callback_url: string | null; queued: boolean }>(
+    `SELECT e.callback_url, EXISTS (SELECT 1 FROM outbox o WHERE o.event_id = e.id) AS queued
+       FROM events e JOIN recipients r ON r.id = e.recipient_id WHERE r.public_id = $1`, [`${none}-0`]);
+  assert.ok(kept.every((e) => e.callback_url === null && !e.queued));
   await svc.admin('PATCH', `/keys/${keyId}`, { default_callback_url: `${rx.url}/default` });
   const [viaDefault] = await send(apiKey, [{ body: 'default', to: [{ phone_number: '420777201700' }] }]);
   const [viaOwn] = await send(apiKey, [{ body: 'own', to: [{ phone_number: '420777201800' }], callback: `${rx.url}/own` }]);
@@ -232,7 +257,8 @@ test('private callback destinations are refused when ALLOW_PRIVATE_CALLBACKS is 
     assert.equal(update.status, 400);
     // A stored destination that is private by now is refused again at connection time.
     const before = rx.requests.length;
-    await strict.sql(`INSERT INTO events (account_id, key_id, callback_url, kind, body) VALUES ($1, $2, $3, 'incomingMessage', '{}')`, [accountId, key!.id, `${rx.url}/private`]);
+    await strict.sql(`WITH e AS (INSERT INTO events (account_id, key_id, callback_url, kind, body) VALUES ($1, $2, $3, 'incomingMessage', '{}') RETURNING id)
+      INSERT INTO outbox (event_id) SELECT id FROM e`, [accountId, key!.id, `${rx.url}/private`]);
     const [batch] = await waitFor(async () => {
       const rows = await strict.sql<{ status: string; last_error: string }>(`SELECT status, last_error FROM webhook_batches WHERE status = 'dead' AND url LIKE '%/private'`);
       return rows.length ? rows : null;

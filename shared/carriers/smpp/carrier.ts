@@ -587,7 +587,7 @@ export class SmppCarrier implements Carrier {
 
   /** Ends an attempt with a final state reported by attempt id. */
   private end(work: Work, state: 'rejected' | 'failed', resultInfo: string): void {
-    work.reports.push(held(this.sink.report([{ attemptId: work.attempt.attemptId, state, resultInfo, at: Date.now() }])));
+    work.reports.push(held(this.sink.report([{ attemptId: work.attempt.attemptId, state, resultInfo, at: Date.now() }], { priority: work.priority })));
     work.finish({ kind: 'done' });
   }
 
@@ -598,7 +598,7 @@ export class SmppCarrier implements Carrier {
     if (ref === '') {
       this.logger.warn({ carrier: this.name, attemptId, part }, 'SMPP submit_sm_resp without message_id; its receipt cannot be matched');
     }
-    work.reports.push(held(this.sink.report([this.sentReport(attemptId, part, work.fields.length, ref, Date.now())])));
+    work.reports.push(held(this.sink.report([this.sentReport(attemptId, part, work.fields.length, ref, Date.now())], { priority: work.priority })));
     work.reports.push(
       held(
         this.store.recordAccepted({

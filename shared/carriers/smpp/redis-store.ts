@@ -36,6 +36,46 @@ export interface AcceptedParts {
   parts: Map<number, string>;
 }
 
+export interface AcceptedPart {
+  attemptId: number;
+  part: number;
+  ref: string;
+  concatRef: number;
+  idKeys: string[] | null;
+  idTtlSeconds: number;
+}
+
+/**
+ * Collects calls made in one tick and runs them as one batch on the next turn of the event loop.
+ * `run` returns one result per input, in order; an Error result rejects only that call.
+ */
+class TickBatcher<I, O> {
+  private pending: Array<{ input: I; resolve(value: O): void; reject(err: unknown): void }> = [];
+
+  constructor(private readonly run: (inputs: I[]) => Promise<Array<O | Error>>) {}
+
+  add(input: I): Promise<O> {
+    return new Promise<O>((resolve, reject) => {
+      if (this.pending.push({ input, resolve, reject }) === 1) setImmediate(() => void this.flush());
+    });
+  }
+
+  private async flush(): Promise<void> {
+    const batch = this.pending;
+    this.pending = [];
+    try {
+      const results = await this.run(batch.map((b) => b.input));
+      batch.forEach((b, i) => {
+        const result = results[i];
+        if (result instanceof Error) b.reject(result);
+        else b.resolve(result as O);
+      });
+    } catch (err) {
+      for (const b of batch) b.reject(err);
+    }
+  }
+}
+
 export class SmppRedisStore {
   constructor(
     private readonly redis: Redis,
@@ -70,34 +110,48 @@ export class SmppRedisStore {
    * Records an accepted part, and (when `idKeys` is given) indexes the id's canonical keys for
    * receipts: the first key (same representation) always points at `ref`; the others only when
    * no other id claimed them first (`NX`), so a primary key is never overwritten by an alias.
+   * Records made in the same tick (a window's worth of submit_sm_resp) share one pipeline.
    */
-  async recordAccepted(input: {
-    attemptId: number;
-    part: number;
-    ref: string;
-    concatRef: number;
-    idKeys: string[] | null;
-    idTtlSeconds: number;
-  }): Promise<void> {
-    const key = `${this.base}:att:${input.attemptId}`;
-    const pipeline = this.redis.pipeline();
-    pipeline.hset(key, 'c', String(input.concatRef), `p${input.part}`, input.ref);
-    pipeline.expire(key, ATTEMPT_TTL_S);
-    if (input.idKeys && input.ref !== '') {
-      input.idKeys.forEach((k, i) => {
-        if (i === 0) pipeline.set(`${this.base}:id:${k}`, input.ref, 'EX', input.idTtlSeconds);
-        else pipeline.set(`${this.base}:id:${k}`, input.ref, 'EX', input.idTtlSeconds, 'NX');
-      });
-    }
-    const results = (await pipeline.exec()) ?? [];
-    for (const [err] of results) if (err) throw err;
+  recordAccepted(input: AcceptedPart): Promise<void> {
+    return this.writes.add(input);
   }
 
-  /** The refs indexed under each key (null where none). */
+  /** The refs indexed under each key (null where none); lookups of one tick share one MGET. */
   async lookupIds(keys: string[]): Promise<Array<string | null>> {
     if (keys.length === 0) return [];
-    return this.redis.mget(...keys.map((k) => `${this.base}:id:${k}`));
+    return Promise.all(keys.map((k) => this.reads.add(k)));
   }
+
+  private readonly writes = new TickBatcher<AcceptedPart, void>(async (inputs) => {
+    const pipeline = this.redis.pipeline();
+    const commandsOf: number[] = [];
+    for (const input of inputs) {
+      const key = `${this.base}:att:${input.attemptId}`;
+      pipeline.hset(key, 'c', String(input.concatRef), `p${input.part}`, input.ref);
+      pipeline.expire(key, ATTEMPT_TTL_S);
+      let n = 2;
+      if (input.idKeys && input.ref !== '') {
+        input.idKeys.forEach((k, i) => {
+          if (i === 0) pipeline.set(`${this.base}:id:${k}`, input.ref, 'EX', input.idTtlSeconds);
+          else pipeline.set(`${this.base}:id:${k}`, input.ref, 'EX', input.idTtlSeconds, 'NX');
+        });
+        n += input.idKeys.length;
+      }
+      commandsOf.push(n);
+    }
+    const results = (await pipeline.exec()) ?? [];
+    let at = 0;
+    return commandsOf.map((n) => {
+      const failed = results.slice(at, at + n).find(([err]) => err)?.[0];
+      at += n;
+      return failed ? failed : undefined;
+    });
+  });
+
+  private readonly reads = new TickBatcher<string, string | null>(async (keys) => {
+    const values = await this.redis.mget(...keys.map((k) => `${this.base}:id:${k}`));
+    return keys.map((_, i) => values[i] ?? null);
+  });
 
   /** Stores one MO part; returns all parts (seq → stored value) when the message is complete. */
   async addMoPart(messageKey: string, seq: number, value: string, total: number): Promise<Map<number, string> | null> {
