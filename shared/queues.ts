@@ -52,7 +52,7 @@ export const statusQueueName = (partition: number): string => `${STATUS_QUEUE}.$
  * partition, and each partition is applied one batch at a time in arrival order (global
  * concurrency 1), so an attempt's `sent` is never overtaken by its own `undelivered`. Receipts
  * that name only a carrier ref are placed by the ref; their order against the submit response is
- * restored through `pending_receipts` and the state path.
+ * restored through receipts parked in `carrier_refs` and the state path.
  */
 export function statusPartitionOf(report: { attemptId?: number; carrier?: string; ref?: string }, partitions: number): number {
   if (report.attemptId !== undefined) {

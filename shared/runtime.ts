@@ -73,7 +73,7 @@ export async function startRuntime(opts: { role: Role; pools?: PoolName[]; confi
     throw new StartupError(`Cannot reach PostgreSQL at ${redactUrl(config.databaseUrl)}: ${(err as Error).message}.\n` +
       'Start it (on this kind of machine: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start) or set DATABASE_URL.');
   }
-  const db = createPool(config.databaseUrl, opts.role === 'web' ? 10 : 20);
+  const db = createPool(config.databaseUrl, 20);
   if (config.migrateOnStart) {
     const applied = await migrate(db);
     if (applied.length) {
@@ -99,6 +99,9 @@ export async function startRuntime(opts: { role: Role; pools?: PoolName[]; confi
   // A dispatching process keeps a few connections apart for the priority lane and the status intake.
   const dispatching = CHANNEL_POOLS.some((p) => pools.has(p));
   const enginePools = dispatching ? { priority: createPool(config.databaseUrl, 4), status: createPool(config.databaseUrl, 2) } : {};
+  // In the all-in-one process the HTTP API gets connections of its own, so an accept never waits
+  // for the workers' transactions (and a priority message's accept is not queued behind them).
+  const apiDb = opts.role === 'all' ? createPool(config.databaseUrl, 10) : db;
   const engine = new Engine({ db, queues, config, logger, carriers: registry }, {}, enginePools);
   engine.setHooks(verificationHooks(db, config));
   if (config.sandbox) {
@@ -153,7 +156,7 @@ export async function startRuntime(opts: { role: Role; pools?: PoolName[]; confi
   let server: Server | null = null;
   let port: number | null = null;
   if (opts.role !== 'worker') {
-    const app = buildApp({ config, db, redis, queues, logger, engine });
+    const app = buildApp({ config, db: apiDb, redis, queues, logger, engine });
     server = await new Promise<Server>((resolve, reject) => {
       const s = app.listen(config.port, '0.0.0.0', () => resolve(s));
       s.once('error', reject);
@@ -189,7 +192,7 @@ export async function startRuntime(opts: { role: Role; pools?: PoolName[]; confi
       await webhookClient?.close();
       await queues.close();
       redis.disconnect();
-      await Promise.all([db.end(), enginePools.priority?.end(), enginePools.status?.end()]);
+      await Promise.all([db.end(), apiDb === db ? null : apiDb.end(), enginePools.priority?.end(), enginePools.status?.end()]);
       logger.info('switchboard stopped');
     })();
     return stopping;

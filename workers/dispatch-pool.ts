@@ -9,7 +9,9 @@ import type { Logger } from '../shared/logger.js';
 import { LANES, dispatchQueueName, type ChannelPool, type DispatchJob, type Lane } from '../shared/queues.js';
 import type { WorkerConnection } from './connection.js';
 
-const LANE_SHARE: Record<Lane, number> = { priority: 1, transactional: 1, promotional: 1 };
+// A priority job holds its slot until its submit responses are durable (a few event-loop turns
+// under load), so the lane gets more slots than it has work: an OTP never waits for a free one.
+const LANE_SHARE: Record<Lane, number> = { priority: 4, transactional: 1, promotional: 1 };
 
 export function startDispatchPool(engine: Engine, pool: ChannelPool, concurrency: number, conn: WorkerConnection, logger: Logger): Worker[] {
   return LANES.map((lane) => {

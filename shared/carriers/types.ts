@@ -31,6 +31,13 @@ export interface OutboundAttempt {
   ttlMinutes: number;
   /** Priority or transactional lane: carriers serve it before queued promotional attempts. */
   priority?: boolean;
+  /**
+   * Handed before: the carrier must check what it already accepted. Set by the engine only when it
+   * hands an attempt that was recorded by an earlier dispatch run (a job retried after a crash or a
+   * failed send); an attempt handed for the first time cannot have been accepted anywhere, so a
+   * carrier may skip that lookup for it.
+   */
+  rehand?: boolean;
   viberButton?: { title: string; url: string };
   whatsappTemplate?: {
     templateName: string;
@@ -97,7 +104,8 @@ export interface Carrier {
   /**
    * Hand attempts over. Resolves once the carrier has taken responsibility for them (queued in its
    * window or sent); outcomes arrive later through the sink. Must be safe to call again with the
-   * same attempt after a crash (the engine re-hands attempts that never got a carrier answer).
+   * same attempt after a crash (the engine re-hands attempts that never got a carrier answer, and
+   * marks them `rehand`).
    */
   send(attempts: OutboundAttempt[]): Promise<void>;
   close(): Promise<void>;

@@ -15,7 +15,7 @@ import { mccOfE164 } from '../phone/mcc.js';
 import { findPrice, currentPrices } from '../domain/prices.js';
 import { isInsideWindow, nextSendInstant, type DeliveryWindow } from '../schedule/window.js';
 import { defaultTtlMinutes, familyOf } from './transitions.js';
-import { insertEvents, sentMessageEvent, type OutboxEvent } from './events.js';
+import { eventsCtes, eventParams, sentMessageEvent, type OutboxEvent } from './events.js';
 import type { EngineDeps, NextStep } from './engine.js';
 import { pushTo } from '../collections.js';
 
@@ -209,44 +209,11 @@ async function runDispatchTx(
     const nextSteps: NextStep[] = [];
     const toHand: ToHand[] = [];
     if (planned.length > 0) {
-      const { rows: inserted } = await tx.query<{ id: number; recipient_id: number }>(
-        `INSERT INTO attempts (recipient_id, step, channel, family, state, result_info, phone, sender, carrier, parts, encoding,
-                               country, operator, price_czk, price_eur, charged, charged_currency, payer_kind, payer_id, handed_at)
-         SELECT u.recipient_id, $1, u.channel, u.family, u.state, u.result_info, u.phone, u.sender, u.carrier, u.parts, u.encoding,
-                u.country, 0, u.price_czk, u.price_eur, u.charged, u.charged_currency, u.payer_kind, u.payer_id,
-                CASE WHEN u.state = 'sending' THEN NULL ELSE now() END
-           FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::int[],
-                       $11::text[], $12::int[], $13::numeric[], $14::numeric[], $15::numeric[], $16::text[], $17::text[], $18::bigint[])
-             AS u(recipient_id, channel, family, state, result_info, phone, sender, carrier, parts, encoding, country, price_czk,
-                  price_eur, charged, charged_currency, payer_kind, payer_id)
-         RETURNING id, recipient_id`,
-        [step,
-          planned.map((p) => p.recipient.id),
-          planned.map((p) => p.channel),
-          planned.map((p) => familyOf(p.channel)),
-          planned.map((p) => (p.reject ? 'rejected' : 'sending')),
-          planned.map((p) => p.reject?.info ?? 'Sending'),
-          planned.map((p) => p.recipient.phone ?? ''),
-          planned.map((p) => p.sender),
-          planned.map((p) => p.carrier?.name ?? 'none'),
-          planned.map((p) => p.count),
-          planned.map((p) => p.attempt.encoding ?? null),
-          planned.map((p) => p.country),
-          planned.map((p) => p.priceCzk),
-          planned.map((p) => p.priceEur),
-          planned.map((p) => (p.reject ? 0 : p.charge?.amount ?? 0)),
-          planned.map((p) => (p.reject ? null : p.part.msg.key_currency)),
-          planned.map((p) => (p.reject ? null : p.charge?.payerKind ?? null)),
-          planned.map((p) => (p.reject ? null : p.charge?.payerId ?? null)),
-        ],
-      );
-      const attemptIdOf = new Map(inserted.map((row) => [row.recipient_id, row.id]));
-
       const upd = { id: [] as number[], state: [] as string[], step: [] as number[], due: [] as Array<Date | null>,
         channel: [] as string[], body: [] as string[], sender: [] as string[], parts: [] as number[] };
+      const handOf: Array<{ p: PlannedInPart; part: Part }> = [];
       for (const p of planned) {
         const { msg, stepConfig } = p.part;
-        const attemptId = attemptIdOf.get(p.recipient.id)!;
         const state = p.reject ? 'rejected' : 'sending';
         events.push({
           accountId: msg.account_id, keyId: msg.key_id, callbackUrl: msg.callback ?? msg.default_callback_url,
@@ -270,19 +237,57 @@ async function runDispatchTx(
         if (fallback) {
           nextSteps.push({ messageId: msg.id, step: step + 1, recipientId: p.recipient.id, lane: msg.lane, flow: msg.flow });
         } else if (!p.reject && p.carrier) {
-          toHand.push({ carrier: p.carrier, attempt: { ...p.attempt, attemptId }, part: p.part });
+          handOf.push({ p, part: p.part });
         }
       }
-      await tx.query(
-        `UPDATE recipients r SET state = u.state, step = u.step, due_at = u.due_at,
+      // Attempts, recipients and events in one statement: one round trip for the whole job.
+      const { rows: inserted } = await tx.query<{ id: number; recipient_id: number }>(
+        `WITH attempts_in AS (
+         INSERT INTO attempts (recipient_id, step, channel, family, state, result_info, phone, sender, carrier, parts, encoding,
+                                 country, operator, price_czk, price_eur, charged, charged_currency, payer_kind, payer_id, handed_at)
+           SELECT u.recipient_id, $1, u.channel, u.family, u.state, u.result_info, u.phone, u.sender, u.carrier, u.parts, u.encoding,
+                  u.country, 0, u.price_czk, u.price_eur, u.charged, u.charged_currency, u.payer_kind, u.payer_id,
+                  CASE WHEN u.state = 'sending' THEN NULL ELSE now() END
+             FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::int[],
+                         $11::text[], $12::int[], $13::numeric[], $14::numeric[], $15::numeric[], $16::text[], $17::text[], $18::bigint[])
+               AS u(recipient_id, channel, family, state, result_info, phone, sender, carrier, parts, encoding, country, price_czk,
+                    price_eur, charged, charged_currency, payer_kind, payer_id)
+           RETURNING id, recipient_id),
+         recipients_up AS (
+         UPDATE recipients r SET state = u.state, step = u.step, due_at = u.due_at,
                 flow_taken = CASE WHEN r.flow_taken = '' THEN u.channel ELSE r.flow_taken || ',' || u.channel END,
                 body = u.body, sender = u.sender, parts = u.parts, updated_at = now()
-           FROM unnest($1::bigint[], $2::text[], $3::smallint[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::int[])
+           FROM unnest($19::bigint[], $20::text[], $21::smallint[], $22::timestamptz[], $23::text[], $24::text[], $25::text[], $26::int[])
              AS u(id, state, step, due_at, channel, body, sender, parts)
-          WHERE r.id = u.id AND r.id = ANY($1)`,
-        [upd.id, upd.state, upd.step, upd.due, upd.channel, upd.body, upd.sender, upd.parts],
+          WHERE r.id = u.id AND r.id = ANY($19)),
+         ${eventsCtes(27)}
+         SELECT id, recipient_id FROM attempts_in`,
+        [step,
+          planned.map((p) => p.recipient.id),
+          planned.map((p) => p.channel),
+          planned.map((p) => familyOf(p.channel)),
+          planned.map((p) => (p.reject ? 'rejected' : 'sending')),
+          planned.map((p) => p.reject?.info ?? 'Sending'),
+          planned.map((p) => p.recipient.phone ?? ''),
+          planned.map((p) => p.sender),
+          planned.map((p) => p.carrier?.name ?? 'none'),
+          planned.map((p) => p.count),
+          planned.map((p) => p.attempt.encoding ?? null),
+          planned.map((p) => p.country),
+          planned.map((p) => p.priceCzk),
+          planned.map((p) => p.priceEur),
+          planned.map((p) => (p.reject ? 0 : p.charge?.amount ?? 0)),
+          planned.map((p) => (p.reject ? null : p.part.msg.key_currency)),
+          planned.map((p) => (p.reject ? null : p.charge?.payerKind ?? null)),
+          planned.map((p) => (p.reject ? null : p.charge?.payerId ?? null)),
+          upd.id, upd.state, upd.step, upd.due, upd.channel, upd.body, upd.sender, upd.parts,
+          ...eventParams(events),
+        ],
       );
-      await insertEvents(tx, events);
+      const attemptIdOf = new Map(inserted.map((row) => [row.recipient_id, row.id]));
+      for (const { p, part } of handOf) {
+        toHand.push({ carrier: p.carrier!, attempt: { ...p.attempt, attemptId: attemptIdOf.get(p.recipient.id)! }, part });
+      }
     }
 
     // Attempts that were charged and recorded but never reached a carrier (crash before hand-over).
@@ -297,7 +302,8 @@ async function runDispatchTx(
         const resolved = deps.hooks.resolveTexts ? await deps.hooks.resolveTexts(tx, part.msg.source, [r.id]) : null;
         const p = planAttempt(deps, part.msg, part.channel, part.stepConfig, part.ttlMinutes, r, resolved?.get(r.id), prices);
         if (p.carrier) {
-          toHand.push({ carrier: p.carrier, attempt: { ...p.attempt, attemptId: row.id }, part });
+          // Handed before (its send may have got part way): the carrier checks what it already accepted.
+          toHand.push({ carrier: p.carrier, attempt: { ...p.attempt, attemptId: row.id, rehand: true }, part });
         }
       }
     }

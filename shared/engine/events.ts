@@ -86,24 +86,33 @@ export function sentMessageEvent(f: SentMessageFacts): Record<string, unknown> {
 }
 
 /**
- * Append events in one statement; ids follow the order given (per-recipient order is kept). An
- * event with a callback URL also gets its `outbox` row, which the relay deletes once it has put the
- * event into a webhook batch.
+ * The events insert as two CTEs (`events_in`, `outbox_in`) over six array parameters from `$first`
+ * on (see `eventParams`), so a caller can write its events in the statement of its other changes.
+ * Ids follow the order given (per-recipient order is kept). An event with a callback URL also gets
+ * its `outbox` row, which the relay deletes once it has put the event into a webhook batch.
  */
+export function eventsCtes(first: number): string {
+  const p = (i: number) => `$${first + i}`;
+  return `events_in AS (
+       INSERT INTO events (account_id, key_id, callback_url, recipient_id, kind, body)
+       SELECT account_id, key_id, callback_url, recipient_id, kind, body
+         FROM unnest(${p(0)}::bigint[], ${p(1)}::bigint[], ${p(2)}::text[], ${p(3)}::bigint[], ${p(4)}::text[], ${p(5)}::text[]) WITH ORDINALITY
+           AS u(account_id, key_id, callback_url, recipient_id, kind, body, n)
+        ORDER BY n
+       RETURNING id, callback_url),
+     outbox_in AS (INSERT INTO outbox (event_id) SELECT id FROM events_in WHERE callback_url IS NOT NULL)`;
+}
+
+/** The six parameters of `eventsCtes`. */
+export function eventParams(events: OutboxEvent[]): unknown[] {
+  return [events.map((e) => e.accountId), events.map((e) => e.keyId), events.map((e) => e.callbackUrl),
+    events.map((e) => e.recipientId), events.map((e) => e.kind), events.map((e) => stringifyEvent(e.body))];
+}
+
+/** Append events in one statement (see `eventsCtes`). */
 export async function insertEvents(db: Queryable, events: OutboxEvent[]): Promise<void> {
   if (events.length === 0) {
     return;
   }
-  await db.query(
-    `WITH e AS (
-       INSERT INTO events (account_id, key_id, callback_url, recipient_id, kind, body)
-       SELECT account_id, key_id, callback_url, recipient_id, kind, body
-         FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[]) WITH ORDINALITY
-           AS u(account_id, key_id, callback_url, recipient_id, kind, body, n)
-        ORDER BY n
-       RETURNING id, callback_url)
-     INSERT INTO outbox (event_id) SELECT id FROM e WHERE callback_url IS NOT NULL`,
-    [events.map((e) => e.accountId), events.map((e) => e.keyId), events.map((e) => e.callbackUrl),
-      events.map((e) => e.recipientId), events.map((e) => e.kind), events.map((e) => stringifyEvent(e.body))],
-  );
+  await db.query(`WITH ${eventsCtes(1)} SELECT 1`, eventParams(events));
 }

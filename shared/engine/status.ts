@@ -10,7 +10,7 @@ import { withTx, type Tx } from '../db/pool.js';
 import type { AttemptState, Channel, StatusReport } from '../carriers/types.js';
 import type { FlowStep } from '../sending/message-schema.js';
 import { planTransition, isStepFailure, ttlExpiryApplies, defaultResultInfo } from './transitions.js';
-import { insertEvents, sentMessageEvent, type OutboxEvent } from './events.js';
+import { eventsCtes, eventParams, sentMessageEvent, type OutboxEvent } from './events.js';
 import type { EngineDeps, NextStep } from './engine.js';
 
 const STATE_RANK: Record<AttemptState, number> = {
@@ -166,33 +166,35 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
       recipientUpdates.set(a.recipient_id, update);
     }
 
-    if (changed.size > 0) {
-      const list = [...changed.values()];
-      await tx.query(
-        `UPDATE attempts a SET state = u.state, result_info = u.result_info, reached_sent = u.reached_sent,
+    if (changed.size === 0) {
+      return { transitions: 0, events, nextSteps, delivered, sources };
+    }
+    // Attempts, recipients and events in one statement: one round trip for the whole batch.
+    const list = [...changed.values()].map((c) => attempts.get(c.id)!);
+    const resultInfo = [...changed.values()].map((c) => c.result_info);
+    const ups = [...recipientUpdates.values()];
+    await tx.query(
+      `WITH attempts_up AS (
+         UPDATE attempts a SET state = u.state, result_info = u.result_info, reached_sent = u.reached_sent,
                 refunded = u.refunded, ttl_expired = u.ttl_expired, handed_at = COALESCE(a.handed_at, now()), updated_at = now()
            FROM unnest($1::bigint[], $2::text[], $3::text[], $4::boolean[], $5::boolean[], $6::boolean[])
              AS u(id, state, result_info, reached_sent, refunded, ttl_expired)
-          WHERE a.id = u.id AND a.id = ANY($1)`,
-        [list.map((a) => a.id), list.map((a) => attempts.get(a.id)!.state), list.map((a) => a.result_info),
-          list.map((a) => attempts.get(a.id)!.reached_sent), list.map((a) => attempts.get(a.id)!.refunded),
-          list.map((a) => attempts.get(a.id)!.ttl_expired)],
-      );
-    }
-    if (recipientUpdates.size > 0) {
-      const ids = [...recipientUpdates.keys()];
-      const ups = [...recipientUpdates.values()];
-      await tx.query(
-        `UPDATE recipients r SET state = u.state, step = u.step, due_at = u.due_at,
+          WHERE a.id = u.id AND a.id = ANY($1)),
+       recipients_up AS (
+         UPDATE recipients r SET state = u.state, step = u.step, due_at = u.due_at,
                 ts_sent = COALESCE(r.ts_sent, u.ts_sent), ts_delivered = COALESCE(r.ts_delivered, u.ts_delivered), updated_at = now()
-           FROM unnest($1::bigint[], $2::text[], $3::smallint[], $4::timestamptz[], $5::timestamptz[], $6::timestamptz[])
+           FROM unnest($7::bigint[], $8::text[], $9::smallint[], $10::timestamptz[], $11::timestamptz[], $12::timestamptz[])
              AS u(id, state, step, due_at, ts_sent, ts_delivered)
-          WHERE r.id = u.id AND r.id = ANY($1)`,
-        [ids, ups.map((u) => u.state), ups.map((u) => u.step), ups.map((u) => u.due), ups.map((u) => u.sent), ups.map((u) => u.delivered)],
-      );
-    }
+          WHERE r.id = u.id AND r.id = ANY($7)),
+       ${eventsCtes(13)}
+       SELECT 1`,
+      [list.map((a) => a.id), list.map((a) => a.state), resultInfo, list.map((a) => a.reached_sent), list.map((a) => a.refunded),
+        list.map((a) => a.ttl_expired),
+        [...recipientUpdates.keys()], ups.map((u) => u.state), ups.map((u) => u.step), ups.map((u) => u.due), ups.map((u) => u.sent),
+        ups.map((u) => u.delivered),
+        ...eventParams(events)],
+    );
     await refund(tx, refunds);
-    await insertEvents(tx, events);
     if (deps.hooks.onDelivered && delivered.length > 0) {
       await deps.hooks.onDelivered(tx, delivered, sources);
     }
@@ -206,41 +208,38 @@ function gatewayOf(step: FlowStep | undefined): string {
   return step && 'sms' in step ? (step.sms.gateway ?? 'high') : 'high';
 }
 
+/** One row per (carrier, ref) for a statement; the last report of a key wins. Sorted, so that concurrent batches take the keys in one order. */
+function byKey<T extends StatusReport>(reports: T[]): T[] {
+  const keyed = new Map<string, T>();
+  for (const r of reports) {
+    keyed.set(`${r.ref}\u0000${r.carrier}`, r);
+  }
+  return [...keyed.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, r]) => r);
+}
+
 /**
  * Turn carrier reports into moves on attempt ids. Reports that name a carrier ref are matched
- * through `carrier_refs`; refs not stored yet (a receipt overtaking its submit response) wait in
- * `pending_receipts` and are replayed when the ref arrives. For multi-part SMS the attempt is
- * `delivered` only when every part is; the first failed part decides a failure.
+ * through `carrier_refs`. A receipt whose ref is not registered yet (it overtook its submit
+ * response) is parked in a `carrier_refs` row of its own, without an attempt; registering the ref
+ * later finds that row and replays the receipt. Both write the same unique key, so concurrent
+ * batches are serialised by the index itself. For multi-part SMS the attempt is `delivered` only
+ * when every part is; the first failed part decides a failure.
  */
 async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
   const moves: Move[] = [];
-  // Registering a ref and parking a receipt for it run in different status jobs; neither sees the
-  // other's uncommitted row, so unserialised the receipt could be parked after the registering
-  // transaction looked for it, and never be replayed. One lock per (carrier, ref), in key order.
-  const keyed = reports.filter((r) => r.ref !== undefined && r.carrier !== undefined);
-  if (keyed.length > 0) {
-    await tx.query(
-      `SELECT pg_advisory_xact_lock(k) FROM (
-         SELECT DISTINCT hashtextextended(u.carrier || chr(1) || u.ref, 0) AS k FROM unnest($1::text[], $2::text[]) AS u(carrier, ref) ORDER BY k
-       ) s`,
-      [keyed.map((r) => r.carrier), keyed.map((r) => r.ref)],
-    );
-  }
-  const register = reports.filter((r) => r.attemptId !== undefined && r.ref !== undefined && r.carrier !== undefined);
+  const register = byKey(reports.filter((r) => r.attemptId !== undefined && r.ref !== undefined && r.carrier !== undefined));
   if (register.length > 0) {
-    await tx.query(
-      `INSERT INTO carrier_refs (carrier, ref, attempt_id, part)
-       SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[]) ON CONFLICT DO NOTHING`,
-      [register.map((r) => r.carrier), register.map((r) => r.ref), register.map((r) => r.attemptId), register.map((r) => r.part ?? 0)],
+    const { rows: parked } = await tx.query<{ carrier: string; ref: string; state: AttemptState; result_info: string | null; reported_at: Date | null }>(
+      `INSERT INTO carrier_refs AS c (ref, carrier, attempt_id, part)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[])
+       ON CONFLICT (ref, carrier) DO UPDATE SET attempt_id = EXCLUDED.attempt_id, part = EXCLUDED.part WHERE c.attempt_id IS NULL
+       RETURNING c.carrier, c.ref, c.state, c.result_info, c.reported_at`,
+      [register.map((r) => r.ref), register.map((r) => r.carrier), register.map((r) => r.attemptId), register.map((r) => r.part ?? 0)],
     );
-    const { rows: waiting } = await tx.query<{ carrier: string; ref: string; state: AttemptState; result_info: string; at: Date }>(
-      `DELETE FROM pending_receipts p USING unnest($1::text[], $2::text[]) AS u(carrier, ref)
-        WHERE p.carrier = u.carrier AND p.ref = u.ref AND p.carrier = ANY($1) AND p.ref = ANY($2)
-        RETURNING p.carrier, p.ref, p.state, p.result_info, p.at`,
-      [register.map((r) => r.carrier), register.map((r) => r.ref)],
-    );
-    for (const w of waiting) {
-      reports.push({ carrier: w.carrier, ref: w.ref, state: w.state, resultInfo: w.result_info, at: w.at.getTime() });
+    for (const w of parked) {
+      if (w.result_info !== null) {
+        reports.push({ carrier: w.carrier, ref: w.ref, state: w.state, resultInfo: w.result_info, at: w.reported_at?.getTime() ?? Date.now() });
+      }
     }
   }
   for (const r of reports) {
@@ -252,45 +251,52 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
   if (byRef.length === 0) {
     return moves;
   }
-  const { rows: known } = await tx.query<{ carrier: string; ref: string; attempt_id: number }>(
-    `UPDATE carrier_refs c SET state = u.state
-       FROM unnest($1::text[], $2::text[], $3::text[]) AS u(carrier, ref, state)
-      WHERE c.carrier = u.carrier AND c.ref = u.ref AND c.carrier = ANY($1) AND c.ref = ANY($2)
-      RETURNING c.carrier, c.ref, c.attempt_id`,
-    [byRef.map((r) => r.carrier), byRef.map((r) => r.ref), byRef.map((r) => r.state)],
+  const rows = byKey(byRef);
+  const { rows: known } = await tx.query<{ carrier: string; ref: string; attempt_id: number | null; parts: number | null }>(
+    `WITH c AS (
+       INSERT INTO carrier_refs AS c (ref, carrier, attempt_id, state, result_info, reported_at)
+       SELECT u.ref, u.carrier, NULL, u.state, u.result_info, u.reported_at
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) AS u(ref, carrier, state, result_info, reported_at)
+       ON CONFLICT (ref, carrier) DO UPDATE SET state = EXCLUDED.state, result_info = EXCLUDED.result_info, reported_at = EXCLUDED.reported_at
+       RETURNING c.carrier, c.ref, c.attempt_id)
+     SELECT c.carrier, c.ref, c.attempt_id, a.parts FROM c LEFT JOIN attempts a ON a.id = c.attempt_id`,
+    [rows.map((r) => r.ref), rows.map((r) => r.carrier), rows.map((r) => r.state), rows.map((r) => r.resultInfo), rows.map((r) => new Date(r.at))],
   );
-  const attemptOf = new Map(known.map((k) => [`${k.carrier}\u0000${k.ref}`, k.attempt_id]));
-  const unknown = byRef.filter((r) => !attemptOf.has(`${r.carrier}\u0000${r.ref}`));
-  if (unknown.length > 0) {
-    await tx.query(
-      `INSERT INTO pending_receipts (carrier, ref, state, result_info, at)
-       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[])`,
-      [unknown.map((r) => r.carrier), unknown.map((r) => r.ref), unknown.map((r) => r.state), unknown.map((r) => r.resultInfo),
-        unknown.map((r) => new Date(r.at))],
-    );
+  const attemptOf = new Map<string, number>();
+  const multiPart: number[] = [];
+  for (const k of known) {
+    if (k.attempt_id !== null) {
+      attemptOf.set(`${k.carrier}\u0000${k.ref}`, k.attempt_id);
+      if ((k.parts ?? 1) > 1) {
+        multiPart.push(k.attempt_id);
+      }
+    }
   }
-  const attemptIds = [...new Set(known.map((k) => k.attempt_id))];
-  // Receipts for different parts of one message may be applied by concurrent status jobs, each
-  // counting the delivered parts below: they take turns per attempt, or none would see them all.
-  if (attemptIds.length > 0) {
+  const complete = new Map<number, boolean>();
+  if (multiPart.length > 0) {
+    // Receipts for different parts of one message may be applied by concurrent batches, each
+    // counting the delivered parts below: they take turns per attempt, or none would see them all.
+    const ids = [...new Set(multiPart)];
     await tx.query(
       `SELECT pg_advisory_xact_lock(hashtextextended('attempt' || chr(1) || id::text, 0)) FROM (SELECT unnest($1::bigint[]) AS id ORDER BY 1) s`,
-      [attemptIds],
+      [ids],
     );
+    const { rows: partStates } = await tx.query<{ attempt_id: number; delivered: number; parts: number }>(
+      `SELECT c.attempt_id, count(*) FILTER (WHERE c.state = 'delivered')::int AS delivered, a.parts
+         FROM carrier_refs c JOIN attempts a ON a.id = c.attempt_id
+        WHERE c.attempt_id = ANY($1) GROUP BY c.attempt_id, a.parts`,
+      [ids],
+    );
+    for (const p of partStates) {
+      complete.set(p.attempt_id, p.delivered >= p.parts);
+    }
   }
-  const { rows: partStates } = await tx.query<{ attempt_id: number; total: number; delivered: number; parts: number }>(
-    `SELECT c.attempt_id, count(*)::int AS total, count(*) FILTER (WHERE c.state = 'delivered')::int AS delivered, a.parts
-       FROM carrier_refs c JOIN attempts a ON a.id = c.attempt_id
-      WHERE c.attempt_id = ANY($1) GROUP BY c.attempt_id, a.parts`,
-    [attemptIds],
-  );
-  const complete = new Map(partStates.map((p) => [p.attempt_id, p.delivered >= p.parts]));
   for (const r of byRef) {
     const attemptId = attemptOf.get(`${r.carrier}\u0000${r.ref}`);
     if (attemptId === undefined) {
-      continue;
+      continue; // parked until its ref is registered
     }
-    if (r.state === 'delivered' && !complete.get(attemptId)) {
+    if (r.state === 'delivered' && complete.get(attemptId) === false) {
       continue; // more parts still to be delivered
     }
     moves.push({ attemptId, state: r.state, resultInfo: r.resultInfo, at: r.at, ttl: false });

@@ -279,6 +279,7 @@ test('lanes: a priority message reaches the carrier before a promotional backlog
     return rows.length === 3001 ? rows : null;
   }, 60000, 'backlog carried');
   const position = order.findIndex((r) => r.phone_number === '420777199999');
-  // Jobs already running when it arrived finish first; everything still queued comes after it.
-  assert.ok(position >= 0 && position < 2000, `priority message carried at position ${position} of 3001, ahead of the queued backlog`);
+  // One queue would carry it last (position 3000). Jobs already running or done when it arrived
+  // come first (how many depends on the machine's speed); the jobs still queued come after it.
+  assert.ok(position >= 0 && position <= 2900, `priority message carried at position ${position} of 3001, ahead of the queued backlog`);
 });

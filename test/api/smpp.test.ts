@@ -60,7 +60,7 @@ async function waitResult(id: string, result: string, timeoutMs = 10_000): Promi
       `SELECT a.id, a.state, a.phone, c.ref, c.part, c.state AS ref_state FROM attempts a JOIN recipients r ON r.id = a.recipient_id
          LEFT JOIN carrier_refs c ON c.attempt_id = a.id WHERE r.public_id = $1`, [id],
     );
-    const parked = await svc.sql('SELECT carrier, ref, state FROM pending_receipts');
+    const parked = await svc.sql('SELECT carrier, ref, state FROM carrier_refs WHERE attempt_id IS NULL');
     const phone = (refs[0] as { phone?: string } | undefined)?.phone ?? '';
     const seen = recordsTo(phone).map((r) => [r.messageId, r.commandStatus, r.concat?.seq]);
     throw new Error(`${(err as Error).message}; events ${JSON.stringify(resultsOf(id))}; refs ${JSON.stringify(refs)}; parked ${JSON.stringify(parked)}; smsc ${JSON.stringify(seen)}`);
@@ -190,7 +190,7 @@ describe('SMS over SMPP', () => {
   it('applies a receipt whose status job runs at the same time as the one registering its ref', T, async () => {
     // Two status workers: one registers a ref (submit_sm_resp), the other gets its receipt. Neither
     // transaction sees the other's uncommitted row, so without serialising per ref the receipt was
-    // parked in pending_receipts after the registering transaction had looked there: lost.
+    // parked after the registering transaction had looked for it: lost.
     const phones = Array.from({ length: 10 }, (_, i) => `42077765${String(i).padStart(2, '0')}03`); // 03: no SMSC receipt
     const ids = await send(phones, 'Race');
     for (const id of ids) await waitResult(id, 'sent');
@@ -206,7 +206,7 @@ describe('SMS over SMPP', () => {
       ];
     }));
     for (const id of ids) await waitResult(id, 'delivered', 5_000);
-    assert.deepEqual(await svc.sql(`SELECT ref FROM pending_receipts WHERE carrier = 'smpp.race'`), []);
+    assert.deepEqual(await svc.sql(`SELECT ref FROM carrier_refs WHERE carrier = 'smpp.race' AND attempt_id IS NULL`), [], 'no receipt left parked');
   });
 
   it('delivers a long message when its part receipts are applied by concurrent status jobs', T, async () => {

@@ -10,6 +10,7 @@ import { after, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import type { CarrierSink, InboundReport, StatusReport } from '../../shared/carriers/types.js';
 import { SmppCarrier, SmppCarrierError, type SmppCarrierOptions, type SmppOutboundAttempt } from '../../shared/carriers/smpp/carrier.js';
+import type { SmppRedisStore } from '../../shared/carriers/smpp/redis-store.js';
 import { RedisTokenBucket } from '../../shared/carriers/smpp/token-bucket.js';
 import { planSms } from '../../shared/sms/gsm7.js';
 import { SmscSimulator, type SmscSimulatorOptions, type SubmittedRecord } from '../../scripts/smsc-simulator.js';
@@ -241,7 +242,7 @@ describe('SmppCarrier', () => {
 
       const other = make(); // another process, same connection
       await other.waitUntilBound(3_000);
-      await other.send([a]);
+      await other.send([{ ...a, rehand: true }]); // the engine re-hands an attempt recorded earlier
       const parts = accepted(sim);
       assert.deepEqual(parts.map((r) => r.concat?.seq), [1, 2, 3], 'part 1 was not sent again');
       assert.equal(new Set(parts.map((r) => r.concat?.ref)).size, 1, 'the resumed parts keep the reference');
@@ -249,8 +250,40 @@ describe('SmppCarrier', () => {
       assert.deepEqual([...new Set(sent.map((r) => r.part))].sort(), [0, 1, 2]);
 
       const before = sim.submitted.length;
-      await other.send([a]); // a third hand-over: everything was accepted
+      await other.send([{ ...a, rehand: true }]); // a third hand-over: everything was accepted
       assert.equal(sim.submitted.length, before);
+    });
+  });
+
+  it('looks up accepted parts only for re-handed attempts: an accepted part is not resubmitted, a fresh attempt is', T, async () => {
+    await withCarrier({}, 'window=10', {}, async ({ sim, sink, carrier }) => {
+      const store = (carrier as unknown as { store: SmppRedisStore }).store;
+      const lookups: number[][] = [];
+      const lookup = store.acceptedParts.bind(store);
+      store.acceptedParts = (ids) => {
+        lookups.push(ids);
+        return lookup(ids);
+      };
+
+      const a = attempt('420777700000');
+      await carrier.send([a]);
+      assert.deepEqual(lookups, [], 'a first hand-over costs no accepted-parts lookup');
+      assert.equal(accepted(sim).filter((r) => r.destination_addr === a.to).length, 1);
+      const ref = sink.of(a.attemptId)[0]?.ref;
+      assert.ok(ref, 'the first hand-over was reported sent with a ref');
+
+      const fresh = attempt('420777700001');
+      await carrier.send([{ ...a, rehand: true }, fresh]);
+      assert.deepEqual(lookups, [[a.attemptId]], 'only the re-handed attempt is looked up');
+      assert.equal(accepted(sim).filter((r) => r.destination_addr === a.to).length, 1, 'the accepted part was not submitted again');
+      assert.equal(accepted(sim).filter((r) => r.destination_addr === fresh.to).length, 1, 'the fresh attempt was submitted');
+      assert.deepEqual(sink.of(a.attemptId).map((r) => [r.state, r.ref]), [['sent', ref], ['sent', ref]], 'reported sent again with its ref');
+      assert.equal(sink.of(fresh.attemptId)[0]?.state, 'sent');
+
+      const before = sim.submitted.length;
+      await carrier.send([{ ...fresh, rehand: true }]);
+      assert.equal(sim.submitted.length, before, 'a re-hand after everything was accepted submits nothing');
+      assert.deepEqual(lookups, [[a.attemptId], [fresh.attemptId]]);
     });
   });
 

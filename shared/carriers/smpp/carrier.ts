@@ -17,7 +17,9 @@
  *   more after the rebind: the SMSC may then see it twice (documented); one never written is just
  *   sent after the rebind;
  * - accepted parts are recorded in Redis, so handing the same attempt again (a dispatch job
- *   retried after a crash or a failed send) never submits an accepted part twice.
+ *   retried after a crash or a failed send) never submits an accepted part twice. The engine
+ *   marks such a hand-over `rehand`; only those attempts are looked up (a first hand-over cannot
+ *   have accepted parts, so it costs no Redis round trip).
  *
  * Inbound: delivery receipts become `sink.report([{carrier, ref, ...}])` and mobile-originated
  * messages (concatenated parts joined through Redis, any bind) `sink.inbound(...)`; the session
@@ -345,9 +347,11 @@ export class SmppCarrier implements Carrier {
       mine.push({ attempt, done, resolve });
     }
 
-    let accepted: Awaited<ReturnType<SmppRedisStore['acceptedParts']>>;
+    // Only an attempt handed before can have accepted parts: a first hand-over skips the lookup.
+    let accepted: Awaited<ReturnType<SmppRedisStore['acceptedParts']>> = new Map();
     try {
-      accepted = await this.store.acceptedParts(mine.map((m) => m.attempt.attemptId));
+      const rehanded = mine.filter((m) => m.attempt.rehand === true).map((m) => m.attempt.attemptId);
+      if (rehanded.length > 0) accepted = await this.store.acceptedParts(rehanded);
     } catch (err) {
       const error = err instanceof Error ? err : new Error(String(err));
       for (const m of mine) m.resolve({ kind: 'give-back', error });
