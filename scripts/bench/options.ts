@@ -36,8 +36,8 @@ export interface Options {
   /** Sample pg_stat_activity while measuring (on with --cpu-prof). */
   pgActivity: boolean;
   ownRedis: boolean;
-  /** `all`: one `switchboard all` process; `split`: `web` + `worker` processes. */
-  processes: 'all' | 'split';
+  /** `all`: one `switchboard all` process; `split`: `web` + `worker`; `procfile`: web + the Procfile's four workers. */
+  processes: 'all' | 'split' | 'procfile';
   /** Extra service environment (KEY=VALUE), e.g. SMS_CONCURRENCY=16. */
   env: Record<string, string>;
   /** SQL run on each fresh database after the service migrated it (to measure a schema idea). */
@@ -68,7 +68,8 @@ const USAGE = `usage: node --import tsx scripts/bench/run.ts [options]
   --carrier auto|smpp|sandbox   carrier of e2e-smpp/priority-under-load (default auto)
   --smpp-params Q          query of SMPP_URL (default "window=50")
   --receipt-delay MS       simulator receipt delay (default 50)
-  --processes all|split    one "switchboard all" process (default) or "web" + "worker"
+  --processes all|split|procfile   one "switchboard all" process (default), "web" + "worker", or the
+                           Procfile's processes (web, worker --pools=sms, …=viber,whatsapp, …=status,sweep, …=webhooks,relay)
   --env KEY=VALUE          extra service environment (repeatable)
   --setup-sql SQL          run SQL on each fresh database once the service migrated it (repeatable),
                            e.g. --setup-sql "CREATE INDEX ON carrier_refs (attempt_id)" to measure an idea
@@ -189,7 +190,7 @@ export function parseOptions(argv: string[]): Options {
     cpuProf: values['cpu-prof'] === true,
     pgActivity: values['pg-activity'] === true || values['cpu-prof'] === true,
     ownRedis: values['own-redis'] === true,
-    processes: oneOf('processes', values.processes, ['all', 'split'] as const, 'all'),
+    processes: oneOf('processes', values.processes, ['all', 'split', 'procfile'] as const, 'all'),
     env,
     setupSql: values['setup-sql'] ?? [],
     build: values['no-build'] !== true,

@@ -126,8 +126,8 @@ export function checkEvents(receiver: Receiver, phones: Iterable<string>, subset
 // Common pieces
 // ---------------------------------------------------------------------------------------------
 
-function serviceRole(ctx: Ctx): 'all' | 'split' {
-  return ctx.opts.processes === 'split' ? 'split' : 'all';
+function serviceRole(ctx: Ctx): 'all' | 'split' | 'procfile' {
+  return ctx.opts.processes;
 }
 
 async function finish(ctx: Ctx, service: Service, label: string, window?: { fromUs: number; toUs: number }): Promise<{ errorLines: number; profile: ProfileSummary[] | null; firstErrors: string[] }> {
@@ -634,7 +634,7 @@ async function seedEvents(service: Service, accountId: number, keyId: number, ur
                                        'count', 1, 'gateway', 'high'))::text
        FROM generate_series(1, $5::int) AS g
      RETURNING id)
-     INSERT INTO outbox (event_id) SELECT id FROM e`,
+     INSERT INTO outbox (event_ids) SELECT array_agg(id ORDER BY id) FROM e`,
     [accountId, keyId, urls, `${tag}-`, count],
   );
 }

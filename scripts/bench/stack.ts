@@ -129,7 +129,8 @@ export async function startOwnRedis(runDir: string): Promise<{ url: string; chil
 
 export interface ServiceSpec {
   label: string;
-  role: 'all' | 'web' | 'split';
+  /** `split`: web + one worker with every pool; `procfile`: web + the Procfile's workers. */
+  role: 'all' | 'web' | 'split' | 'procfile';
   sandbox: boolean;
   smppUrl?: string | null;
   env?: Record<string, string>;
@@ -152,6 +153,14 @@ export interface Service {
 }
 
 const ADMIN_TOKEN_BYTES = 24;
+
+/** The worker processes of the Procfile (`npm run start:worker:*`). */
+const PROCFILE_WORKERS: ReadonlyArray<readonly [string, readonly string[]]> = [
+  ['worker_sms', ['--pools=sms']],
+  ['worker_channels', ['--pools=viber,whatsapp']],
+  ['worker_status', ['--pools=status,sweep']],
+  ['worker_webhooks', ['--pools=webhooks,relay']],
+];
 
 export async function startService(ctx: Ctx, spec: ServiceSpec): Promise<Service> {
   const db = await createDatabase(ctx, spec.label);
@@ -204,22 +213,24 @@ export async function startService(ctx: Ctx, spec: ServiceSpec): Promise<Service
   };
   let port: number;
   try {
-    if (spec.role === 'split') {
+    if (spec.role === 'split' || spec.role === 'procfile') {
       const web = await spawnChild<number>({
         name: `switchboard web (${spec.label})`, args: [...nodeArgs, entry, 'web'], env, cwd: ctx.root,
         logFile: path.join(ctx.runDir, `${spec.label}.web.log`), ready: listening,
       });
       children.push(web.child);
-      const worker = await spawnChild({
-        name: `switchboard worker (${spec.label})`, args: [...nodeArgs, entry, 'worker'], env, cwd: ctx.root,
-        logFile: path.join(ctx.runDir, `${spec.label}.worker.log`), ready: (line) => line.includes('switchboard started'),
-      });
-      children.push(worker.child);
       port = web.ready;
       groups['service.web'] = [web.child.pid];
-      groups['service.worker'] = [worker.child.pid];
       rssPids['service.web'] = web.child.pid;
-      rssPids['service.worker'] = worker.child.pid;
+      for (const [name, extra] of spec.role === 'split' ? [['worker', []] as const] : PROCFILE_WORKERS) {
+        const worker = await spawnChild({
+          name: `switchboard ${name} (${spec.label})`, args: [...nodeArgs, entry, 'worker', ...extra], env, cwd: ctx.root,
+          logFile: path.join(ctx.runDir, `${spec.label}.${name}.log`), ready: (line) => line.includes('switchboard started'),
+        });
+        children.push(worker.child);
+        groups[`service.${name}`] = [worker.child.pid];
+        rssPids[`service.${name}`] = worker.child.pid;
+      }
     } else {
       const one = await spawnChild<number>({
         name: `switchboard ${spec.role} (${spec.label})`, args: [...nodeArgs, entry, spec.role], env, cwd: ctx.root,

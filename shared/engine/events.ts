@@ -88,8 +88,8 @@ export function sentMessageEvent(f: SentMessageFacts): Record<string, unknown> {
 /**
  * The events insert as two CTEs (`events_in`, `outbox_in`) over six array parameters from `$first`
  * on (see `eventParams`), so a caller can write its events in the statement of its other changes.
- * Ids follow the order given (per-recipient order is kept). An event with a callback URL also gets
- * its `outbox` row, which the relay deletes once it has put the event into a webhook batch.
+ * Ids follow the order given (per-recipient order is kept). The ids of the events with a callback
+ * URL go into one `outbox` row, which the relay deletes once it has put them into webhook batches.
  */
 export function eventsCtes(first: number): string {
   const p = (i: number) => `$${first + i}`;
@@ -100,7 +100,8 @@ export function eventsCtes(first: number): string {
            AS u(account_id, key_id, callback_url, recipient_id, kind, body, n)
         ORDER BY n
        RETURNING id, callback_url),
-     outbox_in AS (INSERT INTO outbox (event_id) SELECT id FROM events_in WHERE callback_url IS NOT NULL)`;
+     outbox_in AS (INSERT INTO outbox (event_ids)
+       SELECT array_agg(id ORDER BY id) FROM events_in WHERE callback_url IS NOT NULL HAVING count(*) > 0)`;
 }
 
 /** The six parameters of `eventsCtes`. */

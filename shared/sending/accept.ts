@@ -6,7 +6,7 @@
  * jobs are added in bulk. If Redis fails after the commit the recovery sweep enqueues them.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import type { Db, Tx } from '../db/pool.js';
+import type { Db, Queryable, Tx } from '../db/pool.js';
 import { withTx } from '../db/pool.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
@@ -181,32 +181,40 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
     result.recipients.push({ messageId, publicIds, phones: p.phones, recipientIds: [] });
   }
 
-  await withTx(deps.db, async (tx) => {
-    await tx.query(
-      `INSERT INTO messages (id, request_id, account_id, key_id, body, flow, callback, tag, lane, params, payload, send_at, delivery_time, source)
-       SELECT u.id, $1, $2, $3, u.body, u.flow, u.callback, u.tag, u.lane, u.params, u.payload, u.send_at, u.delivery_time, $4
-         FROM unnest($5::text[], $6::text[], $7::jsonb[], $8::text[], $9::text[], $10::smallint[], $11::jsonb[], $12::json[],
-                     $13::timestamptz[], $14::jsonb[])
-           AS u(id, body, flow, callback, tag, lane, params, payload, send_at, delivery_time)`,
-      [result.requestId, key.accountId, key.id, opts.source, m.id, m.body, m.flow, m.callback, m.tag, m.lane, m.params,
-        m.payload, m.sendAt, m.window],
-    );
-    const { rows } = await tx.query<{ id: number; public_id: string }>(
-      `INSERT INTO recipients (public_id, message_id, idx, account_id, key_id, tag, raw_phone, phone, state, due_at)
-       SELECT u.public_id, u.message_id, u.idx, $1, $2, u.tag, u.raw_phone, u.phone, u.state,
+  // Messages and recipients in one statement: atomic on its own, so a plain call needs no
+  // transaction round trips (BEGIN, COMMIT) at all; a caller with work of its own (verification)
+  // gets it inside a transaction.
+  const insert = async (db: Queryable) => {
+    const { rows } = await db.query<{ id: number; public_id: string }>(
+      `WITH messages_in AS (
+         INSERT INTO messages (id, request_id, account_id, key_id, body, flow, callback, tag, lane, params, payload, send_at, delivery_time, source)
+         SELECT u.id, $1, $2, $3, u.body, u.flow, u.callback, u.tag, u.lane, u.params, u.payload, u.send_at, u.delivery_time, $4
+           FROM unnest($5::text[], $6::text[], $7::jsonb[], $8::text[], $9::text[], $10::smallint[], $11::jsonb[], $12::json[],
+                       $13::timestamptz[], $14::jsonb[])
+             AS u(id, body, flow, callback, tag, lane, params, payload, send_at, delivery_time))
+       INSERT INTO recipients (public_id, message_id, idx, account_id, key_id, tag, raw_phone, phone, state, due_at)
+       SELECT u.public_id, u.message_id, u.idx, $2, $3, u.tag, u.raw_phone, u.phone, u.state,
               CASE WHEN u.state = 'queued' THEN u.due_at END
-         FROM unnest($3::text[], $4::text[], $5::smallint[], $6::text[], $7::text[], $8::text[], $9::text[], $10::timestamptz[])
+         FROM unnest($15::text[], $16::text[], $17::smallint[], $18::text[], $19::text[], $20::text[], $21::text[], $22::timestamptz[])
            AS u(public_id, message_id, idx, tag, raw_phone, phone, state, due_at)
        RETURNING id, public_id`,
-      [key.accountId, key.id, r.publicId, r.messageId, r.idx, r.tag, r.raw, r.phone, r.state, r.dueAt],
+      [result.requestId, key.accountId, key.id, opts.source, m.id, m.body, m.flow, m.callback, m.tag, m.lane, m.params,
+        m.payload, m.sendAt, m.window, r.publicId, r.messageId, r.idx, r.tag, r.raw, r.phone, r.state, r.dueAt],
     );
     const ids = new Map(rows.map((row) => [row.public_id, row.id]));
     for (const entry of result.recipients) {
       entry.recipientIds = entry.publicIds.map((id) => ids.get(id)!);
     }
-    await opts.beforeCommit?.(tx, result);
-    return ids;
-  });
+  };
+  const beforeCommit = opts.beforeCommit;
+  if (beforeCommit) {
+    await withTx(deps.db, async (tx) => {
+      await insert(tx);
+      await beforeCommit(tx, result);
+    });
+  } else {
+    await insert(deps.db);
+  }
 
   // Objects due now share one job per queue (one dispatch transaction for the whole call);
   // scheduled ones get their own delayed job.

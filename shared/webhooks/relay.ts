@@ -31,16 +31,19 @@ export interface RelayOptions {
   lingerMs: number;
   /** Retries before a batch is dead-lettered (the length of the retry schedule). */
   retries: number;
-  /** Rows claimed per pass. */
+  /** Events per pass above which every group is sent at once, lingering or not. */
   pageSize?: number;
 }
+
+/** Outbox rows (statements' worth of events) claimed per pass. */
+const OUTBOX_ROWS_PER_PASS = 200;
 
 export interface RelayPass {
   /** Batches created. */
   batches: number;
   /**
-   * Every outbox event at or below this id that was visible to the pass is in a batch now (null:
-   * the pass read nothing). Events of transactions still open then may yet appear below it.
+   * Every outbox row at or below this id that was visible to the pass is handled now (null: the
+   * pass read nothing). Rows of transactions still open then may yet appear below it.
    */
   doneThrough: number | null;
 }
@@ -53,33 +56,45 @@ export interface RelayPass {
 export async function relayOnce(db: Db, queues: Queues, opts: RelayOptions, now = Date.now(), afterId = 0): Promise<RelayPass> {
   const pageSize = opts.pageSize ?? 5000;
   const { created, doneThrough } = await withTx(db, async (tx) => {
+    // Each outbox row holds the event ids of one statement (one to a few thousand).
+    const { rows: claimed } = await tx.query<{ id: number; event_ids: number[] }>(
+      `SELECT id, event_ids FROM outbox WHERE id > $2 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
+      [OUTBOX_ROWS_PER_PASS, afterId],
+    );
+    if (claimed.length === 0) {
+      return { created: [], doneThrough: null };
+    }
     const { rows } = await tx.query<EventRef>(
-      `SELECT e.id, e.account_id, e.key_id, e.callback_url, e.created_at
-         FROM (SELECT event_id FROM outbox WHERE event_id > $2 ORDER BY event_id LIMIT $1 FOR UPDATE SKIP LOCKED) o
-         JOIN events e ON e.id = o.event_id
-        ORDER BY e.id`,
-      [pageSize, afterId],
+      `SELECT id, account_id, key_id, callback_url, created_at FROM events WHERE id = ANY($1) ORDER BY id`,
+      [claimed.flatMap((c) => c.event_ids)],
     );
     const groups = new Map<string, EventRef[]>();
     for (const row of rows) {
       pushTo(groups, `${row.key_id ?? 'none'} ${row.callback_url}`, row);
     }
     const batches: Array<{ accountId: number; keyId: number | null; url: string; ids: number[] }> = [];
-    const pageFull = rows.length === pageSize;
-    let firstLeft = Infinity;
+    const leftover: number[] = [];
+    const pageFull = rows.length >= pageSize;
     for (const list of groups.values()) {
       for (let i = 0; i < list.length; i += opts.batchMax) {
         const chunk = list.slice(i, i + opts.batchMax);
         const full = chunk.length === opts.batchMax;
         const ripe = now - chunk[0]!.created_at.getTime() >= opts.lingerMs;
         if (!full && !ripe && !pageFull) {
-          firstLeft = Math.min(firstLeft, chunk[0]!.id);
-          break; // wait for company; the rest of this group is younger still
+          // Wait for company; the rest of this group is younger still.
+          for (const e of list.slice(i)) leftover.push(e.id);
+          break;
         }
         batches.push({ accountId: chunk[0]!.account_id, keyId: chunk[0]!.key_id, url: chunk[0]!.callback_url, ids: chunk.map((e) => e.id) });
       }
     }
-    const doneThrough = rows.length === 0 ? null : Math.min(firstLeft - 1, rows[rows.length - 1]!.id);
+    // The claimed rows go; events still lingering come back in one new row (above every claimed one).
+    await tx.query(
+      `WITH gone AS (DELETE FROM outbox WHERE id = ANY($1))
+       INSERT INTO outbox (event_ids) SELECT $2::bigint[] WHERE cardinality($2::bigint[]) > 0`,
+      [claimed.map((c) => c.id), leftover.sort((a, b) => a - b)],
+    );
+    const doneThrough = claimed[claimed.length - 1]!.id;
     if (batches.length === 0) {
       return { created: [], doneThrough };
     }
@@ -93,7 +108,6 @@ export async function relayOnce(db: Db, queues: Queues, opts: RelayOptions, now 
       [batches.map(() => `msg_${randomUUID().replace(/-/g, '')}`), batches.map((b) => b.accountId), batches.map((b) => b.keyId),
         batches.map((b) => b.url), batches.map((b) => `{${b.ids.join(',')}}`)],
     );
-    await tx.query('DELETE FROM outbox WHERE event_id = ANY($1)', [batches.flatMap((b) => b.ids)]);
     return { created: inserted, doneThrough };
   }, { indexOnly: true });
   await enqueueBatches(queues, created, opts.retries);

@@ -174,7 +174,7 @@ test('signed deliveries verify with the standardwebhooks library', async () => {
 test('an event whose transaction commits after later events were relayed is still delivered', async () => {
   const { accountId, keyId } = await account();
   const insert = `WITH e AS (INSERT INTO events (account_id, key_id, callback_url, kind, body) VALUES ($1, $2, $3, 'incomingMessage', $4) RETURNING id)
-    INSERT INTO outbox (event_id) SELECT id FROM e RETURNING event_id`;
+    INSERT INTO outbox (event_ids) SELECT array_agg(id) FROM e RETURNING event_ids[1] AS event_id`;
   const held = new pg.Client({ connectionString: svc.databaseUrl });
   await held.connect();
   try {
@@ -198,7 +198,7 @@ test('callback precedence: message callback, else the key default; none keeps th
   const [none] = await send(apiKey, [{ body: 'kept', to: [{ phone_number: '420777201600' }] }]);
   await waitFor(async () => (await svc.sql(`SELECT 1 FROM events e JOIN recipients r ON r.id = e.recipient_id WHERE r.public_id = $1`, [`${none}-0`])).length === 3, 10000);
   const kept = await svc.sql<{ callback_url: string | null; queued: boolean }>(
-    `SELECT e.callback_url, EXISTS (SELECT 1 FROM outbox o WHERE o.event_id = e.id) AS queued
+    `SELECT e.callback_url, EXISTS (SELECT 1 FROM outbox o WHERE e.id = ANY(o.event_ids)) AS queued
        FROM events e JOIN recipients r ON r.id = e.recipient_id WHERE r.public_id = $1`, [`${none}-0`]);
   assert.ok(kept.every((e) => e.callback_url === null && !e.queued));
   await svc.admin('PATCH', `/keys/${keyId}`, { default_callback_url: `${rx.url}/default` });
@@ -258,7 +258,7 @@ test('private callback destinations are refused when ALLOW_PRIVATE_CALLBACKS is 
     // A stored destination that is private by now is refused again at connection time.
     const before = rx.requests.length;
     await strict.sql(`WITH e AS (INSERT INTO events (account_id, key_id, callback_url, kind, body) VALUES ($1, $2, $3, 'incomingMessage', '{}') RETURNING id)
-      INSERT INTO outbox (event_id) SELECT id FROM e`, [accountId, key!.id, `${rx.url}/private`]);
+      INSERT INTO outbox (event_ids) SELECT array_agg(id) FROM e`, [accountId, key!.id, `${rx.url}/private`]);
     const [batch] = await waitFor(async () => {
       const rows = await strict.sql<{ status: string; last_error: string }>(`SELECT status, last_error FROM webhook_batches WHERE status = 'dead' AND url LIKE '%/private'`);
       return rows.length ? rows : null;
