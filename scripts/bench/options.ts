@@ -68,8 +68,9 @@ const USAGE = `usage: node --import tsx scripts/bench/run.ts [options]
   --carrier auto|smpp|sandbox   carrier of e2e-smpp/priority-under-load (default auto)
   --smpp-params Q          query of SMPP_URL (default "window=50")
   --receipt-delay MS       simulator receipt delay (default 50)
-  --processes all|split|procfile   one "switchboard all" process (default), "web" + "worker", or the
-                           Procfile's processes (web, worker --pools=sms, …=viber,whatsapp, …=status,sweep, …=webhooks,relay)
+  --processes procfile|all|split   the Procfile's processes, as docker-compose runs them (default: web,
+                           worker --pools=sms, …=viber,whatsapp, …=status,sweep, …=webhooks,relay), one
+                           "switchboard all" process (what npm start runs), or "web" + one "worker"
   --env KEY=VALUE          extra service environment (repeatable)
   --setup-sql SQL          run SQL on each fresh database once the service migrated it (repeatable),
                            e.g. --setup-sql "CREATE INDEX ON carrier_refs (attempt_id)" to measure an idea
@@ -190,7 +191,7 @@ export function parseOptions(argv: string[]): Options {
     cpuProf: values['cpu-prof'] === true,
     pgActivity: values['pg-activity'] === true || values['cpu-prof'] === true,
     ownRedis: values['own-redis'] === true,
-    processes: oneOf('processes', values.processes, ['all', 'split', 'procfile'] as const, 'all'),
+    processes: oneOf('processes', values.processes, ['all', 'split', 'procfile'] as const, 'procfile'),
     env,
     setupSql: values['setup-sql'] ?? [],
     build: values['no-build'] !== true,

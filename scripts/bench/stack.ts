@@ -4,7 +4,7 @@
  * Everything is created here and torn down by the returned `stop()` functions / the cleanup stack.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import pg from 'pg';
@@ -187,7 +187,8 @@ export async function startService(ctx: Ctx, spec: ServiceSpec): Promise<Service
     ...spec.env,
   };
   const profileDir = path.join(ctx.runDir, 'profiles', spec.label);
-  const nodeArgs = ['--enable-source-maps'];
+  // The flags `npm start` / the Procfile run the service with (scripts/start.sh).
+  const nodeArgs = readFileSync(path.join(ctx.root, 'scripts/node-flags'), 'utf8').trim().split(/\s+/);
   if (ctx.opts.cpuProf) {
     mkdirSync(profileDir, { recursive: true });
     nodeArgs.push('--cpu-prof', `--cpu-prof-dir=${profileDir}`);
