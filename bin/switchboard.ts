@@ -1,8 +1,11 @@
 /**
- * Process entry: `switchboard all | web | worker [--pools=sms,viber,whatsapp,status,webhooks,relay,sweep]`.
- * `all` (the default of `npm start`) runs the API, every worker pool and the sandbox in one process.
+ * Process entry: `switchboard all | web | worker [--pools=sms,viber,whatsapp,status,webhooks,relay,sweep]
+ * [--lanes=priority,transactional,promotional]`. `all` (the default of `npm start`) runs the API,
+ * every worker pool and the sandbox in one process. `--lanes` limits the dispatch pools to some
+ * lanes: a process of its own for the priority lane keeps OTPs off a busy backlog's event loop.
  */
 import { startRuntime, StartupError, ALL_POOLS, type PoolName, type Role } from '../shared/runtime.js';
+import { LANES, type Lane } from '../shared/queues.js';
 import { ConfigError } from '../shared/config.js';
 
 const [roleArg = 'all', ...rest] = process.argv.slice(2);
@@ -19,8 +22,16 @@ if (unknown.length) {
   process.exit(2);
 }
 
+const lanesArg = rest.find((a) => a.startsWith('--lanes='))?.slice('--lanes='.length);
+const lanes = lanesArg ? (lanesArg.split(',') as Lane[]) : LANES;
+const unknownLanes = lanes.filter((l) => !LANES.includes(l));
+if (unknownLanes.length || lanes.length === 0) {
+  console.error(`unknown lanes: ${unknownLanes.join(', ') || '(none given)'} (known: ${LANES.join(', ')})`);
+  process.exit(2);
+}
+
 try {
-  const runtime = await startRuntime({ role, pools });
+  const runtime = await startRuntime({ role, pools, lanes });
   let signalled = false;
   const shutdown = (signal: string) => {
     if (signalled) {

@@ -9,8 +9,8 @@ import { loadConfig, type Config } from './config.js';
 import { createLogger, type Logger } from './logger.js';
 import { createPool, ensureDatabase, migrate, type Db } from './db/pool.js';
 import { createRedis, type Redis } from './redis.js';
-import { Queues, CHANNEL_POOLS, type ChannelPool } from './queues.js';
-import { Engine } from './engine/engine.js';
+import { Queues, CHANNEL_POOLS, LANES, type ChannelPool, type Lane } from './queues.js';
+import { Engine, type EnginePools } from './engine/engine.js';
 import { CarrierRegistry } from './engine/routing.js';
 import { ingestInbound } from './engine/inbound.js';
 import { SandboxCarrier } from './carriers/sandbox/sandbox-carrier.js';
@@ -55,10 +55,11 @@ async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<
   }
 }
 
-export async function startRuntime(opts: { role: Role; pools?: PoolName[]; config?: Config; logger?: Logger }): Promise<Runtime> {
+export async function startRuntime(opts: { role: Role; pools?: PoolName[]; lanes?: readonly Lane[]; config?: Config; logger?: Logger }): Promise<Runtime> {
   const config = opts.config ?? loadConfig();
   const logger = opts.logger ?? createLogger(config.logLevel);
   const pools = new Set(opts.role === 'web' ? [] : (opts.pools ?? ALL_POOLS));
+  const lanes = opts.lanes ?? LANES;
   if (config.smppUrl) {
     try {
       parseSmppUrl(config.smppUrl);
@@ -98,7 +99,10 @@ export async function startRuntime(opts: { role: Role; pools?: PoolName[]; confi
   const registry = new CarrierRegistry(null);
   // A dispatching process keeps a few connections apart for the priority lane and the status intake.
   const dispatching = CHANNEL_POOLS.some((p) => pools.has(p));
-  const enginePools = dispatching ? { priority: createPool(config.databaseUrl, 4), status: createPool(config.databaseUrl, 2) } : {};
+  // A process that serves only the priority lane needs no pool apart for it.
+  const enginePools: EnginePools = dispatching
+    ? { ...(lanes.includes('priority') && lanes.length > 1 && { priority: createPool(config.databaseUrl, 4) }), status: createPool(config.databaseUrl, 2) }
+    : {};
   // In the all-in-one process the HTTP API gets connections of its own, so an accept never waits
   // for the workers' transactions (and a priority message's accept is not queued behind them).
   const apiDb = opts.role === 'all' ? createPool(config.databaseUrl, 10) : db;
@@ -123,7 +127,7 @@ export async function startRuntime(opts: { role: Role; pools?: PoolName[]; confi
   const conn = { connection, prefix: config.redisPrefix };
   for (const pool of CHANNEL_POOLS) {
     if (pools.has(pool)) {
-      workers.push(...startDispatchPool(engine, pool, config.concurrency[pool], conn, logger));
+      workers.push(...startDispatchPool(engine, pool, config.concurrency[pool], conn, logger, lanes));
     }
   }
   if (pools.has('status')) {

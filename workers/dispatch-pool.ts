@@ -13,8 +13,10 @@ import type { WorkerConnection } from './connection.js';
 // under load), so the lane gets more slots than it has work: an OTP never waits for a free one.
 const LANE_SHARE: Record<Lane, number> = { priority: 4, transactional: 1, promotional: 1 };
 
-export function startDispatchPool(engine: Engine, pool: ChannelPool, concurrency: number, conn: WorkerConnection, logger: Logger): Worker[] {
-  return LANES.map((lane) => {
+export function startDispatchPool(
+  engine: Engine, pool: ChannelPool, concurrency: number, conn: WorkerConnection, logger: Logger, lanes: readonly Lane[] = LANES,
+): Worker[] {
+  return lanes.map((lane) => {
     const worker = new Worker<DispatchJob>(
       dispatchQueueName(pool, lane),
       async (job: Job<DispatchJob>, token?: string) => {

@@ -18,6 +18,8 @@ export interface Options {
   acceptRole: 'web' | 'all';
   /** HTTP requests in flight (keep-alive connections) for accept and e2e. */
   concurrency: number;
+  /** HTTP requests in flight for the accept scenario. */
+  acceptConcurrency: number;
   /** priority-under-load: priority messages, one every `priorityIntervalMs`. */
   priority: number;
   priorityIntervalMs: number;
@@ -36,7 +38,7 @@ export interface Options {
   /** Sample pg_stat_activity while measuring (on with --cpu-prof). */
   pgActivity: boolean;
   ownRedis: boolean;
-  /** `all`: one `switchboard all` process; `split`: `web` + `worker`; `procfile`: web + the Procfile's four workers. */
+  /** `all`: one `switchboard all` process; `split`: `web` + `worker`; `procfile`: web + the Procfile's workers. */
   processes: 'all' | 'split' | 'procfile';
   /** Extra service environment (KEY=VALUE), e.g. SMS_CONCURRENCY=16. */
   env: Record<string, string>;
@@ -60,7 +62,9 @@ const USAGE = `usage: node --import tsx scripts/bench/run.ts [options]
   --accept-recipients N    accept: stop after N recipients (default 300000; quick 20000)
   --accept-seconds S       accept: stop after S seconds (default 20; quick 2)
   --accept-role web|all    accept against the API process alone (default) or the all-in-one process
-  --concurrency N          HTTP requests in flight (default 16)
+  --concurrency N          HTTP requests in flight for e2e-smpp's backlog and verify (default 16)
+  --accept-concurrency N   HTTP requests in flight for accept (default 8: at 16 the requests only
+                           queue longer at the same throughput, so latency doubles)
   --priority N             priority messages during the backlog (default 200; quick 20)
   --webhook-events N       events per webhooks phase (default 50000; quick 2000)
   --receivers N            receivers of the second webhooks phase, one slow (default 50)
@@ -68,8 +72,8 @@ const USAGE = `usage: node --import tsx scripts/bench/run.ts [options]
   --carrier auto|smpp|sandbox   carrier of e2e-smpp/priority-under-load (default auto)
   --smpp-params Q          query of SMPP_URL (default "window=50")
   --receipt-delay MS       simulator receipt delay (default 50)
-  --processes procfile|all|split   the Procfile's processes, as docker-compose runs them (default: web,
-                           worker --pools=sms, …=viber,whatsapp, …=status,sweep, …=webhooks,relay), one
+  --processes procfile|all|split   the Procfile's processes, as docker-compose runs them (default: web and
+                           the workers of the Procfile, with their npm scripts' --pools/--lanes), one
                            "switchboard all" process (what npm start runs), or "web" + one "worker"
   --env KEY=VALUE          extra service environment (repeatable)
   --setup-sql SQL          run SQL on each fresh database once the service migrated it (repeatable),
@@ -117,6 +121,7 @@ export function parseOptions(argv: string[]): Options {
       'accept-seconds': { type: 'string' },
       'accept-role': { type: 'string' },
       concurrency: { type: 'string' },
+      'accept-concurrency': { type: 'string' },
       priority: { type: 'string' },
       'priority-interval': { type: 'string' },
       'webhook-events': { type: 'string' },
@@ -178,6 +183,7 @@ export function parseOptions(argv: string[]): Options {
     acceptSeconds: positiveInt('accept-seconds', values['accept-seconds'], quick ? 2 : 20),
     acceptRole: oneOf('accept-role', values['accept-role'], ['web', 'all'] as const, 'web'),
     concurrency: positiveInt('concurrency', values.concurrency, 16),
+    acceptConcurrency: positiveInt('accept-concurrency', values['accept-concurrency'], 8),
     priority: Math.min(10_000, positiveInt('priority', values.priority, quick ? 20 : 200)),
     priorityIntervalMs: positiveInt('priority-interval', values['priority-interval'], quick ? 25 : 50),
     webhookEvents: Math.min(1_000_000, positiveInt('webhook-events', values['webhook-events'], quick ? 2000 : 50_000)),

@@ -6,9 +6,12 @@ type Any = Record<string, any>; // eslint-disable-line @typescript-eslint/no-exp
 const num = (x: unknown) => (typeof x === 'number' ? x.toLocaleString('en-US') : '-');
 const lat = (p: Any | undefined) => (p && p.n ? `${p.p50} / ${p.p99}` : '-');
 const cost = (c: Any | undefined) => (c ? `${num(c.service)} + ${num(c.postgres)} + ${num(c.redis)} = **${num(c.total)}**` : '-');
-const rss = (list: Any[] | undefined, name = 'service') => {
-  const s = list?.find((x) => x.name === name) ?? list?.find((x) => String(x.name).startsWith('service'));
-  return s ? `${s.firstQuarterMiB} → ${s.lastQuarterMiB} MiB (×${s.ratio})` : '-';
+/** The service process whose RSS grew the most (with several processes, its name too). */
+const rss = (list: Any[] | undefined) => {
+  const services = (list ?? []).filter((x) => String(x.name).startsWith('service'));
+  const s = services.reduce<Any | undefined>((worst, x) => (!worst || x.ratio > worst.ratio ? x : worst), undefined);
+  const label = services.length > 1 ? `${String(s?.name).replace(/^service\./, '')}: ` : '';
+  return s ? `${label}${s.firstQuarterMiB} → ${s.lastQuarterMiB} MiB (×${s.ratio})` : '-';
 };
 
 function row(r: ScenarioResult): string[] {
@@ -47,7 +50,7 @@ function cells(r: ScenarioResult, x: Any): string[] {
 
 export function formatTable(results: ScenarioResult[], env: Record<string, unknown>): string {
   const head = ['scenario', 'throughput', 'latency p50 / p99 ms', 'CPU µs per unit: service + postgres + redis = total',
-    'service RSS 1st → last quarter', 'check', 'other load (cores)'];
+    'service RSS 1st → last quarter (largest growth)', 'check', 'other load (cores)'];
   const rows = results.map(row);
   const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
   return [

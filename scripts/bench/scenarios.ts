@@ -8,6 +8,8 @@ import { Receiver, byMessageId, byPhone, waitForAll } from './receiver.js';
 import { createAccount, startService, startSimulator, type Ctx, type Service, type Simulator } from './stack.js';
 import { resolveCarrier } from './options.js';
 import { summariseProfile, formatProfile, type ProfileSummary } from './profile.js';
+import { spawnChild } from './procs.js';
+import path from 'node:path';
 
 export interface ScenarioResult {
   scenario: string;
@@ -220,13 +222,13 @@ export async function acceptScenario(ctx: Ctx): Promise<ScenarioResult> {
   let client: Client | null = null;
   try {
     const account = await createAccount(service);
-    client = new Client(service.url, opts.concurrency, { 'x-api-key': account.apiKey });
+    client = new Client(service.url, opts.acceptConcurrency, { 'x-api-key': account.apiKey });
     // 64 distinct bodies of 10 objects x 10 recipients (no callback: nothing to deliver).
     const bodies = Array.from({ length: 64 }, (_, b) =>
       messagesBody(Array.from({ length: 100 }, (_, k) => backlogPhone(b * 100 + k)), null, 'Benchmark accept message'));
     const warmMs = opts.quick ? 500 : 2000;
     const c = client;
-    await runBounded(opts.concurrency, Number.MAX_SAFE_INTEGER, Date.now() + warmMs, async (i) => {
+    await runBounded(opts.acceptConcurrency, Number.MAX_SAFE_INTEGER, Date.now() + warmMs, async (i) => {
       await c.request('POST', '/v2/messages', bodies[i % bodies.length]);
     });
     const { rows: before } = await service.db.pool.query<{ n: string }>('SELECT count(*) AS n FROM recipients');
@@ -238,7 +240,7 @@ export async function acceptScenario(ctx: Ctx): Promise<ScenarioResult> {
     let recipients = 0;
     const started = performance.now();
     const maxRequests = Math.ceil(opts.acceptRecipients / 100);
-    const requests = await runBounded(opts.concurrency, maxRequests, Date.now() + opts.acceptSeconds * 1000, async (i) => {
+    const requests = await runBounded(opts.acceptConcurrency, maxRequests, Date.now() + opts.acceptSeconds * 1000, async (i) => {
       const res = await c.request('POST', '/v2/messages', bodies[i % bodies.length]);
       latencies.push(res.ms);
       statuses[res.status] = (statuses[res.status] ?? 0) + 1;
@@ -262,7 +264,7 @@ export async function acceptScenario(ctx: Ctx): Promise<ScenarioResult> {
       ok: errors === 0 && stored === recipients,
       notes,
       role: opts.acceptRole,
-      concurrency: opts.concurrency,
+      concurrency: opts.acceptConcurrency,
       requests,
       recipients,
       storedRecipients: stored,
@@ -342,8 +344,7 @@ export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPrio
     const expectedEvents = allPhones.reduce((a, p) => a + expectedResults(p).length, 0);
 
     const backlog = new Client(service.url, opts.concurrency, { 'x-api-key': account.apiKey });
-    const prio = new Client(service.url, 4, { 'x-api-key': account.apiKey });
-    clients.push(backlog, prio);
+    clients.push(backlog);
     const groups: Record<string, number[]> = { ...service.groups, ...(sim && { simulator: [sim.child.pid] }) };
     const rssPids: Record<string, number> = { ...service.rssPids, ...(sim && { simulator: sim.child.pid }) };
     const meter = new Meter(groups, new Set([service.db.name]), ctx.redis, rssPids, service.db.url);
@@ -371,7 +372,8 @@ export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPrio
       lastAcceptAt = Date.now();
     });
 
-    // Priority: once a tenth of the backlog is in, one single message every interval.
+    // Priority: once a tenth of the backlog is in, one single message every interval, sent by a
+    // child process (scripts/bench/priority-child.ts) so that the harness's own load cannot delay it.
     const prioritySends: PrioritySend[] = [];
     const priorityDone = (async () => {
       if (priorityCount === 0) {
@@ -380,24 +382,20 @@ export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPrio
       while (requestsDone < Math.max(1, Math.floor(bodies.length / 10)) && Date.now() < deadline) {
         await sleep(10);
       }
-      const sends: Array<Promise<void>> = [];
-      const start = Date.now();
-      for (let j = 0; j < priorityCount; j++) {
-        const due = start + j * opts.priorityIntervalMs;
-        const wait = due - Date.now();
-        if (wait > 0) {
-          await sleep(wait);
-        }
-        const phone = priorityPhones[j]!;
-        const body = JSON.stringify({ body: `Your code is ${100000 + j}`, to: [{ phone_number: `+${phone}` }], tag: 'priority', callback: receiver.url });
-        const sentAt = Date.now();
-        sends.push(prio.request('POST', '/v2/message', body).then((res) => {
-          prioritySends.push({ phone, sentAt, acceptMs: res.ms, status: res.status });
-        }, () => {
-          prioritySends.push({ phone, sentAt, acceptMs: Number.NaN, status: 0 });
-        }));
-      }
-      await Promise.all(sends);
+      const { child, ready } = await spawnChild<{ sends: PrioritySend[] }>({
+        name: 'priority sender',
+        args: [path.join(ctx.root, 'dist/scripts/bench/priority-child.js')],
+        env: {
+          PATH: process.env.PATH ?? '/usr/bin:/bin',
+          BENCH_PRIORITY: JSON.stringify({ url: service.url, apiKey: account.apiKey, intervalMs: opts.priorityIntervalMs, callback: receiver.url, phones: priorityPhones }),
+        },
+        cwd: ctx.root,
+        logFile: path.join(ctx.runDir, 'priority.log'),
+        ready: (line) => (line.startsWith('{"event":"done"') ? JSON.parse(line) as { sends: PrioritySend[] } : null),
+        readyTimeoutMs: Math.max(60_000, deadline - Date.now()),
+      });
+      prioritySends.push(...ready.sends);
+      await child.exited;
     })();
 
     // Responsiveness probe: GET /health (one Postgres and one Redis round trip through the

@@ -154,13 +154,23 @@ export interface Service {
 
 const ADMIN_TOKEN_BYTES = 24;
 
-/** The worker processes of the Procfile (`npm run start:worker:*`). */
-const PROCFILE_WORKERS: ReadonlyArray<readonly [string, readonly string[]]> = [
-  ['worker_sms', ['--pools=sms']],
-  ['worker_channels', ['--pools=viber,whatsapp']],
-  ['worker_status', ['--pools=status,sweep']],
-  ['worker_webhooks', ['--pools=webhooks,relay']],
-];
+/**
+ * The worker processes of the Procfile, with the arguments their npm scripts give
+ * `scripts/start.sh` (`worker_sms: npm run start:worker:sms` → `worker --pools=sms …`).
+ */
+function procfileWorkers(root: string): Array<readonly [string, string[]]> {
+  const scripts = (JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+  const workers: Array<readonly [string, string[]]> = [];
+  for (const line of readFileSync(path.join(root, 'Procfile'), 'utf8').split('\n')) {
+    const m = /^(\w+):\s*npm run (\S+)\s*$/.exec(line.trim());
+    const script = m ? scripts[m[2]!] : undefined;
+    const args = script ? /scripts\/start\.sh\s+(.*)$/.exec(script)?.[1]?.split(/\s+/) : undefined;
+    if (m && args && args[0] === 'worker') {
+      workers.push([m[1]!, args.slice(1)]);
+    }
+  }
+  return workers;
+}
 
 export async function startService(ctx: Ctx, spec: ServiceSpec): Promise<Service> {
   const db = await createDatabase(ctx, spec.label);
@@ -223,7 +233,7 @@ export async function startService(ctx: Ctx, spec: ServiceSpec): Promise<Service
       port = web.ready;
       groups['service.web'] = [web.child.pid];
       rssPids['service.web'] = web.child.pid;
-      for (const [name, extra] of spec.role === 'split' ? [['worker', []] as const] : PROCFILE_WORKERS) {
+      for (const [name, extra] of spec.role === 'split' ? [['worker', []] as const] : procfileWorkers(ctx.root)) {
         const worker = await spawnChild({
           name: `switchboard ${name} (${spec.label})`, args: [...nodeArgs, entry, 'worker', ...extra], env, cwd: ctx.root,
           logFile: path.join(ctx.runDir, `${spec.label}.${name}.log`), ready: (line) => line.includes('switchboard started'),

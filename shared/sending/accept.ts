@@ -8,6 +8,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Db, Queryable, Tx } from '../db/pool.js';
 import { withTx } from '../db/pool.js';
+import { Semaphore } from '../semaphore.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { ApiKeyRecord } from '../domain/keys.js';
@@ -120,6 +121,16 @@ export function poolOfChannel(channel: Channel): ChannelPool {
 
 const newId = () => randomBytes(10).toString('hex');
 
+const bulkGates = new WeakMap<Db, Semaphore>();
+function bulkGateOf(deps: AcceptDeps): Semaphore {
+  let gate = bulkGates.get(deps.db);
+  if (!gate) {
+    gate = new Semaphore(deps.config.acceptBulkConcurrency);
+    bulkGates.set(deps.db, gate);
+  }
+  return gate;
+}
+
 export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs: unknown[], opts: AcceptOptions): Promise<AcceptResult> {
   const now = opts.now ?? new Date();
   const result: AcceptResult = { requestId: randomUUID(), accepted: [], rejected: [], recipients: [] };
@@ -207,14 +218,16 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
     }
   };
   const beforeCommit = opts.beforeCommit;
-  if (beforeCommit) {
-    await withTx(deps.db, async (tx) => {
+  const write = beforeCommit
+    ? () => withTx(deps.db, async (tx) => {
       await insert(tx);
       await beforeCommit(tx, result);
-    });
-  } else {
-    await insert(deps.db);
-  }
+    })
+    : () => insert(deps.db);
+  // Bulk writes take turns (a few at a time per process), so a burst of large calls cannot fill
+  // Postgres with inserts while a priority message waits to be accepted: priority calls skip the gate.
+  const priorityOnly = prepared.every((p) => laneOfTag(p.input.tag ?? 'promotional') === 'priority');
+  await (priorityOnly ? write() : bulkGateOf(deps).run(write));
 
   // Objects due now share one job per queue (one dispatch transaction for the whole call);
   // scheduled ones get their own delayed job.

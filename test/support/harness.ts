@@ -12,6 +12,7 @@ import { loadConfig, type Config } from '../../shared/config.js';
 import { createLogger } from '../../shared/logger.js';
 import { startRuntime, type Runtime, type PoolName, type Role } from '../../shared/runtime.js';
 import { clearKeyCache } from '../../shared/domain/keys.js';
+import type { Lane } from '../../shared/queues.js';
 
 export const PG_BASE = process.env.TEST_DATABASE_URL ?? 'postgres://root@127.0.0.1:5432/postgres';
 export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -76,7 +77,7 @@ export async function deleteRedisPrefix(prefix: string): Promise<void> {
   redis.disconnect();
 }
 
-export async function startTestService(opts: { env?: Record<string, string>; role?: Role; pools?: PoolName[] } = {}): Promise<TestService> {
+export async function startTestService(opts: { env?: Record<string, string>; role?: Role; pools?: PoolName[]; lanes?: Lane[] } = {}): Promise<TestService> {
   const db = await createTestDatabase();
   const prefix = uniqueName('sbt');
   const config = loadConfig({
@@ -93,6 +94,7 @@ export async function startTestService(opts: { env?: Record<string, string>; rol
   const runtime = await startRuntime({
     role: opts.role ?? 'all',
     ...(opts.pools && { pools: opts.pools }),
+    ...(opts.lanes && { lanes: opts.lanes }),
     config,
     logger: createLogger(config.logLevel),
   });
