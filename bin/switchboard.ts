@@ -23,7 +23,7 @@ if (unknown.length) {
 }
 
 const lanesArg = rest.find((a) => a.startsWith('--lanes='))?.slice('--lanes='.length);
-const lanes = lanesArg ? (lanesArg.split(',') as Lane[]) : LANES;
+const lanes = lanesArg !== undefined ? (lanesArg.split(',').filter(Boolean) as Lane[]) : LANES;
 const unknownLanes = lanes.filter((l) => !LANES.includes(l));
 if (unknownLanes.length || lanes.length === 0) {
   console.error(`unknown lanes: ${unknownLanes.join(', ') || '(none given)'} (known: ${LANES.join(', ')})`);

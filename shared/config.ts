@@ -39,6 +39,8 @@ export interface Config {
   /** Maximum events of one webhook POST and how long events may wait for company (D4). */
   webhookBatchMax: number;
   webhookLingerMs: number;
+  /** Size of a process's main Postgres pool; null: by role (all 20, web 16, worker 10). */
+  dbPoolSize: number | null;
   /** Bulk accept writes (calls with any non-priority message) running at once per process. */
   acceptBulkConcurrency: number;
   /** How often the outbox relay reads the outbox from its start (a transaction held open past its floor). */
@@ -76,6 +78,7 @@ const schema = Joi.object({
   WEBHOOK_BATCH_MAX: Joi.number().integer().min(1).max(100).default(100),
   WEBHOOK_LINGER_MS: Joi.number().integer().min(0).max(1000).default(200),
   ACCEPT_BULK_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(8),
+  DB_POOL_SIZE: Joi.number().integer().min(2).max(1000),
   WEBHOOK_RELAY_RESCAN_MS: Joi.number().integer().min(1000).max(3_600_000).default(15_000),
   SANDBOX_SLOW_DELIVERY_MS: Joi.number().integer().min(0).default(5000),
   RECOVERY_SWEEP_MS: Joi.number().integer().min(100).default(30000),
@@ -125,6 +128,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     webhookBatchMax: value.WEBHOOK_BATCH_MAX,
     webhookLingerMs: value.WEBHOOK_LINGER_MS,
     acceptBulkConcurrency: value.ACCEPT_BULK_CONCURRENCY,
+    dbPoolSize: value.DB_POOL_SIZE ?? null,
     webhookRelayRescanMs: value.WEBHOOK_RELAY_RESCAN_MS,
     sandboxSlowDeliveryMs: value.SANDBOX_SLOW_DELIVERY_MS,
     recoverySweepMs: value.RECOVERY_SWEEP_MS,

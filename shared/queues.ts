@@ -78,7 +78,9 @@ const KEEP = { removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600, count
 
 /** Dispatch jobs are idempotent and re-run after a crash; a few quick retries cover transient DB errors. */
 export const DISPATCH_JOB_OPTIONS: JobsOptions = { ...KEEP, attempts: 5, backoff: { type: 'exponential', delay: 500 } };
-export const STATUS_JOB_OPTIONS: JobsOptions = { ...KEEP, attempts: 8, backoff: { type: 'exponential', delay: 200 } };
+// Status jobs carry reports a carrier was told are safe (and ttl timers): they retry for hours
+// (0.5 s doubling, 16 attempts: about 9 h in all), through a database outage.
+export const STATUS_JOB_OPTIONS: JobsOptions = { ...KEEP, attempts: 16, backoff: { type: 'exponential', delay: 500 } };
 
 /** All producers of the service share these Queue objects (one Redis connection). */
 export class Queues {

@@ -74,7 +74,9 @@ export async function startRuntime(opts: { role: Role; pools?: PoolName[]; lanes
     throw new StartupError(`Cannot reach PostgreSQL at ${redactUrl(config.databaseUrl)}: ${(err as Error).message}.\n` +
       'Start it (on this kind of machine: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start) or set DATABASE_URL.');
   }
-  const db = createPool(config.databaseUrl, 20);
+  // Connections add up over the Procfile's processes (about 72 with these defaults, under
+  // Postgres' default max_connections of 100); pools open them only when needed.
+  const db = createPool(config.databaseUrl, config.dbPoolSize ?? { all: 20, web: 16, worker: 10 }[opts.role]);
   if (config.migrateOnStart) {
     const applied = await migrate(db);
     if (applied.length) {

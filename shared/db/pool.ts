@@ -35,10 +35,16 @@ export function createPool(databaseUrl: string, max = 10): Db {
  * hash join over the whole table for every batch. Turning sequential scans off for the
  * transaction keeps these statements on their indexes whatever the statistics say.
  */
-export async function withTx<T>(db: Db, fn: (tx: Tx) => Promise<T>, opts: { indexOnly?: boolean } = {}): Promise<T> {
+export async function withTx<T>(db: Db, fn: (tx: Tx) => Promise<T>, opts: { indexOnly?: boolean; timeoutMs?: number } = {}): Promise<T> {
   const client = await db.connect();
   try {
-    await client.query(opts.indexOnly ? 'BEGIN; SET LOCAL enable_seqscan = off' : 'BEGIN');
+    // `timeoutMs`: every statement (lock waits included) of a transaction that others wait for
+    // ends by then, so a stuck one fails and its caller can take another way.
+    const settings = [
+      ...(opts.indexOnly ? ['SET LOCAL enable_seqscan = off'] : []),
+      ...(opts.timeoutMs ? [`SET LOCAL statement_timeout = ${Math.trunc(opts.timeoutMs)}`] : []),
+    ];
+    await client.query(['BEGIN', ...settings].join('; '));
     const result = await fn(client);
     await client.query('COMMIT');
     return result;

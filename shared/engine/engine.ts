@@ -120,8 +120,8 @@ export class Engine {
     };
     this.intake = new StatusIntake(apply, enqueue, base.logger);
     // Reports of priority attempts run beside the backlog's batches, not after them. The two may
-    // touch one ref at once (a receipt in one, its submit response in the other): the advisory
-    // locks of `applyReports` serialise those, as they do for the status pool's jobs.
+    // touch one ref at once (a receipt in one, its submit response in the other): both write that
+    // ref's `carrier_refs` row, whose unique key serialises them, as for the status pool's jobs.
     this.priorityIntake = new StatusIntake(apply, enqueue, base.logger, 0);
     this.sink = {
       report: (updates, opts) => (opts?.priority ? this.priorityIntake : this.intake).push(updates),
@@ -165,15 +165,18 @@ export class Engine {
   }
 }
 
+const RETRY_PAUSE_MS = 100;
+
 /**
  * Carrier reports are applied where they arrive, in batches: while one batch's transaction runs,
  * the reports that come in meanwhile wait and then go together in the next one, so the batch size
  * follows the load (one report when idle, hundreds under a burst) and one transaction per batch
  * serves them all. One batch at a time per process keeps the reports of one attempt in the order
  * they arrived. `push` resolves once its reports are committed: a carrier acknowledges a receipt
- * to its peer only after that. When a batch cannot be applied (Postgres busy or down, a deadlock),
- * its reports go to the status queues instead, whose pool retries them with backoff; `push`
- * rejects only when neither worked.
+ * to its peer only after that. A batch that fails is tried once more; when it still cannot be
+ * applied (Postgres down, a lock held too long), its reports go to the status queues instead,
+ * whose pool retries them for hours; `push` rejects only when neither worked. Reports queued so
+ * may then be applied after later ones (the state path still ignores moves backwards).
  */
 export class StatusIntake {
   private buffer: Array<{ reports: StatusReport[]; resolve: () => void; reject: (err: unknown) => void }> = [];
@@ -238,12 +241,22 @@ export class StatusIntake {
         count += entry.reports.length;
       }
       const reports = taken.flatMap((t) => t.reports);
-      try {
-        await this.apply([...reports]); // a copy: applying appends the receipts it releases
+      // Once more after a pause (a deadlock victim, a dropped connection), then to the queues.
+      let applied = false;
+      for (let attempt = 0; attempt < 2 && !applied; attempt++) {
+        try {
+          if (attempt > 0) {
+            await new Promise((resolve) => setTimeout(resolve, RETRY_PAUSE_MS));
+          }
+          await this.apply([...reports]); // a copy: applying appends the receipts it releases
+          applied = true;
+        } catch (err) {
+          this.logger.warn({ err: (err as Error).message, count, attempt }, 'status batch not applied');
+        }
+      }
+      if (applied) {
         taken.forEach((t) => t.resolve());
         continue;
-      } catch (err) {
-        this.logger.warn({ err: (err as Error).message, count }, 'status batch not applied here; queued for the status pool');
       }
       try {
         await this.enqueue(reports);

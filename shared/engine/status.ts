@@ -60,6 +60,9 @@ interface Move {
   ttl: boolean;
 }
 
+/** A status batch that takes longer (a lock held elsewhere, an unreachable database) is abandoned. */
+const STATUS_TX_TIMEOUT_MS = 10_000;
+
 export interface ApplyOutcome {
   transitions: number;
   events: number;
@@ -199,8 +202,12 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
       await deps.hooks.onDelivered(tx, delivered, sources);
     }
     return { transitions: changed.size, events, nextSteps, delivered, sources };
-  }, { indexOnly: true });
-  await deps.enqueueNextSteps(outcome.nextSteps);
+  }, { indexOnly: true, timeoutMs: STATUS_TX_TIMEOUT_MS });
+  // The reports are durable from here on: whoever waits for them need not wait for Redis too. A
+  // next step that cannot be enqueued now is found by the recovery sweep (its recipient is queued
+  // and due).
+  deps.enqueueNextSteps(outcome.nextSteps).catch((err: unknown) =>
+    deps.logger.error({ err: (err as Error).message, count: outcome.nextSteps.length }, 'next flow steps not enqueued; left to the recovery sweep'));
   return { transitions: outcome.transitions, events: outcome.events.length };
 }
 
@@ -208,98 +215,113 @@ function gatewayOf(step: FlowStep | undefined): string {
   return step && 'sms' in step ? (step.sms.gateway ?? 'high') : 'high';
 }
 
-/** One row per (carrier, ref) for a statement; the last report of a key wins. Sorted, so that concurrent batches take the keys in one order. */
-function byKey<T extends StatusReport>(reports: T[]): T[] {
-  const keyed = new Map<string, T>();
+/** What a batch says about one (carrier, ref): the attempt registering it, and its latest receipt. */
+interface RefRow {
+  ref: string;
+  carrier: string;
+  attemptId: number | null;
+  part: number;
+  receipt: StatusReport | null;
+}
+
+/** One row per (ref, carrier), in key order: concurrent batches then take the keys in one order. */
+function refRows(reports: StatusReport[]): RefRow[] {
+  const keyed = new Map<string, RefRow>();
   for (const r of reports) {
-    keyed.set(`${r.ref}\u0000${r.carrier}`, r);
+    if (r.ref === undefined || r.carrier === undefined) {
+      continue;
+    }
+    const key = `${r.ref}\u0000${r.carrier}`;
+    const row = keyed.get(key) ?? { ref: r.ref, carrier: r.carrier, attemptId: null, part: 0, receipt: null };
+    if (r.attemptId === undefined) {
+      row.receipt = r;
+    } else if (row.attemptId === null) {
+      row.attemptId = r.attemptId;
+      row.part = r.part ?? 0;
+    }
+    keyed.set(key, row);
   }
-  return [...keyed.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, r]) => r);
+  return [...keyed.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, row]) => row);
 }
 
 /**
  * Turn carrier reports into moves on attempt ids. Reports that name a carrier ref are matched
- * through `carrier_refs`. A receipt whose ref is not registered yet (it overtook its submit
- * response) is parked in a `carrier_refs` row of its own, without an attempt; registering the ref
- * later finds that row and replays the receipt. Both write the same unique key, so concurrent
- * batches are serialised by the index itself. For multi-part SMS the attempt is `delivered` only
- * when every part is; the first failed part decides a failure.
+ * through `carrier_refs`, in one statement that both registers refs (submit responses) and
+ * records receipts. A receipt whose ref is not registered yet (it overtook its submit response)
+ * stays parked in that row without an attempt; registering the ref later returns it, and it is
+ * applied then. Both sides write the same unique key in one sorted statement, so concurrent batches
+ * are serialised by the index itself and cannot deadlock on each other's keys. For multi-part SMS
+ * the attempt is `delivered` only when every part is; the first failed part decides a failure.
  */
 async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
   const moves: Move[] = [];
-  const register = byKey(reports.filter((r) => r.attemptId !== undefined && r.ref !== undefined && r.carrier !== undefined));
-  if (register.length > 0) {
-    const { rows: parked } = await tx.query<{ carrier: string; ref: string; state: AttemptState; result_info: string | null; reported_at: Date | null }>(
-      `INSERT INTO carrier_refs AS c (ref, carrier, attempt_id, part)
-       SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[])
-       ON CONFLICT (ref, carrier) DO UPDATE SET attempt_id = EXCLUDED.attempt_id, part = EXCLUDED.part WHERE c.attempt_id IS NULL
-       RETURNING c.carrier, c.ref, c.state, c.result_info, c.reported_at`,
-      [register.map((r) => r.ref), register.map((r) => r.carrier), register.map((r) => r.attemptId), register.map((r) => r.part ?? 0)],
-    );
-    for (const w of parked) {
-      if (w.result_info !== null) {
-        reports.push({ carrier: w.carrier, ref: w.ref, state: w.state, resultInfo: w.result_info, at: w.reported_at?.getTime() ?? Date.now() });
-      }
-    }
-  }
   for (const r of reports) {
     if (r.attemptId !== undefined) {
       moves.push({ attemptId: r.attemptId, state: r.state, resultInfo: r.resultInfo, at: r.at, ttl: false });
     }
   }
-  const byRef = reports.filter((r) => r.attemptId === undefined && r.ref !== undefined && r.carrier !== undefined);
-  if (byRef.length === 0) {
+  const rows = refRows(reports);
+  if (rows.length === 0) {
     return moves;
   }
-  const rows = byKey(byRef);
-  const { rows: known } = await tx.query<{ carrier: string; ref: string; attempt_id: number | null; parts: number | null }>(
+  const { rows: stored } = await tx.query<{
+    ref: string; carrier: string; attempt_id: number | null; state: AttemptState; result_info: string | null; reported_at: Date | null; parts: number | null;
+  }>(
     `WITH c AS (
-       INSERT INTO carrier_refs AS c (ref, carrier, attempt_id, state, result_info, reported_at)
-       SELECT u.ref, u.carrier, NULL, u.state, u.result_info, u.reported_at
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) AS u(ref, carrier, state, result_info, reported_at)
-       ON CONFLICT (ref, carrier) DO UPDATE SET state = EXCLUDED.state, result_info = EXCLUDED.result_info, reported_at = EXCLUDED.reported_at
-       RETURNING c.carrier, c.ref, c.attempt_id)
-     SELECT c.carrier, c.ref, c.attempt_id, a.parts FROM c LEFT JOIN attempts a ON a.id = c.attempt_id`,
-    [rows.map((r) => r.ref), rows.map((r) => r.carrier), rows.map((r) => r.state), rows.map((r) => r.resultInfo), rows.map((r) => new Date(r.at))],
+       INSERT INTO carrier_refs AS c (ref, carrier, attempt_id, part, state, result_info, reported_at)
+       SELECT u.ref, u.carrier, u.attempt_id, u.part, COALESCE(u.state, 'sent'), u.result_info, u.reported_at
+         FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[], $5::text[], $6::text[], $7::timestamptz[]) WITH ORDINALITY
+           AS u(ref, carrier, attempt_id, part, state, result_info, reported_at, n)
+        ORDER BY u.n
+       ON CONFLICT (ref, carrier) DO UPDATE SET
+         attempt_id = COALESCE(c.attempt_id, EXCLUDED.attempt_id),
+         part = CASE WHEN c.attempt_id IS NULL THEN EXCLUDED.part ELSE c.part END,
+         state = CASE WHEN EXCLUDED.result_info IS NULL THEN c.state ELSE EXCLUDED.state END,
+         result_info = COALESCE(EXCLUDED.result_info, c.result_info),
+         reported_at = COALESCE(EXCLUDED.reported_at, c.reported_at)
+       RETURNING c.ref, c.carrier, c.attempt_id, c.state, c.result_info, c.reported_at)
+     SELECT c.ref, c.carrier, c.attempt_id, c.state, c.result_info, c.reported_at, a.parts
+       FROM c LEFT JOIN attempts a ON a.id = c.attempt_id`,
+    [rows.map((r) => r.ref), rows.map((r) => r.carrier), rows.map((r) => r.attemptId), rows.map((r) => r.part),
+      rows.map((r) => r.receipt?.state ?? null), rows.map((r) => r.receipt?.resultInfo ?? null),
+      rows.map((r) => (r.receipt ? new Date(r.receipt.at) : null))],
   );
-  const attemptOf = new Map<string, number>();
-  const multiPart: number[] = [];
-  for (const k of known) {
-    if (k.attempt_id !== null) {
-      attemptOf.set(`${k.carrier}\u0000${k.ref}`, k.attempt_id);
-      if ((k.parts ?? 1) > 1) {
-        multiPart.push(k.attempt_id);
-      }
+  // A receipt to apply: one of this batch, or one parked earlier that this batch's register found
+  // (replaying a receipt applied before is no move, so a repeated register changes nothing).
+  const receiptOf = new Map(rows.map((r) => [`${r.ref}\u0000${r.carrier}`, r.receipt]));
+  const receipts: Array<{ attemptId: number; parts: number; report: StatusReport }> = [];
+  for (const row of stored) {
+    if (row.attempt_id === null || row.result_info === null) {
+      continue; // parked until its ref is registered, or registered without a receipt yet
     }
+    const report = receiptOf.get(`${row.ref}\u0000${row.carrier}`)
+      ?? { carrier: row.carrier, ref: row.ref, state: row.state, resultInfo: row.result_info, at: row.reported_at?.getTime() ?? Date.now() };
+    receipts.push({ attemptId: row.attempt_id, parts: row.parts ?? 1, report });
   }
   const complete = new Map<number, boolean>();
+  const multiPart = [...new Set(receipts.filter((r) => r.parts > 1 && r.report.state === 'delivered').map((r) => r.attemptId))];
   if (multiPart.length > 0) {
     // Receipts for different parts of one message may be applied by concurrent batches, each
     // counting the delivered parts below: they take turns per attempt, or none would see them all.
-    const ids = [...new Set(multiPart)];
     await tx.query(
       `SELECT pg_advisory_xact_lock(hashtextextended('attempt' || chr(1) || id::text, 0)) FROM (SELECT unnest($1::bigint[]) AS id ORDER BY 1) s`,
-      [ids],
+      [multiPart],
     );
     const { rows: partStates } = await tx.query<{ attempt_id: number; delivered: number; parts: number }>(
       `SELECT c.attempt_id, count(*) FILTER (WHERE c.state = 'delivered')::int AS delivered, a.parts
          FROM carrier_refs c JOIN attempts a ON a.id = c.attempt_id
         WHERE c.attempt_id = ANY($1) GROUP BY c.attempt_id, a.parts`,
-      [ids],
+      [multiPart],
     );
     for (const p of partStates) {
       complete.set(p.attempt_id, p.delivered >= p.parts);
     }
   }
-  for (const r of byRef) {
-    const attemptId = attemptOf.get(`${r.carrier}\u0000${r.ref}`);
-    if (attemptId === undefined) {
-      continue; // parked until its ref is registered
-    }
-    if (r.state === 'delivered' && complete.get(attemptId) === false) {
+  for (const { attemptId, report } of receipts) {
+    if (report.state === 'delivered' && complete.get(attemptId) === false) {
       continue; // more parts still to be delivered
     }
-    moves.push({ attemptId, state: r.state, resultInfo: r.resultInfo, at: r.at, ttl: false });
+    moves.push({ attemptId, state: report.state, resultInfo: report.resultInfo, at: report.at, ttl: false });
   }
   return moves;
 }

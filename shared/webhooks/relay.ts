@@ -46,6 +46,8 @@ export interface RelayPass {
    * pass read nothing). Rows of transactions still open then may yet appear below it.
    */
   doneThrough: number | null;
+  /** When the pass read the outbox (its mark is as old as that read, not as the pass's start). */
+  readAt: number;
 }
 
 /**
@@ -55,14 +57,15 @@ export interface RelayPass {
  */
 export async function relayOnce(db: Db, queues: Queues, opts: RelayOptions, now = Date.now(), afterId = 0): Promise<RelayPass> {
   const pageSize = opts.pageSize ?? 5000;
-  const { created, doneThrough } = await withTx(db, async (tx) => {
+  const { created, doneThrough, readAt } = await withTx(db, async (tx) => {
     // Each outbox row holds the event ids of one statement (one to a few thousand).
     const { rows: claimed } = await tx.query<{ id: number; event_ids: number[] }>(
       `SELECT id, event_ids FROM outbox WHERE id > $2 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
       [OUTBOX_ROWS_PER_PASS, afterId],
     );
+    const readAt = Date.now();
     if (claimed.length === 0) {
-      return { created: [], doneThrough: null };
+      return { created: [], doneThrough: null, readAt };
     }
     const { rows } = await tx.query<EventRef>(
       `SELECT id, account_id, key_id, callback_url, created_at FROM events WHERE id = ANY($1) ORDER BY id`,
@@ -96,7 +99,7 @@ export async function relayOnce(db: Db, queues: Queues, opts: RelayOptions, now 
     );
     const doneThrough = claimed[claimed.length - 1]!.id;
     if (batches.length === 0) {
-      return { created: [], doneThrough };
+      return { created: [], doneThrough, readAt };
     }
     const { rows: inserted } = await tx.query<{ id: number; url: string }>(
       `INSERT INTO webhook_batches (webhook_id, account_id, key_id, url, event_ids)
@@ -108,10 +111,10 @@ export async function relayOnce(db: Db, queues: Queues, opts: RelayOptions, now 
       [batches.map(() => `msg_${randomUUID().replace(/-/g, '')}`), batches.map((b) => b.accountId), batches.map((b) => b.keyId),
         batches.map((b) => b.url), batches.map((b) => `{${b.ids.join(',')}}`)],
     );
-    return { created: inserted, doneThrough };
+    return { created: inserted, doneThrough, readAt };
   }, { indexOnly: true });
   await enqueueBatches(queues, created, opts.retries);
-  return { batches: created.length, doneThrough };
+  return { batches: created.length, doneThrough, readAt };
 }
 
 export async function enqueueBatches(queues: Queues, batches: Array<{ id: number; url: string }>, retries: number): Promise<void> {
@@ -162,7 +165,7 @@ export class RelayFloor {
     return this.floor;
   }
 
-  /** Record what a pass that started `at` finished. */
+  /** Record what a pass that read the outbox at `at` finished. */
   record(at: number, doneThrough: number | null): void {
     if (doneThrough !== null) {
       this.marks.push({ at, id: doneThrough });
@@ -194,9 +197,9 @@ export class OutboxRelay {
     while (!this.stopped) {
       let made = 0;
       try {
-        const at = Date.now();
-        const pass = await relayOnce(this.db, this.queues, this.opts, at, this.floor.next(at));
-        this.floor.record(at, pass.doneThrough);
+        const now = Date.now();
+        const pass = await relayOnce(this.db, this.queues, this.opts, now, this.floor.next(now));
+        this.floor.record(pass.readAt, pass.doneThrough);
         made = pass.batches;
       } catch (err) {
         this.onError(err as Error);

@@ -209,6 +209,27 @@ describe('SMS over SMPP', () => {
     assert.deepEqual(await svc.sql(`SELECT ref FROM carrier_refs WHERE carrier = 'smpp.race' AND attempt_id IS NULL`), [], 'no receipt left parked');
   });
 
+  it('batches that each register one ref and carry the receipt of the other apply both, without a deadlock', T, async () => {
+    // A registers x and has y's receipt; B registers y and has x's receipt. Written as two
+    // statements per batch, each took one key and waited for the other's (a deadlock).
+    const phones = Array.from({ length: 8 }, (_, i) => `42077767${String(i).padStart(2, '0')}03`); // 03: no SMSC receipt
+    const ids = await send(phones, 'Cross');
+    for (const id of ids) await waitResult(id, 'sent');
+    const rows = await svc.sql<{ id: number }>(
+      `SELECT a.id FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = ANY($1) ORDER BY a.id`, [ids],
+    );
+    const deps = svc.runtime.engine.deps;
+    const register = (id: number) => ({ attemptId: id, carrier: 'smpp.cross', ref: `cross-${id}`, part: 0, partCount: 1, state: 'sent' as const, resultInfo: 'Sent', at: Date.now() });
+    const receipt = (id: number) => ({ carrier: 'smpp.cross', ref: `cross-${id}`, state: 'delivered' as const, resultInfo: '[0] Delivered', at: Date.now() });
+    // A deadlock would fail one of these calls (40P01): applyReports is called directly here.
+    await Promise.all(Array.from({ length: rows.length / 2 }, (_, i) => {
+      const [x, y] = [rows[2 * i]!.id, rows[2 * i + 1]!.id];
+      return Promise.all([applyReports(deps, [register(x), receipt(y)]), applyReports(deps, [register(y), receipt(x)])]);
+    }));
+    for (const id of ids) await waitResult(id, 'delivered', 5_000);
+    assert.deepEqual(await svc.sql(`SELECT ref FROM carrier_refs WHERE carrier = 'smpp.cross' AND attempt_id IS NULL`), [], 'no receipt left parked');
+  });
+
   it('delivers a long message when its part receipts are applied by concurrent status jobs', T, async () => {
     // Each job marks its own part delivered and counts the delivered parts; unserialised, none saw all three.
     const phones = Array.from({ length: 10 }, (_, i) => `42077766${String(i).padStart(2, '0')}03`); // 03: no SMSC receipt

@@ -379,14 +379,15 @@ export class SmppCarrier implements Carrier {
         });
       } catch (err) {
         const info = localRejectInfo(err instanceof Error ? err : new Error(String(err)));
-        reports.push(held(this.sink.report([{ attemptId: attempt.attemptId, state: 'rejected', resultInfo: info, at: now }])));
+        reports.push(held(this.sink.report([{ attemptId: attempt.attemptId, state: 'rejected', resultInfo: info, at: now }], { priority: attempt.priority === true })));
         resolve({ kind: 'done' });
         continue;
       }
       if (prior) {
         // Parts the SMSC already accepted (an earlier hand-over): report them again, never resubmit.
         this.logger.info({ carrier: this.name, attemptId: attempt.attemptId, parts: [...prior.parts.keys()] }, 'SMPP attempt handed again; skipping accepted parts');
-        reports.push(held(this.sink.report([...prior.parts].map(([part, ref]) => this.sentReport(attempt.attemptId, part, fields.length, ref, now)))));
+        reports.push(held(this.sink.report([...prior.parts].map(([part, ref]) => this.sentReport(attempt.attemptId, part, fields.length, ref, now)),
+          { priority: attempt.priority === true })));
       }
       const pending = fields.map((_, i) => i).filter((i) => !prior?.parts.has(i));
       if (pending.length === 0) {

@@ -7,5 +7,7 @@ CREATE TABLE outbox (
   id        bigserial PRIMARY KEY,
   event_ids bigint[] NOT NULL
 );
-INSERT INTO outbox (event_ids) SELECT array_agg(event_id ORDER BY event_id) FROM outbox_per_event HAVING count(*) > 0;
+-- Events still waiting, in rows of at most 1000 ids (a relay pass reads a few rows at a time).
+INSERT INTO outbox (event_ids)
+SELECT array_agg(event_id ORDER BY event_id) FROM outbox_per_event GROUP BY event_id / 1000 ORDER BY min(event_id);
 DROP TABLE outbox_per_event;
