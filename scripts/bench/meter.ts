@@ -106,6 +106,13 @@ export class Meter {
         for (const [k, v] of Object.entries(rows[0] ?? {})) {
           out[`pg_${k}`] = Number(v);
         }
+        // Checkpoints the WAL volume forced (max_wal_size reached): after each one every page
+        // written again goes to the WAL whole, which makes the same work cost more.
+        const { rows: bg } = await this.statsClient.query<Record<string, string>>(
+          'SELECT checkpoints_req, checkpoints_timed, pg_current_wal_lsn() - \'0/0\'::pg_lsn AS wal_bytes FROM pg_stat_bgwriter');
+        out.pg_checkpoints_req = Number(bg[0]?.checkpoints_req ?? 0);
+        out.pg_checkpoints_timed = Number(bg[0]?.checkpoints_timed ?? 0);
+        out.pg_wal_bytes = Number(bg[0]?.wal_bytes ?? 0);
       } catch {
         // leave it out
       }
@@ -305,6 +312,8 @@ export function workPer(cpu: CpuReport, units: number): Record<string, unknown> 
     if (k.startsWith('redis.calls.')) {
       const command = k.slice('redis.calls.'.length);
       commands.push({ command, calls: per(v), usec: per(cpu.work[`redis.usec.${command}`] ?? 0) });
+    } else if (k.startsWith('pg_checkpoints_')) {
+      out[`${k.replace(/^pg_/, '')}DuringRun`] = v; // counts, not per unit
     } else if (!k.startsWith('redis.usec.')) {
       out[k.replace(/^pg_/, '')] = per(v);
     }

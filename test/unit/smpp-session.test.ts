@@ -6,6 +6,7 @@ import {
   InboundReassembler,
   buildSubmitSms,
   concatUdh,
+  encodeSubmitSm,
   normalizeMessageId,
   messageIdsMatch,
   parseReceipt,
@@ -542,6 +543,25 @@ describe('buildSubmitSms', () => {
 function receiptPdu(text: string, extra: Partial<DeliverSm> = {}, esmClass = 0x04): Parameters<typeof parseReceipt>[0] {
   return { esm_class: esmClass, data_coding: 0, body: Buffer.from(text, 'latin1'), ...extra };
 }
+
+describe('encodeSubmitSm', () => {
+  it('writes the same bytes as the smpp library for the same fields', () => {
+    const cases: Array<[string, SubmitSmFields[]]> = [
+      ['GSM-7, alphanumeric sender', buildSubmitSms({ destination: '447700900000', sender: 'Acme', encoding: 'gsm7', parts: ['Price: 5€'] })],
+      ['numeric sender, validity', buildSubmitSms({ destination: '420777123456', sender: '+420777000111', encoding: 'gsm7', parts: ['Hi'], validityMinutes: 90 })],
+      ['UCS-2, three parts with UDH', buildSubmitSms({ destination: '420777123456', sender: 'Shop', encoding: 'ucs2', parts: ['Příliš ', 'žluťoučký ', 'kůň'], reference: 7 })],
+      ['GSM-7 parts, reference 255, service type', buildSubmitSms({ destination: '1555', sender: '12345', encoding: 'gsm7', parts: ['a'.repeat(153), 'b'], reference: 255, serviceType: 'CMT' })],
+      ['empty text', buildSubmitSms({ destination: '1555', sender: 'X', encoding: 'gsm7', parts: [''] })],
+    ];
+    for (const [what, fields] of cases) {
+      fields.forEach((f, i) => {
+        const lib = new smpp.PDU('submit_sm', { ...f });
+        lib.sequence_number = 1000 + i;
+        assert.deepEqual(encodeSubmitSm(f, 1000 + i), lib.toBuffer(), `${what}, part ${i}`);
+      });
+    }
+  });
+});
 
 describe('parseReceipt', () => {
   const text = (id: string, stat: string): string =>

@@ -173,6 +173,52 @@ export function buildSubmitSms(input: SubmitSmsInput): SubmitSmFields[] {
   });
 }
 
+const SUBMIT_SM = 0x00000004;
+
+/**
+ * A submit_sm PDU with these fields and sequence number, written straight into one buffer: the
+ * bytes the `smpp` library writes for the same fields (C-strings as ASCII, the UDH indicator set
+ * in esm_class when there is a UDH, every other field 0 or empty), without its generic per-field
+ * filters, which were a tenth of the SMS worker's time at full load.
+ */
+export function encodeSubmitSm(f: SubmitSmFields, sequence: number): Buffer {
+  const serviceType = Buffer.from(f.service_type, 'ascii');
+  const source = Buffer.from(f.source_addr, 'ascii');
+  const destination = Buffer.from(f.destination_addr, 'ascii');
+  const validity = Buffer.from(f.validity_period, 'ascii');
+  const sm = shortMessageBytes(f.short_message);
+  const udh = !Buffer.isBuffer(f.short_message) && f.short_message.udh.length > 0;
+  const length = 16 + serviceType.length + 1 + 2 + source.length + 1 + 2 + destination.length + 1 + 3 + 1 + validity.length + 1 + 4 + 1 + sm.length;
+  const b = Buffer.allocUnsafe(length);
+  let o = b.writeUInt32BE(length, 0);
+  o = b.writeUInt32BE(SUBMIT_SM, o);
+  o = b.writeUInt32BE(0, o);
+  o = b.writeUInt32BE(sequence, o);
+  const cstring = (bytes: Buffer) => {
+    o += bytes.copy(b, o);
+    b[o++] = 0;
+  };
+  cstring(serviceType);
+  b[o++] = f.source_addr_ton;
+  b[o++] = f.source_addr_npi;
+  cstring(source);
+  b[o++] = f.dest_addr_ton;
+  b[o++] = f.dest_addr_npi;
+  cstring(destination);
+  b[o++] = udh ? f.esm_class | ESM_CLASS_UDHI : f.esm_class;
+  b[o++] = 0; // protocol_id
+  b[o++] = 0; // priority_flag
+  b[o++] = 0; // schedule_delivery_time: '' (immediately)
+  cstring(validity);
+  b[o++] = f.registered_delivery;
+  b[o++] = 0; // replace_if_present_flag
+  b[o++] = f.data_coding;
+  b[o++] = 0; // sm_default_msg_id
+  b[o++] = sm.length;
+  sm.copy(b, o);
+  return b;
+}
+
 /** The bytes a ShortMessage puts on the wire (UDH first). */
 export function shortMessageBytes(sm: ShortMessage): Buffer {
   return Buffer.isBuffer(sm) ? sm : Buffer.concat([sm.udh, sm.message]);

@@ -29,6 +29,35 @@ end
 return false
 `);
 
+/**
+ * Records accepted parts. ARGV[1]: ttl of the attempt hashes; then per part: the number of id
+ * keys that follow its attempt key in KEYS, part index, ref, concatenation reference, id ttl. The
+ * first id key (same representation) always points at the ref; the others only when no other id
+ * claimed them first (NX), so a primary key is never overwritten by an alias.
+ */
+const RECORD_ACCEPTED_LUA = luaScript(`
+local ttl = tonumber(ARGV[1])
+local k = 1
+local a = 2
+while a <= #ARGV do
+  local ids = tonumber(ARGV[a])
+  local ref = ARGV[a + 2]
+  local idTtl = tonumber(ARGV[a + 4])
+  redis.call('HSET', KEYS[k], 'c', ARGV[a + 3], 'p' .. ARGV[a + 1], ref)
+  redis.call('EXPIRE', KEYS[k], ttl)
+  for i = 1, ids do
+    if i == 1 then
+      redis.call('SET', KEYS[k + i], ref, 'EX', idTtl)
+    else
+      redis.call('SET', KEYS[k + i], ref, 'EX', idTtl, 'NX')
+    end
+  end
+  k = k + 1 + ids
+  a = a + 5
+end
+return #KEYS
+`);
+
 export interface AcceptedParts {
   /** Concatenation reference used for the parts already accepted; null when none was stored. */
   concatRef: number | null;
@@ -123,29 +152,17 @@ export class SmppRedisStore {
   }
 
   private readonly writes = new TickBatcher<AcceptedPart, void>(async (inputs) => {
-    const pipeline = this.redis.pipeline();
-    const commandsOf: number[] = [];
+    // One script call per tick's worth of parts: three or four commands per part cost more in the
+    // client (building and encoding each command) than in Redis.
+    const keys: string[] = [];
+    const args: Array<string | number> = [ATTEMPT_TTL_S];
     for (const input of inputs) {
-      const key = `${this.base}:att:${input.attemptId}`;
-      pipeline.hset(key, 'c', String(input.concatRef), `p${input.part}`, input.ref);
-      pipeline.expire(key, ATTEMPT_TTL_S);
-      let n = 2;
-      if (input.idKeys && input.ref !== '') {
-        input.idKeys.forEach((k, i) => {
-          if (i === 0) pipeline.set(`${this.base}:id:${k}`, input.ref, 'EX', input.idTtlSeconds);
-          else pipeline.set(`${this.base}:id:${k}`, input.ref, 'EX', input.idTtlSeconds, 'NX');
-        });
-        n += input.idKeys.length;
-      }
-      commandsOf.push(n);
+      const idKeys = input.idKeys && input.ref !== '' ? input.idKeys : [];
+      keys.push(`${this.base}:att:${input.attemptId}`, ...idKeys.map((k) => `${this.base}:id:${k}`));
+      args.push(idKeys.length, input.part, input.ref, input.concatRef, input.idTtlSeconds);
     }
-    const results = (await pipeline.exec()) ?? [];
-    let at = 0;
-    return commandsOf.map((n) => {
-      const failed = results.slice(at, at + n).find(([err]) => err)?.[0];
-      at += n;
-      return failed ? failed : undefined;
-    });
+    await runScript(this.redis, RECORD_ACCEPTED_LUA, keys, args);
+    return inputs.map(() => undefined);
   });
 
   private readonly reads = new TickBatcher<string, string | null>(async (keys) => {

@@ -15,7 +15,7 @@ import tls from 'node:tls';
 import type { Readable } from 'node:stream';
 import smpp from 'smpp';
 import type { MessageIdForm } from './pdu.js';
-import { parseSmPdu, type DeliverSm, type SubmitSmFields } from './pdu.js';
+import { encodeSubmitSm, parseSmPdu, type DeliverSm, type SubmitSmFields } from './pdu.js';
 
 // ---------------------------------------------------------------------------------------------
 // Errors and status codes
@@ -205,6 +205,29 @@ export function tapRawPdus(socket: Readable, onPdu: (raw: Buffer) => void): void
 interface Waiter {
   resolve(pdu: smpp.PDU): void;
   reject(err: Error): void;
+}
+
+/**
+ * A submit_sm that the library sends as bytes we encode (`encodeSubmitSm`): it only asks a PDU
+ * whether it is a response, gives it a sequence number and writes `toBuffer()`.
+ */
+class EncodedSubmitSm {
+  readonly command = 'submit_sm';
+  sequence_number = 0;
+
+  constructor(private readonly fields: SubmitSmFields) {}
+
+  isResponse(): boolean {
+    return false;
+  }
+
+  toBuffer(): Buffer {
+    return encodeSubmitSm(this.fields, this.sequence_number);
+  }
+
+  asPdu(): smpp.PDU {
+    return this as unknown as smpp.PDU;
+  }
 }
 
 interface Connection {
@@ -707,7 +730,7 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
   private dispatch(conn: Connection, item: QueuedSubmit): void {
     let pdu: smpp.PDU;
     try {
-      pdu = new smpp.PDU('submit_sm', { ...item.options.tlvs, ...item.fields });
+      pdu = item.options.tlvs ? new smpp.PDU('submit_sm', { ...item.options.tlvs, ...item.fields }) : new EncodedSubmitSm(item.fields).asPdu();
     } catch (err) {
       item.reject(err instanceof Error ? err : new SmppError(String(err)));
       return;
