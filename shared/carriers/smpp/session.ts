@@ -4,7 +4,8 @@
  * queue behind it) with per-PDU response timeouts; enquire_link both ways with dead-link
  * detection; answers to the SMSC's deliver_sm / enquire_link / unbind; graceful unbind on close.
  *
- * The library is used for PDU encoding/decoding and socket framing only. Its response-callback map
+ * The library is used for PDU encoding/decoding and socket framing only, and submit_sm (the PDU
+ * sent most) is encoded here (`encodeSubmitSm`, the same bytes). Its response-callback map
  * is not used (it never expires entries); responses are matched here by sequence number. Raw PDU
  * bytes are captured with `tapRawPdus` so deliver_sm user data reaches handlers unmodified (the
  * library decodes short_message to a string, lossily for GSM-7).
