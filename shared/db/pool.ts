@@ -21,8 +21,12 @@ pg.types.setTypeParser(pg.types.builtins.NUMERIC, (v) => Number(v));
 
 export function createPool(databaseUrl: string, max = 10): Db {
   const pool = new pg.Pool({ connectionString: databaseUrl, max, connectionTimeoutMillis: 5000, idleTimeoutMillis: 30000 });
-  // An idle client error (server restart) must not crash the process; the pool replaces it.
+  // A server restart or a terminated backend must not crash the process. Idle clients report on
+  // the pool; a client that is checked out reports on itself (after its query already failed),
+  // and without a listener that error would be thrown. The pool drops the broken client when it
+  // is released.
   pool.on('error', () => undefined);
+  pool.on('connect', (client) => client.on('error', () => undefined));
   return pool;
 }
 

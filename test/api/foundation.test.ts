@@ -16,6 +16,21 @@ test('health answers 200 when Postgres and Redis answer', async () => {
   assert.deepEqual(res.body, { status: 'ok', postgres: 'ok', redis: 'ok' });
 });
 
+test('terminated Postgres connections, one of them in a transaction, do not take the service down', async () => {
+  const held = await svc.runtime.db.connect(); // a worker in the middle of a transaction
+  await held.query('BEGIN');
+  const running = held.query('SELECT pg_sleep(5)').then(() => null, (err: unknown) => err);
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  await svc.sql(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                  WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name = ''`);
+  assert.ok((await running) instanceof Error, 'the statement running on it fails');
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  held.release(); // the pool drops it
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  const res = await svc.request('GET', '/health');
+  assert.equal(res.status, 200, 'the pools opened new connections');
+});
+
 test('migrations ran from an empty database and installed a default price for every channel', async () => {
   const rows = await svc.sql<{ channel: string }>(`SELECT channel FROM prices WHERE prefix = '' ORDER BY channel`);
   assert.deepEqual(rows.map((r) => r.channel), ['sms', 'viber', 'whatsapp_template', 'whatsapp_text']);
