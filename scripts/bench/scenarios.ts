@@ -132,6 +132,18 @@ function serviceRole(ctx: Ctx): 'all' | 'split' | 'procfile' {
   return ctx.opts.processes;
 }
 
+/** What every scenario reports about the service itself: database activity, error lines, profile. */
+function serviceFindings(
+  done: { errorLines: number; profile: ProfileSummary[] | null; firstErrors: string[] }, pgActivity: PgActivity | null | undefined,
+): Record<string, unknown> {
+  return {
+    ...(pgActivity && { pgActivity }),
+    serviceErrorLogLines: done.errorLines,
+    ...(done.firstErrors.length && { serviceErrors: done.firstErrors }),
+    ...(done.profile && { profile: compactProfile(done.profile) }),
+  };
+}
+
 async function finish(ctx: Ctx, service: Service, label: string, window?: { fromUs: number; toUs: number }): Promise<{ errorLines: number; profile: ProfileSummary[] | null; firstErrors: string[] }> {
   const stopped = await service.stop();
   let profile: ProfileSummary[] | null = null;
@@ -278,10 +290,7 @@ export async function acceptScenario(ctx: Ctx): Promise<ScenarioResult> {
       writeSyscallsPerRecipient: writesPer(cpu, recipients),
       workPerRecipient: workPer(cpu, recipients),
       rss: meter.rssSummary(),
-      ...(pgActivity && { pgActivity }),
-      serviceErrorLogLines: done.errorLines,
-      ...(done.firstErrors.length && { serviceErrors: done.firstErrors }),
-      ...(done.profile && { profile: compactProfile(done.profile) }),
+      ...serviceFindings(done, pgActivity),
     };
   } catch (err) {
     await service.stop().catch(() => undefined);
@@ -594,10 +603,7 @@ export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPrio
         writeSyscallsPerRecipient: writesPer(cpu, total),
         workPerRecipient: workPer(cpu, total),
         rss,
-        ...(pgActivity && { pgActivity }),
-        serviceErrorLogLines: done.errorLines,
-        ...(done.firstErrors.length && { serviceErrors: done.firstErrors }),
-        ...(done.profile && { profile: compactProfile(done.profile) }),
+        ...serviceFindings(done, pgActivity),
       });
     }
     if (priorityResult) {
@@ -829,10 +835,7 @@ export async function verifyScenario(ctx: Ctx): Promise<ScenarioResult> {
       writeSyscallsPerStart: writesPer(cpu, okStarts),
       workPerStart: workPer(cpu, okStarts),
       rss: meter.rssSummary(),
-      ...(pgActivity && { pgActivity }),
-      serviceErrorLogLines: done.errorLines,
-      ...(done.firstErrors.length && { serviceErrors: done.firstErrors }),
-      ...(done.profile && { profile: compactProfile(done.profile) }),
+      ...serviceFindings(done, pgActivity),
     };
   } catch (err) {
     await service.stop().catch(() => undefined);

@@ -211,7 +211,7 @@ async function runDispatchTx(
     if (planned.length > 0) {
       const upd = { id: [] as number[], state: [] as string[], step: [] as number[], due: [] as Array<Date | null>,
         channel: [] as string[], body: [] as string[], sender: [] as string[], parts: [] as number[] };
-      const handOf: Array<{ p: PlannedInPart; part: Part }> = [];
+      const handOf: PlannedInPart[] = [];
       for (const p of planned) {
         const { msg, stepConfig } = p.part;
         const state = p.reject ? 'rejected' : 'sending';
@@ -237,7 +237,7 @@ async function runDispatchTx(
         if (fallback) {
           nextSteps.push({ messageId: msg.id, step: step + 1, recipientId: p.recipient.id, lane: msg.lane, flow: msg.flow });
         } else if (!p.reject && p.carrier) {
-          handOf.push({ p, part: p.part });
+          handOf.push(p);
         }
       }
       // Attempts, recipients and events in one statement: one round trip for the whole job.
@@ -285,8 +285,8 @@ async function runDispatchTx(
         ],
       );
       const attemptIdOf = new Map(inserted.map((row) => [row.recipient_id, row.id]));
-      for (const { p, part } of handOf) {
-        toHand.push({ carrier: p.carrier!, attempt: { ...p.attempt, attemptId: attemptIdOf.get(p.recipient.id)! }, part });
+      for (const p of handOf) {
+        toHand.push({ carrier: p.carrier!, attempt: { ...p.attempt, attemptId: attemptIdOf.get(p.recipient.id)! }, part: p.part });
       }
     }
 

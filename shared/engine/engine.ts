@@ -70,12 +70,11 @@ export class Engine {
   private readonly priorityIntake: StatusIntake;
   private inboundHandler: InboundHandler | null = null;
 
-  /** Connections of their own for the priority lane and for applying carrier reports (see `EnginePools`). */
-  private readonly pools: EnginePools;
+  /** `deps` on the priority lane's own connections (see `EnginePools`). */
+  private readonly priorityDeps: EngineDeps;
 
   constructor(base: { db: Db; queues: Queues; config: Config; logger: Logger; carriers: CarrierRegistry }, hooks: EngineHooks = {}, pools: EnginePools = {}) {
     const queues = base.queues;
-    this.pools = pools;
     this.deps = {
       ...base,
       hooks,
@@ -109,7 +108,10 @@ export class Engine {
         })))));
       },
     };
-    const apply = (reports: StatusReport[]) => applyReports(pools.status ? { ...this.deps, db: pools.status } : this.deps, reports);
+    // The deps of status batches and priority dispatch: the same, on their own connections.
+    const statusDeps = pools.status ? { ...this.deps, db: pools.status } : this.deps;
+    this.priorityDeps = pools.priority ? { ...this.deps, db: pools.priority } : this.deps;
+    const apply = (reports: StatusReport[]) => applyReports(statusDeps, reports);
     const enqueue = async (reports: StatusReport[]) => {
       const byPartition = new Map<number, StatusReport[]>();
       for (const report of reports) {
@@ -147,8 +149,7 @@ export class Engine {
   }
 
   dispatch(job: DispatchJob, now?: Date, lane?: Lane): Promise<DispatchOutcome> {
-    const db = lane === 'priority' ? this.pools.priority : undefined;
-    return dispatchStep(db ? { ...this.deps, db } : this.deps, job, now);
+    return dispatchStep(lane === 'priority' ? this.priorityDeps : this.deps, job, now);
   }
 
   applyStatusJob(job: StatusJob): Promise<ApplyOutcome> {

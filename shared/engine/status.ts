@@ -99,7 +99,8 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
     moves.sort((a, b) => (a.ttl ? 9 : STATE_RANK[a.state]) - (b.ttl ? 9 : STATE_RANK[b.state]));
 
     const events: OutboxEvent[] = [];
-    const changed = new Map<number, AttemptRow & { result_info: string; gateway: string | null }>();
+    /** Attempt id → the result_info of the last state it entered in this batch. */
+    const changed = new Map<number, string>();
     const recipientUpdates = new Map<number, { state: string; step: number; due: Date | null; sent: Date | null; delivered: Date | null }>();
     const nextSteps: NextStep[] = [];
     const refunds: AttemptRow[] = [];
@@ -134,7 +135,7 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
             priceCzk: a.price_czk, priceEur: a.price_eur, count: a.parts, smsGateway,
           }),
         });
-        changed.set(a.id, { ...a, result_info: resultInfo, gateway: smsGateway });
+        changed.set(a.id, resultInfo);
       }
       if (a.state === 'sent' || a.state === 'delivered' || a.state === 'seen') {
         a.reached_sent = true;
@@ -173,8 +174,8 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
       return { transitions: 0, events, nextSteps, delivered, sources };
     }
     // Attempts, recipients and events in one statement: one round trip for the whole batch.
-    const list = [...changed.values()].map((c) => attempts.get(c.id)!);
-    const resultInfo = [...changed.values()].map((c) => c.result_info);
+    const list = [...changed.keys()].map((id) => attempts.get(id)!);
+    const resultInfo = [...changed.values()];
     const ups = [...recipientUpdates.values()];
     await tx.query(
       `WITH attempts_up AS (

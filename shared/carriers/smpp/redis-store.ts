@@ -76,12 +76,12 @@ export interface AcceptedPart {
 
 /**
  * Collects calls made in one tick and runs them as one batch on the next turn of the event loop.
- * `run` returns one result per input, in order; an Error result rejects only that call.
+ * `run` returns one result per input, in order; when it throws, every call of the batch rejects.
  */
 class TickBatcher<I, O> {
   private pending: Array<{ input: I; resolve(value: O): void; reject(err: unknown): void }> = [];
 
-  constructor(private readonly run: (inputs: I[]) => Promise<Array<O | Error>>) {}
+  constructor(private readonly run: (inputs: I[]) => Promise<O[]>) {}
 
   add(input: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
@@ -94,11 +94,7 @@ class TickBatcher<I, O> {
     this.pending = [];
     try {
       const results = await this.run(batch.map((b) => b.input));
-      batch.forEach((b, i) => {
-        const result = results[i];
-        if (result instanceof Error) b.reject(result);
-        else b.resolve(result as O);
-      });
+      batch.forEach((b, i) => b.resolve(results[i]!));
     } catch (err) {
       for (const b of batch) b.reject(err);
     }
