@@ -1,0 +1,41 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { RawJson, payloadField, sentMessageEvent, stringifyEvent } from '../../shared/engine/events.js';
+
+test('stringifyEvent writes top-level RawJson values byte for byte and everything else as JSON.stringify does', () => {
+  const cases: Array<{ name: string; body: Record<string, unknown>; expected: string }> = [
+    { name: 'no raw value', body: { a: 1, b: 'x"y', c: { d: [1, 2] } }, expected: '{"a":1,"b":"x\\"y","c":{"d":[1,2]}}' },
+    { name: 'null payload', body: { request_id: 'r', payload: null }, expected: '{"request_id":"r","payload":null}' },
+    { name: 'raw payload keeps its spacing and key order', body: { a: 1, payload: new RawJson('{ "z": 1,  "a" : [ 2 ] }'), b: 2 },
+      expected: '{"a":1,"payload":{ "z": 1,  "a" : [ 2 ] },"b":2}' },
+    { name: 'raw unicode and escapes', body: { payload: new RawJson('"\\u00e9 ž \\n"') }, expected: '{"payload":"\\u00e9 ž \\n"}' },
+    { name: 'two raw values', body: { p: new RawJson('1'), q: new RawJson('[true]') }, expected: '{"p":1,"q":[true]}' },
+    { name: 'a string that looks like a marker stays a string', body: { s: '\u0000raw0\u0000', payload: new RawJson('0') },
+      expected: '{"s":"\\u0000raw0\\u0000","payload":0}' },
+  ];
+  for (const c of cases) {
+    assert.equal(stringifyEvent(c.body), c.expected, c.name);
+  }
+});
+
+test('stringifyEvent does not change the body it is given', () => {
+  const raw = new RawJson('{"k":1}');
+  const body = { payload: raw };
+  stringifyEvent(body);
+  assert.equal(body.payload, raw);
+});
+
+test('a sentMessage event parses back to the spec fields with the payload as sent', () => {
+  const text = stringifyEvent(sentMessageEvent({
+    requestId: 'req', publicId: 'pub', channel: 'sms', payload: '{"order": 17}', phone: '+420777123456', state: 'delivered',
+    resultInfo: 'Delivered', at: 1_700_000_000_123, sender: 'Shop', country: 230, operator: 1, priceCzk: 0.123456, priceEur: 0.00499,
+    count: 1, smsGateway: null,
+  }));
+  assert.ok(text.includes('"payload":{"order": 17}'));
+  assert.deepEqual(JSON.parse(text), {
+    request_id: 'req', message_id: 'pub', gateway: 'sms', timestamp: 1_700_000_000, payload: { order: 17 }, type: 'outgoing',
+    to: { phone_number: '+420777123456' }, result: 'delivered', result_info: 'Delivered',
+    sms: { sender: 'Shop', country: 230, operator: 1, price_czk: 0.1235, price_eur: 0.005, count: 1, gateway: 'high' },
+  });
+  assert.equal(payloadField(null), null);
+});
