@@ -19,8 +19,10 @@ import { parseSmppUrl } from './carriers/smpp/session.js';
 import { buildApp } from '../api/app.js';
 import { startDispatchPool } from '../workers/dispatch-pool.js';
 import { startStatusPool } from '../workers/status-pool.js';
-import { startWebhookPool } from '../workers/webhook-pool.js';
+import { perOriginLimit, startWebhookPool } from '../workers/webhook-pool.js';
 import { OutboxRelay } from './webhooks/relay.js';
+import { DirectDelivery, OriginSlots } from './webhooks/direct.js';
+import { WebhookClient } from './webhooks/http.js';
 import { RecoverySweep } from '../workers/recovery.js';
 import { verificationHooks } from './verification/hooks.js';
 
@@ -135,20 +137,23 @@ export async function startRuntime(opts: { role: Role; pools?: PoolName[]; lanes
   if (pools.has('status')) {
     workers.push(...await startStatusPool(engine, queues, conn, logger));
   }
-  let webhookClient: { close(): Promise<void> } | null = null;
+  // One HTTP client and one set of per-receiver slots for the webhook pool and the relay's direct deliveries.
+  const webhookClient = pools.has('webhooks') || pools.has('relay') ? new WebhookClient({ allowPrivate: config.allowPrivateCallbacks }) : null;
+  const originSlots = new OriginSlots(perOriginLimit(config.concurrency.webhooks));
   if (pools.has('webhooks')) {
-    const started = startWebhookPool(db, {
+    workers.push(startWebhookPool(db, {
       concurrency: config.concurrency.webhooks, retryScheduleMs: config.webhookRetryScheduleMs, allowPrivate: config.allowPrivateCallbacks,
-    }, conn, logger);
-    workers.push(started.worker);
-    webhookClient = started.client;
+    }, { client: webhookClient!, slots: originSlots }, conn, logger));
   }
   let relay: OutboxRelay | null = null;
   if (pools.has('relay')) {
+    const direct = new DirectDelivery({ db, client: webhookClient!, queues, slots: originSlots, logger }, {
+      concurrency: config.concurrency.webhooks, allowPrivate: config.allowPrivateCallbacks, retryScheduleMs: config.webhookRetryScheduleMs,
+    });
     relay = new OutboxRelay(db, queues, {
       batchMax: config.webhookBatchMax, lingerMs: config.webhookLingerMs, retries: config.webhookRetryScheduleMs.length,
       intervalMs: Math.max(20, Math.min(200, config.webhookLingerMs)), rescanMs: config.webhookRelayRescanMs,
-    }, (err) => logger.error({ err: err.message }, 'outbox relay pass failed'));
+    }, (err) => logger.error({ err: err.message }, 'outbox relay pass failed'), direct);
     relay.start();
   }
   let sweep: RecoverySweep | null = null;

@@ -1,7 +1,9 @@
 /**
  * Delivering one stored webhook batch: a JSON array of its events, in event order, signed when
  * the key has a webhook secret (Standard Webhooks, signed at each attempt with the batch's stable
- * `webhook-id`). The outcome is recorded on the batch; retries are the queue's business.
+ * `webhook-id`). Every attempt's outcome is recorded on the batch, which counts the attempts; a
+ * batch's first attempt is usually made by the relay that created it (`direct.ts`), retries by the
+ * webhook queue's jobs.
  */
 import type { Db } from '../db/pool.js';
 import type { WebhookClient, WebhookPostResult } from './http.js';
@@ -11,7 +13,17 @@ import { checkCallbackUrl } from '../net/ssrf.js';
 export type DeliveryResult =
   | { kind: 'delivered' }
   | { kind: 'gone' } // not pending any more (delivered before, or dead and not replayed)
-  | { kind: 'failed'; retryAfterMs?: number; reason: string };
+  | { kind: 'failed'; retryAfterMs?: number; reason: string; attempts: number };
+
+/** What a POST of one batch needs. */
+export interface BatchToPost {
+  webhookId: string;
+  url: string;
+  /** The key's webhook secret, or null: unsigned. */
+  secret: string | null;
+  /** The JSON array of the batch's events. */
+  body: string;
+}
 
 interface BatchRow {
   id: number;
@@ -22,6 +34,7 @@ interface BatchRow {
   webhook_secret: string | null;
 }
 
+/** Delivers one stored batch (a queued job: a retry, or a batch the relay did not deliver itself). */
 export async function deliverBatch(db: Db, client: WebhookClient, batchId: number, allowPrivate: boolean): Promise<DeliveryResult> {
   const { rows } = await db.query<BatchRow>(
     `SELECT b.id, b.webhook_id, b.url, b.status, b.event_ids, k.webhook_secret
@@ -33,33 +46,58 @@ export async function deliverBatch(db: Db, client: WebhookClient, batchId: numbe
     return { kind: 'gone' };
   }
   const { rows: events } = await db.query<{ body: string }>('SELECT body FROM events WHERE id = ANY($1) ORDER BY id', [batch.event_ids]);
-  const body = `[${events.map((e) => e.body).join(',')}]`;
-
-  let result: WebhookPostResult;
-  const policy = checkCallbackUrl(batch.url, allowPrivate);
-  if (!policy.ok) {
-    result = { ok: false, status: null, error: `callback refused: ${policy.reason}` };
-  } else {
-    const headers: Record<string, string> = {};
-    if (batch.webhook_secret && isValidWebhookSecret(batch.webhook_secret)) {
-      Object.assign(headers, signWebhook(batch.webhook_secret, batch.webhook_id, Math.floor(Date.now() / 1000), body));
-    }
-    result = await client.post(batch.url, body, headers);
-  }
-  await db.query(
-    `UPDATE webhook_batches SET attempts = attempts + 1, last_status = $2, last_error = $3, updated_at = now(),
-            status = CASE WHEN $4 THEN 'delivered' ELSE status END, delivered_at = CASE WHEN $4 THEN now() END
-      WHERE id = $1`,
-    [batchId, result.status, result.ok ? null : (result.error ?? `HTTP ${result.status}`), result.ok],
-  );
+  const result = await postBatch(client, {
+    webhookId: batch.webhook_id, url: batch.url, secret: batch.webhook_secret, body: `[${events.map((e) => e.body).join(',')}]`,
+  }, allowPrivate);
+  const attempts = await recordOutcomes(db, [{ batchId, result }]);
   if (result.ok) {
     return { kind: 'delivered' };
   }
   return {
     kind: 'failed',
-    reason: result.error ?? `HTTP ${result.status}`,
+    reason: failureReason(result),
+    attempts: attempts.get(batchId) ?? 1,
     ...(result.retryAfterMs !== undefined && { retryAfterMs: result.retryAfterMs }),
   };
+}
+
+/** Signs the body (Standard Webhooks, at each attempt) when the key has a valid secret, and POSTs it. */
+export async function postBatch(client: WebhookClient, batch: BatchToPost, allowPrivate: boolean): Promise<WebhookPostResult> {
+  const policy = checkCallbackUrl(batch.url, allowPrivate);
+  if (!policy.ok) {
+    return { ok: false, status: null, error: `callback refused: ${policy.reason}` };
+  }
+  const headers: Record<string, string> = {};
+  if (batch.secret && isValidWebhookSecret(batch.secret)) {
+    Object.assign(headers, signWebhook(batch.secret, batch.webhookId, Math.floor(Date.now() / 1000), batch.body));
+  }
+  try {
+    return await client.post(batch.url, batch.body, headers);
+  } catch (err) {
+    return { ok: false, status: null, error: (err as Error).message };
+  }
+}
+
+export function failureReason(result: WebhookPostResult): string {
+  return result.error ?? `HTTP ${result.status}`;
+}
+
+/**
+ * Records the outcome of one attempt per batch, all in one statement; returns each batch's
+ * attempts so far (the retry schedule and the dead-letter decision count them, not the queue's
+ * job, because a batch's first attempt may have been made without a job).
+ */
+export async function recordOutcomes(db: Db, outcomes: Array<{ batchId: number; result: WebhookPostResult }>): Promise<Map<number, number>> {
+  const { rows } = await db.query<{ id: number; attempts: number }>(
+    `UPDATE webhook_batches b SET attempts = b.attempts + 1, last_status = u.status, last_error = u.error, updated_at = now(),
+            status = CASE WHEN u.ok THEN 'delivered' ELSE b.status END, delivered_at = CASE WHEN u.ok THEN now() END
+       FROM unnest($1::bigint[], $2::int[], $3::text[], $4::boolean[]) AS u(id, status, error, ok)
+      WHERE b.id = u.id
+      RETURNING b.id, b.attempts`,
+    [outcomes.map((o) => o.batchId), outcomes.map((o) => o.result.status), outcomes.map((o) => (o.result.ok ? null : failureReason(o.result))),
+      outcomes.map((o) => o.result.ok)],
+  );
+  return new Map(rows.map((r) => [Number(r.id), r.attempts]));
 }
 
 export async function markDead(db: Db, batchId: number): Promise<void> {

@@ -4,7 +4,8 @@
  * group shorter than that waits until its oldest event is `lingerMs` old (D4: at most 1 s), so
  * events that happen together travel together. Several relays may run: rows are claimed with
  * SKIP LOCKED. A batch whose job was lost (crash between commit and enqueue) is re-enqueued by
- * the recovery sweep.
+ * the recovery sweep. Given a `DirectDelivery`, the relay makes each new batch's first attempt
+ * itself (the events' bodies are read in the same pass); batches it has no slot for are queued.
  */
 import { randomUUID } from 'node:crypto';
 import { withTx, type Db } from '../db/pool.js';
@@ -12,10 +13,22 @@ import type { Queues } from '../queues.js';
 import { webhookJobId, type WebhookJob } from '../queues.js';
 import type { JobsOptions } from 'bullmq';
 import { pushTo } from '../collections.js';
+import type { DirectDelivery, ReadyBatch } from './direct.js';
 
-/** Attempts are one more than the retry schedule's length; delays come from the pool's backoff strategy. */
+/**
+ * Attempts are one more than the retry schedule's length; delays come from the pool's backoff
+ * strategy. The batch row counts the attempts that decide (its first may have been made without a
+ * job), so the queue's own count only has to be large enough.
+ */
 export function webhookJobOptions(retries: number): JobsOptions {
   return { removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 }, attempts: retries + 1, backoff: { type: 'custom' } };
+}
+
+/** D4's delay before the next attempt, ±20 % jitter, or the receiver's Retry-After when longer (capped at a day). */
+export function retryDelay(attemptsMade: number, schedule: number[], retryAfterMs: number | undefined, random = Math.random): number {
+  const base = schedule[Math.min(attemptsMade - 1, schedule.length - 1)] ?? 1000;
+  const jittered = Math.round(base * (0.8 + 0.4 * random()));
+  return retryAfterMs !== undefined ? Math.max(jittered, Math.min(retryAfterMs, 24 * 3600e3)) : jittered;
 }
 
 interface EventRef {
@@ -23,7 +36,10 @@ interface EventRef {
   account_id: number;
   key_id: number | null;
   callback_url: string;
-  created_at: Date;
+  /** ms since the epoch (a float8 costs less to parse than a timestamp). */
+  created_ms: number;
+  /** Read only when the relay delivers the batches itself. */
+  body?: string;
 }
 
 export interface RelayOptions {
@@ -55,7 +71,9 @@ export interface RelayPass {
  * order; starting past the ids an earlier pass already handled keeps the pass from walking the
  * index entries of rows it deleted, which stay until vacuum.
  */
-export async function relayOnce(db: Db, queues: Queues, opts: RelayOptions, now = Date.now(), afterId = 0): Promise<RelayPass> {
+export async function relayOnce(
+  db: Db, queues: Queues, opts: RelayOptions, now = Date.now(), afterId = 0, direct: DirectDelivery | null = null,
+): Promise<RelayPass> {
   const pageSize = opts.pageSize ?? 5000;
   const { created, doneThrough, readAt } = await withTx(db, async (tx) => {
     // Each outbox row holds the event ids of one statement (one to a few thousand).
@@ -68,27 +86,28 @@ export async function relayOnce(db: Db, queues: Queues, opts: RelayOptions, now 
       return { created: [], doneThrough: null, readAt };
     }
     const { rows } = await tx.query<EventRef>(
-      `SELECT id, account_id, key_id, callback_url, created_at FROM events WHERE id = ANY($1) ORDER BY id`,
+      `SELECT id, account_id, key_id, callback_url, (extract(epoch FROM created_at) * 1000)::float8 AS created_ms${direct ? ', body' : ''}
+         FROM events WHERE id = ANY($1) ORDER BY id`,
       [claimed.flatMap((c) => c.event_ids)],
     );
     const groups = new Map<string, EventRef[]>();
     for (const row of rows) {
       pushTo(groups, `${row.key_id ?? 'none'} ${row.callback_url}`, row);
     }
-    const batches: Array<{ accountId: number; keyId: number | null; url: string; ids: number[] }> = [];
+    const batches: Array<{ accountId: number; keyId: number | null; url: string; events: EventRef[] }> = [];
     const leftover: number[] = [];
     const pageFull = rows.length >= pageSize;
     for (const list of groups.values()) {
       for (let i = 0; i < list.length; i += opts.batchMax) {
         const chunk = list.slice(i, i + opts.batchMax);
         const full = chunk.length === opts.batchMax;
-        const ripe = now - chunk[0]!.created_at.getTime() >= opts.lingerMs;
+        const ripe = now - chunk[0]!.created_ms >= opts.lingerMs;
         if (!full && !ripe && !pageFull) {
           // Wait for company; the rest of this group is younger still.
           for (const e of list.slice(i)) leftover.push(e.id);
           break;
         }
-        batches.push({ accountId: chunk[0]!.account_id, keyId: chunk[0]!.key_id, url: chunk[0]!.callback_url, ids: chunk.map((e) => e.id) });
+        batches.push({ accountId: chunk[0]!.account_id, keyId: chunk[0]!.key_id, url: chunk[0]!.callback_url, events: chunk });
       }
     }
     // The claimed rows go; events still lingering come back in one new row (above every claimed one).
@@ -101,20 +120,48 @@ export async function relayOnce(db: Db, queues: Queues, opts: RelayOptions, now 
     if (batches.length === 0) {
       return { created: [], doneThrough, readAt };
     }
-    const { rows: inserted } = await tx.query<{ id: number; url: string }>(
+    const webhookIds = batches.map(() => `msg_${randomUUID().replace(/-/g, '')}`);
+    const { rows: inserted } = await tx.query<{ id: number; url: string; webhook_id: string }>(
       `INSERT INTO webhook_batches (webhook_id, account_id, key_id, url, event_ids)
        SELECT u.webhook_id, u.account_id, u.key_id, u.url, u.ids::bigint[]
          FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[]) WITH ORDINALITY
            AS u(webhook_id, account_id, key_id, url, ids, n)
         ORDER BY n
-       RETURNING id, url`,
-      [batches.map(() => `msg_${randomUUID().replace(/-/g, '')}`), batches.map((b) => b.accountId), batches.map((b) => b.keyId),
-        batches.map((b) => b.url), batches.map((b) => `{${b.ids.join(',')}}`)],
+       RETURNING id, url, webhook_id`,
+      [webhookIds, batches.map((b) => b.accountId), batches.map((b) => b.keyId),
+        batches.map((b) => b.url), batches.map((b) => `{${b.events.map((e) => e.id).join(',')}}`)],
     );
-    return { created: inserted, doneThrough, readAt };
+    const idOf = new Map(inserted.map((row) => [row.webhook_id, Number(row.id)]));
+    const created = batches.map((b, i) => ({ ...b, id: idOf.get(webhookIds[i]!)!, webhookId: webhookIds[i]! }));
+    return { created, doneThrough, readAt };
   }, { indexOnly: true });
-  await enqueueBatches(queues, created, opts.retries);
+  const queued = direct ? await deliverDirectly(db, direct, created) : created;
+  await enqueueBatches(queues, queued, opts.retries);
   return { batches: created.length, doneThrough, readAt };
+}
+
+/** Offers the new batches to the direct delivery; returns those it had no slot for. */
+async function deliverDirectly(
+  db: Db, direct: DirectDelivery, created: Array<{ id: number; url: string; keyId: number | null; webhookId: string; events: EventRef[] }>,
+): Promise<Array<{ id: number; url: string }>> {
+  if (created.length === 0) {
+    return created;
+  }
+  const keyIds = [...new Set(created.map((b) => b.keyId).filter((k): k is number => k !== null))];
+  const { rows: keys } = await db.query<{ id: number; webhook_secret: string | null }>(
+    'SELECT id, webhook_secret FROM api_keys WHERE id = ANY($1)', [keyIds]);
+  const secretOf = new Map(keys.map((k) => [Number(k.id), k.webhook_secret]));
+  const queued: Array<{ id: number; url: string }> = [];
+  for (const b of created) {
+    const ready: ReadyBatch = {
+      id: b.id, webhookId: b.webhookId, url: b.url, secret: b.keyId === null ? null : (secretOf.get(b.keyId) ?? null),
+      body: `[${b.events.map((e) => e.body).join(',')}]`,
+    };
+    if (!direct.offer(ready)) {
+      queued.push(b);
+    }
+  }
+  return queued;
 }
 
 export async function enqueueBatches(queues: Queues, batches: Array<{ id: number; url: string }>, retries: number): Promise<void> {
@@ -126,6 +173,21 @@ export async function enqueueBatches(queues: Queues, batches: Array<{ id: number
     name: 'deliver',
     data: { batchId: b.id, origin: originOf(b.url) } satisfies WebhookJob,
     opts: { ...options, jobId: webhookJobId(b.id) },
+  })));
+}
+
+/** Jobs for batches whose attempt failed, each after the delay its attempts so far call for. */
+export async function enqueueRetries(
+  queues: Queues, batches: Array<{ id: number; url: string; attempts: number; retryAfterMs?: number }>, schedule: number[],
+): Promise<void> {
+  if (batches.length === 0) {
+    return;
+  }
+  const options = webhookJobOptions(schedule.length);
+  await queues.webhooks.addBulk(batches.map((b) => ({
+    name: 'deliver',
+    data: { batchId: b.id, origin: originOf(b.url) } satisfies WebhookJob,
+    opts: { ...options, jobId: webhookJobId(b.id), delay: retryDelay(b.attempts, schedule, b.retryAfterMs) },
   })));
 }
 
@@ -185,6 +247,7 @@ export class OutboxRelay {
     private readonly queues: Queues,
     private readonly opts: RelayOptions & { intervalMs: number; rescanMs: number },
     private readonly onError: (err: Error) => void,
+    private readonly direct: DirectDelivery | null = null,
   ) {
     this.floor = new RelayFloor(Math.min(2_000, opts.rescanMs / 2), opts.rescanMs);
   }
@@ -198,7 +261,7 @@ export class OutboxRelay {
       let made = 0;
       try {
         const now = Date.now();
-        const pass = await relayOnce(this.db, this.queues, this.opts, now, this.floor.next(now));
+        const pass = await relayOnce(this.db, this.queues, this.opts, now, this.floor.next(now), this.direct);
         this.floor.record(pass.readAt, pass.doneThrough);
         made = pass.batches;
       } catch (err) {
@@ -217,9 +280,11 @@ export class OutboxRelay {
     }
   }
 
+  /** Stops after the current pass; waits for its direct deliveries and their recording. */
   async stop(): Promise<void> {
     this.stopped = true;
     this.wake?.();
     await this.running;
+    await this.direct?.drain();
   }
 }

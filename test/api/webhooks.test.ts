@@ -59,6 +59,48 @@ test('150 events travel in 2 POSTs of JSON arrays, in order per recipient', asyn
   }
 });
 
+test('the relay delivers batches itself while a slow receiver has slots, the queue the rest: each batch once, at most 8 at a time', async () => {
+  const { apiKey } = await account();
+  const prev = rx.respond;
+  const starts: number[] = [];
+  rx.respond = (req) => {
+    if (req.url !== '/slowrx') {
+      return prev(req);
+    }
+    starts.push(Date.now());
+    return { status: 200, delayMs: 300 };
+  };
+  try {
+    // 400 recipients, 3 events each: at least 12 batches of <= 100 to one receiver, more than its
+    // 8 slots (a quarter of WEBHOOK_CONCURRENCY 32), so some wait in the queue.
+    const requests = Array.from({ length: 4 }, (_, r) => send(apiKey, Array.from({ length: 10 }, (_, m) => ({
+      body: 'slow receiver', callback: `${rx.url}/slowrx`,
+      to: Array.from({ length: 10 }, (_, i) => ({ phone_number: `4207773${r}${m}${i}00` })),
+    }))));
+    const ids = (await Promise.all(requests)).flat();
+    await waitFor(() => at('/slowrx').reduce((n, r) => n + r.events.length, 0) >= 1200, 30000, '1,200 events');
+    const batches = await waitFor(async () => {
+      const rows = await svc.sql<{ attempts: number; status: string }>(`SELECT attempts, status FROM webhook_batches WHERE url LIKE '%/slowrx'`);
+      return rows.length > 0 && rows.every((b) => b.status === 'delivered') ? rows : null;
+    }, 10000, 'every batch marked delivered');
+    assert.ok(batches.length >= 12, `${batches.length} batches`);
+    assert.ok(batches.every((b) => b.attempts === 1), 'one attempt per batch');
+    const seen = new Set<string>();
+    for (const e of at('/slowrx').flatMap((r) => r.events)) {
+      const id = `${e.message_id} ${e.result}`;
+      assert.ok(!seen.has(id), `event delivered twice: ${id}`);
+      seen.add(id);
+    }
+    assert.equal(seen.size, 1200);
+    assert.ok(ids.every((id) => seen.has(`${id}-9 delivered`)));
+    // Requests overlapping at any one start (each takes 300 ms): never more than the receiver's slots.
+    const overlap = Math.max(...starts.map((t) => starts.filter((u) => u <= t && u > t - 290).length));
+    assert.ok(overlap <= 8, `${overlap} requests at once`);
+  } finally {
+    rx.respond = prev;
+  }
+});
+
 test('a single event still arrives as an array, with the spec fields of sentMessage', async () => {
   const { apiKey } = await account();
   const [id] = await send(apiKey, [{ body: 'one', to: [{ phone_number: '420777201002' }], callback: `${rx.url}/one`, payload: { z: 1, a: { b: [1, 'x'] } } }]);
