@@ -7,6 +7,7 @@
  * that never reached a carrier (a crash between commit and hand-over).
  */
 import { withTx, type Tx } from '../db/pool.js';
+import { numberArray, textArray, timestampArray } from '../db/arrays.js';
 import type { Carrier, Channel, OutboundAttempt } from '../carriers/types.js';
 import { LANE_NUMBER, type DispatchJob } from '../queues.js';
 import { stepChannel, type FlowStep } from '../sending/message-schema.js';
@@ -47,7 +48,7 @@ export async function loadMessages(db: EngineDeps['db'] | Tx, messageIds: string
             k.currency AS key_currency, k.default_callback_url, a.default_sender
        FROM messages m JOIN api_keys k ON k.id = m.key_id JOIN accounts a ON a.id = m.account_id
       WHERE m.id = ANY($1)`,
-    [messageIds],
+    [textArray(messageIds)],
   );
   return new Map(rows.map((row) => [row.id, row]));
 }
@@ -119,7 +120,7 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
       // Not yet inside its schedule or window (a job released late, or a fallback step at night).
       await deps.db.query(
         `UPDATE recipients SET due_at = $3 WHERE id = ANY($1) AND step = $2 AND state = 'queued'`,
-        [item.recipientIds, job.step, at],
+        [numberArray(item.recipientIds), job.step, at],
       );
       if (job.messages.length === 1) {
         laterOnly = at;
@@ -182,7 +183,7 @@ async function runDispatchTx(
     const { rows: recipients } = await tx.query<RecipientRow & { message_id: string }>(
       `SELECT id, public_id, phone, state, message_id FROM recipients
         WHERE id = ANY($1) AND step = $2 AND state IN ('queued', 'sending') ORDER BY id FOR UPDATE`,
-      [parts.flatMap((p) => p.recipientIds), step],
+      [numberArray(parts.flatMap((p) => p.recipientIds)), step],
     );
     const partOf = new Map(parts.map((p) => [p.msg.id, p]));
     const waiting = recipients.filter((r) => r.state === 'queued');
@@ -263,24 +264,25 @@ async function runDispatchTx(
          ${eventsCtes(27)}
          SELECT id, recipient_id FROM attempts_in`,
         [step,
-          planned.map((p) => p.recipient.id),
-          planned.map((p) => p.channel),
-          planned.map((p) => familyOf(p.channel)),
-          planned.map((p) => (p.reject ? 'rejected' : 'sending')),
-          planned.map((p) => p.reject?.info ?? 'Sending'),
-          planned.map((p) => p.recipient.phone ?? ''),
-          planned.map((p) => p.sender),
-          planned.map((p) => p.carrier?.name ?? 'none'),
-          planned.map((p) => p.count),
-          planned.map((p) => p.attempt.encoding ?? null),
-          planned.map((p) => p.country),
-          planned.map((p) => p.priceCzk),
-          planned.map((p) => p.priceEur),
-          planned.map((p) => (p.reject ? 0 : p.charge?.amount ?? 0)),
-          planned.map((p) => (p.reject ? null : p.part.msg.key_currency)),
-          planned.map((p) => (p.reject ? null : p.charge?.payerKind ?? null)),
-          planned.map((p) => (p.reject ? null : p.charge?.payerId ?? null)),
-          upd.id, upd.state, upd.step, upd.due, upd.channel, upd.body, upd.sender, upd.parts,
+          numberArray(planned.map((p) => p.recipient.id)),
+          textArray(planned.map((p) => p.channel)),
+          textArray(planned.map((p) => familyOf(p.channel))),
+          textArray(planned.map((p) => (p.reject ? 'rejected' : 'sending'))),
+          textArray(planned.map((p) => p.reject?.info ?? 'Sending')),
+          textArray(planned.map((p) => p.recipient.phone ?? '')),
+          textArray(planned.map((p) => p.sender)),
+          textArray(planned.map((p) => p.carrier?.name ?? 'none')),
+          numberArray(planned.map((p) => p.count)),
+          textArray(planned.map((p) => p.attempt.encoding ?? null)),
+          numberArray(planned.map((p) => p.country)),
+          numberArray(planned.map((p) => p.priceCzk)),
+          numberArray(planned.map((p) => p.priceEur)),
+          numberArray(planned.map((p) => (p.reject ? 0 : p.charge?.amount ?? 0))),
+          textArray(planned.map((p) => (p.reject ? null : p.part.msg.key_currency))),
+          textArray(planned.map((p) => (p.reject ? null : p.charge?.payerKind ?? null))),
+          numberArray(planned.map((p) => (p.reject ? null : p.charge?.payerId ?? null))),
+          numberArray(upd.id), textArray(upd.state), numberArray(upd.step), timestampArray(upd.due), textArray(upd.channel),
+          textArray(upd.body), textArray(upd.sender), numberArray(upd.parts),
           ...eventParams(events),
         ],
       );
@@ -294,7 +296,7 @@ async function runDispatchTx(
     if (inFlight.length > 0) {
       const { rows } = await tx.query<{ id: number; recipient_id: number }>(
         `SELECT id, recipient_id FROM attempts WHERE recipient_id = ANY($1) AND step = $2 AND state = 'sending' AND handed_at IS NULL`,
-        [inFlight.map((r) => r.id), step],
+        [numberArray(inFlight.map((r) => r.id)), step],
       );
       for (const row of rows) {
         const r = inFlight.find((x) => x.id === row.recipient_id)!;
@@ -469,7 +471,7 @@ async function handOver(deps: EngineDeps, toHand: ToHand[]): Promise<void> {
   // unhanded attempts, which the planner may then walk instead.
   const unsettled = toHand.filter((t) => !t.carrier.settlesOnSend).map((t) => t.attempt.attemptId);
   if (unsettled.length > 0) {
-    await deps.db.query('UPDATE attempts SET handed_at = COALESCE(handed_at, now()) WHERE id = ANY($1)', [unsettled]);
+    await deps.db.query('UPDATE attempts SET handed_at = COALESCE(handed_at, now()) WHERE id = ANY($1)', [numberArray(unsettled)]);
   }
   if (deps.hooks.afterHanded) {
     const bySource = new Map<string, OutboundAttempt[]>();

@@ -1,6 +1,7 @@
 /** Outbox events: the webhook bodies of the spec's Events part, written in the transaction of the change they report. */
 import { randomBytes } from 'node:crypto';
 import type { Queryable } from '../db/pool.js';
+import { numberArray, textArray } from '../db/arrays.js';
 import type { AttemptState, Channel } from '../carriers/types.js';
 import { eventChannelKey } from './transitions.js';
 
@@ -128,8 +129,9 @@ export function eventsCtes(first: number): string {
 
 /** The six parameters of `eventsCtes`. */
 export function eventParams(events: OutboxEvent[]): unknown[] {
-  return [events.map((e) => e.accountId), events.map((e) => e.keyId), events.map((e) => e.callbackUrl),
-    events.map((e) => e.recipientId), events.map((e) => e.kind), `[${events.map((e) => stringifyEvent(e.body)).join(',')}]`];
+  return [numberArray(events.map((e) => e.accountId)), numberArray(events.map((e) => e.keyId)),
+    textArray(events.map((e) => e.callbackUrl)), numberArray(events.map((e) => e.recipientId)), textArray(events.map((e) => e.kind)),
+    `[${events.map((e) => stringifyEvent(e.body)).join(',')}]`];
 }
 
 /** Append events in one statement (see `eventsCtes`). */

@@ -7,6 +7,7 @@
  * never start anything (D3).
  */
 import { withTx, type Tx } from '../db/pool.js';
+import { boolArray, numberArray, textArray, timestampArray } from '../db/arrays.js';
 import type { AttemptState, Channel, StatusReport } from '../carriers/types.js';
 import type { FlowStep } from '../sending/message-schema.js';
 import { planTransition, isStepFailure, ttlExpiryApplies, defaultResultInfo } from './transitions.js';
@@ -192,10 +193,10 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
           WHERE r.id = u.id AND r.id = ANY($7)),
        ${eventsCtes(13)}
        SELECT 1`,
-      [list.map((a) => a.id), list.map((a) => a.state), resultInfo, list.map((a) => a.reached_sent), list.map((a) => a.refunded),
-        list.map((a) => a.ttl_expired),
-        [...recipientUpdates.keys()], ups.map((u) => u.state), ups.map((u) => u.step), ups.map((u) => u.due), ups.map((u) => u.sent),
-        ups.map((u) => u.delivered),
+      [numberArray(list.map((a) => a.id)), textArray(list.map((a) => a.state)), textArray(resultInfo),
+        boolArray(list.map((a) => a.reached_sent)), boolArray(list.map((a) => a.refunded)), boolArray(list.map((a) => a.ttl_expired)),
+        numberArray([...recipientUpdates.keys()]), textArray(ups.map((u) => u.state)), numberArray(ups.map((u) => u.step)),
+        timestampArray(ups.map((u) => u.due)), timestampArray(ups.map((u) => u.sent)), timestampArray(ups.map((u) => u.delivered)),
         ...eventParams(events)],
     );
     await refund(tx, refunds);
@@ -283,9 +284,9 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
        RETURNING c.ref, c.carrier, c.attempt_id, c.state, c.result_info, c.reported_at)
      SELECT c.ref, c.carrier, c.attempt_id, c.state, c.result_info, c.reported_at, a.parts
        FROM c LEFT JOIN attempts a ON a.id = c.attempt_id`,
-    [rows.map((r) => r.ref), rows.map((r) => r.carrier), rows.map((r) => r.attemptId), rows.map((r) => r.part),
-      rows.map((r) => r.receipt?.state ?? null), rows.map((r) => r.receipt?.resultInfo ?? null),
-      rows.map((r) => (r.receipt ? new Date(r.receipt.at) : null))],
+    [textArray(rows.map((r) => r.ref)), textArray(rows.map((r) => r.carrier)), numberArray(rows.map((r) => r.attemptId)),
+      numberArray(rows.map((r) => r.part)), textArray(rows.map((r) => r.receipt?.state ?? null)),
+      textArray(rows.map((r) => r.receipt?.resultInfo ?? null)), timestampArray(rows.map((r) => r.receipt?.at ?? null))],
   );
   // A receipt to apply: one of this batch, or one parked earlier that this batch's register found
   // (replaying a receipt applied before is no move, so a repeated register changes nothing).

@@ -8,6 +8,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Db, Queryable, Tx } from '../db/pool.js';
 import { withTx } from '../db/pool.js';
+import { numberArray, textArray, timestampArray } from '../db/arrays.js';
 import { Semaphore } from '../semaphore.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
@@ -209,8 +210,10 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
          FROM unnest($15::text[], $16::text[], $17::smallint[], $18::text[], $19::text[], $20::text[], $21::text[], $22::timestamptz[])
            AS u(public_id, message_id, idx, tag, raw_phone, phone, state, due_at)
        RETURNING id, public_id`,
-      [result.requestId, key.accountId, key.id, opts.source, m.id, m.body, m.flow, m.callback, m.tag, m.lane, m.params,
-        m.payload, m.sendAt, m.window, r.publicId, r.messageId, r.idx, r.tag, r.raw, r.phone, r.state, r.dueAt],
+      [result.requestId, key.accountId, key.id, opts.source, textArray(m.id), textArray(m.body), textArray(m.flow),
+        textArray(m.callback), textArray(m.tag), numberArray(m.lane), textArray(m.params), textArray(m.payload),
+        timestampArray(m.sendAt), textArray(m.window), textArray(r.publicId), textArray(r.messageId), numberArray(r.idx),
+        textArray(r.tag), textArray(r.raw), textArray(r.phone), textArray(r.state), timestampArray(r.dueAt)],
     );
     const ids = new Map(rows.map((row) => [row.public_id, row.id]));
     for (const entry of result.recipients) {
