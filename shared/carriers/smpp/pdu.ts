@@ -1,7 +1,8 @@
 /**
- * Pure SMPP 3.4 helpers: building submit_sm field sets for one SMS, reading submit_sm/deliver_sm
- * PDUs from their raw bytes, parsing delivery receipts, canonicalising message ids and reassembling
- * concatenated mobile-originated messages. No sockets, no timers, no library state.
+ * Pure SMPP 3.4 helpers: building submit_sm field sets for one SMS, encoding and decoding the PDUs
+ * the session exchanges, splitting the byte stream into PDUs, parsing delivery receipts,
+ * canonicalising message ids and reassembling concatenated mobile-originated messages. No sockets,
+ * no timers, no library state.
  */
 import type { AttemptState, SmsEncoding } from '../types.js';
 import { decodeGsm7Unpacked, decodeUcs2, encodeGsm7Unpacked, encodeUcs2 } from '../../sms/gsm7.js';
@@ -37,10 +38,47 @@ export const TLV = {
   message_state: 0x0427,
 } as const;
 
+/**
+ * SMPP 3.4 command ids, plus the 5.0 broadcast commands the `smpp` library knows (a request it
+ * knows gets its own `*_resp` when refused, anything else generic_nack; see `responseCommandId`).
+ */
 export const COMMAND_ID = {
+  generic_nack: 0x80000000,
+  bind_receiver: 0x00000001,
+  bind_receiver_resp: 0x80000001,
+  bind_transmitter: 0x00000002,
+  bind_transmitter_resp: 0x80000002,
+  query_sm: 0x00000003,
+  query_sm_resp: 0x80000003,
   submit_sm: 0x00000004,
+  submit_sm_resp: 0x80000004,
   deliver_sm: 0x00000005,
+  deliver_sm_resp: 0x80000005,
+  unbind: 0x00000006,
+  unbind_resp: 0x80000006,
+  replace_sm: 0x00000007,
+  replace_sm_resp: 0x80000007,
+  cancel_sm: 0x00000008,
+  cancel_sm_resp: 0x80000008,
+  bind_transceiver: 0x00000009,
+  bind_transceiver_resp: 0x80000009,
+  outbind: 0x0000000b,
+  enquire_link: 0x00000015,
+  enquire_link_resp: 0x80000015,
+  submit_multi: 0x00000021,
+  submit_multi_resp: 0x80000021,
+  alert_notification: 0x00000102,
+  data_sm: 0x00000103,
+  data_sm_resp: 0x80000103,
+  broadcast_sm: 0x00000111,
+  broadcast_sm_resp: 0x80000111,
+  query_broadcast_sm: 0x00000112,
+  query_broadcast_sm_resp: 0x80000112,
+  cancel_broadcast_sm: 0x00000113,
+  cancel_broadcast_sm_resp: 0x80000113,
 } as const;
+
+type CommandName = keyof typeof COMMAND_ID;
 
 /** Single-part / per-part capacity: GSM-7 counted in septets (escape = 2), UCS-2 in octets. */
 const LIMITS = {
@@ -52,7 +90,7 @@ const LIMITS = {
 // Building submit_sm
 // ---------------------------------------------------------------------------------------------
 
-/** short_message as handed to `smpp`: raw bytes, or UDH + body (the library then ORs esm_class with 0x40). */
+/** short_message: raw bytes, or UDH + body (`encodeSubmitSm` then ORs esm_class with 0x40, as the library does). */
 export type ShortMessage = Buffer | { udh: Buffer; message: Buffer };
 
 /** The submit_sm fields switchboard sets; everything else stays at the SMPP default (0 / empty). */
@@ -173,55 +211,354 @@ export function buildSubmitSms(input: SubmitSmsInput): SubmitSmFields[] {
   });
 }
 
-const SUBMIT_SM = 0x00000004;
+/**
+ * The optional parameters a submit_sm may carry (SMPP 3.4 §4.4.1), named as the `smpp` library
+ * names them. Left out: callback_num, callback_num_pres_ind and callback_num_atag (the library
+ * takes them as lists of values) and alert_on_msg_delivery (the library writes a value octet the
+ * spec does not have).
+ */
+export interface SubmitSmTlvs {
+  user_message_reference?: number;
+  source_port?: number;
+  source_addr_subunit?: number;
+  dest_port?: number;
+  dest_addr_subunit?: number;
+  sar_msg_ref_num?: number;
+  sar_total_segments?: number;
+  sar_segment_seqnum?: number;
+  more_messages_to_send?: number;
+  payload_type?: number;
+  message_payload?: Buffer;
+  privacy_indicator?: number;
+  source_subaddress?: Buffer;
+  dest_subaddress?: Buffer;
+  user_response_code?: number;
+  language_indicator?: number;
+  display_time?: number;
+  sms_signal?: number;
+  ms_validity?: Buffer;
+  ms_msg_wait_facilities?: number;
+  number_of_messages?: number;
+  its_reply_type?: number;
+  its_session_info?: Buffer;
+  ussd_service_op?: number;
+}
+
+type TlvType = 'int8' | 'int16' | 'octets';
+
+const SUBMIT_SM_TLVS: Readonly<Record<keyof SubmitSmTlvs, { tag: number; type: TlvType }>> = {
+  user_message_reference: { tag: 0x0204, type: 'int16' },
+  source_port: { tag: 0x020a, type: 'int16' },
+  source_addr_subunit: { tag: 0x000d, type: 'int8' },
+  dest_port: { tag: 0x020b, type: 'int16' },
+  dest_addr_subunit: { tag: 0x0005, type: 'int8' },
+  sar_msg_ref_num: { tag: TLV.sar_msg_ref_num, type: 'int16' },
+  sar_total_segments: { tag: TLV.sar_total_segments, type: 'int8' },
+  sar_segment_seqnum: { tag: TLV.sar_segment_seqnum, type: 'int8' },
+  more_messages_to_send: { tag: 0x0426, type: 'int8' },
+  payload_type: { tag: 0x0019, type: 'int8' },
+  message_payload: { tag: TLV.message_payload, type: 'octets' },
+  privacy_indicator: { tag: 0x0201, type: 'int8' },
+  source_subaddress: { tag: 0x0202, type: 'octets' },
+  dest_subaddress: { tag: 0x0203, type: 'octets' },
+  user_response_code: { tag: 0x0205, type: 'int8' },
+  language_indicator: { tag: 0x020d, type: 'int8' },
+  display_time: { tag: 0x1201, type: 'int8' },
+  sms_signal: { tag: 0x1203, type: 'int16' },
+  ms_validity: { tag: 0x1204, type: 'octets' },
+  ms_msg_wait_facilities: { tag: 0x0030, type: 'int8' },
+  number_of_messages: { tag: 0x0304, type: 'int8' },
+  its_reply_type: { tag: 0x1380, type: 'int8' },
+  its_session_info: { tag: 0x1383, type: 'octets' },
+  ussd_service_op: { tag: 0x0501, type: 'int8' },
+};
+
+interface TlvToWrite {
+  tag: number;
+  type: TlvType;
+  value: number | Buffer;
+}
+
+/** The TLVs to write, in the caller's key order (the order the library writes them in). */
+function submitSmTlvs(tlvs: SubmitSmTlvs): TlvToWrite[] {
+  const out: TlvToWrite[] = [];
+  for (const [name, value] of Object.entries(tlvs) as [string, number | Buffer | undefined][]) {
+    if (value === undefined) continue;
+    const spec = SUBMIT_SM_TLVS[name as keyof SubmitSmTlvs] as { tag: number; type: TlvType } | undefined;
+    if (!spec) throw new RangeError(`${name} is not a submit_sm TLV this encoder knows`);
+    if ((spec.type === 'octets') !== Buffer.isBuffer(value)) {
+      throw new TypeError(`TLV ${name} must be ${spec.type === 'octets' ? 'a Buffer' : 'a number'}`);
+    }
+    out.push({ tag: spec.tag, type: spec.type, value });
+  }
+  return out;
+}
+
+function tlvValueLength(t: TlvToWrite): number {
+  return Buffer.isBuffer(t.value) ? t.value.length : t.type === 'int16' ? 2 : 1;
+}
 
 /**
- * A submit_sm PDU with these fields and sequence number, written straight into one buffer: the
- * bytes the `smpp` library writes for the same fields (C-strings as ASCII, the UDH indicator set
- * in esm_class when there is a UDH, every other field 0 or empty), without its generic per-field
- * filters, which were a tenth of the SMS worker's time at full load.
+ * A submit_sm PDU with these fields, optional parameters and sequence number, written straight
+ * into one buffer: the bytes the `smpp` library writes for the same fields (C-strings as ASCII,
+ * the UDH indicator set in esm_class when there is a UDH, every other field 0 or empty), without
+ * its generic per-field filters, which were a tenth of the SMS worker's time at full load.
  */
-export function encodeSubmitSm(f: SubmitSmFields, sequence: number): Buffer {
+export function encodeSubmitSm(f: SubmitSmFields, sequence: number, tlvs?: SubmitSmTlvs): Buffer {
   const serviceType = Buffer.from(f.service_type, 'ascii');
   const source = Buffer.from(f.source_addr, 'ascii');
   const destination = Buffer.from(f.destination_addr, 'ascii');
   const validity = Buffer.from(f.validity_period, 'ascii');
   const sm = shortMessageBytes(f.short_message);
   const udh = !Buffer.isBuffer(f.short_message) && f.short_message.udh.length > 0;
-  const length = 16 + serviceType.length + 1 + 2 + source.length + 1 + 2 + destination.length + 1 + 3 + 1 + validity.length + 1 + 4 + 1 + sm.length;
+  const optional = tlvs ? submitSmTlvs(tlvs) : [];
+  let length = 16 + serviceType.length + 1 + 2 + source.length + 1 + 2 + destination.length + 1 + 3 + 1 + validity.length + 1 + 4 + 1 + sm.length;
+  for (const t of optional) length += 4 + tlvValueLength(t);
   const b = Buffer.allocUnsafe(length);
-  let o = b.writeUInt32BE(length, 0);
-  o = b.writeUInt32BE(SUBMIT_SM, o);
-  o = b.writeUInt32BE(0, o);
-  o = b.writeUInt32BE(sequence, o);
-  const cstring = (bytes: Buffer) => {
-    o += bytes.copy(b, o);
-    b[o++] = 0;
-  };
-  cstring(serviceType);
+  let o = writeHeader(b, COMMAND_ID.submit_sm, 0, sequence);
+  o = writeCString(b, o, serviceType);
   b[o++] = f.source_addr_ton;
   b[o++] = f.source_addr_npi;
-  cstring(source);
+  o = writeCString(b, o, source);
   b[o++] = f.dest_addr_ton;
   b[o++] = f.dest_addr_npi;
-  cstring(destination);
+  o = writeCString(b, o, destination);
   b[o++] = udh ? f.esm_class | ESM_CLASS_UDHI : f.esm_class;
   b[o++] = 0; // protocol_id
   b[o++] = 0; // priority_flag
   b[o++] = 0; // schedule_delivery_time: '' (immediately)
-  cstring(validity);
+  o = writeCString(b, o, validity);
   b[o++] = f.registered_delivery;
   b[o++] = 0; // replace_if_present_flag
   b[o++] = f.data_coding;
   b[o++] = 0; // sm_default_msg_id
   b[o++] = sm.length;
-  sm.copy(b, o);
+  o += sm.copy(b, o);
+  for (const t of optional) {
+    o = b.writeUInt16BE(t.tag, o);
+    o = b.writeUInt16BE(tlvValueLength(t), o);
+    if (Buffer.isBuffer(t.value)) o += t.value.copy(b, o);
+    else o = t.type === 'int16' ? b.writeUInt16BE(t.value, o) : b.writeUInt8(t.value, o);
+  }
   return b;
 }
 
 /** The bytes a ShortMessage puts on the wire (UDH first). */
 export function shortMessageBytes(sm: ShortMessage): Buffer {
   return Buffer.isBuffer(sm) ? sm : Buffer.concat([sm.udh, sm.message]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Framing, headers and the session's other PDUs
+// ---------------------------------------------------------------------------------------------
+
+export const PDU_HEADER_LENGTH = 16;
+
+/**
+ * The longest PDU accepted from a peer. The `smpp` library refused anything over 16 KiB; SMSCs send
+ * a few hundred octets, so this only keeps a corrupt command_length from making us buffer forever.
+ */
+export const MAX_PDU_LENGTH = 65_536;
+
+const RESPONSE_BIT = 0x80000000;
+
+const COMMAND_NAMES: ReadonlyMap<number, CommandName> = new Map(
+  (Object.entries(COMMAND_ID) as [CommandName, number][]).map(([name, id]) => [id, name]),
+);
+
+const BIND_RESP_IDS: ReadonlySet<number> = new Set([
+  COMMAND_ID.bind_receiver_resp,
+  COMMAND_ID.bind_transmitter_resp,
+  COMMAND_ID.bind_transceiver_resp,
+]);
+
+/** For logs: the command's name, or its id in hex when it is not an SMPP command. */
+export function commandName(commandId: number): string {
+  return COMMAND_NAMES.get(commandId) ?? `0x${commandId.toString(16).padStart(8, '0')}`;
+}
+
+export function isResponse(commandId: number): boolean {
+  return commandId >= RESPONSE_BIT;
+}
+
+/** The command id that answers a request: its own `*_resp` when it has one, else generic_nack. */
+export function responseCommandId(requestId: number): number {
+  const responseId = (requestId | RESPONSE_BIT) >>> 0;
+  return !isResponse(requestId) && COMMAND_NAMES.has(responseId) ? responseId : COMMAND_ID.generic_nack;
+}
+
+function writeHeader(b: Buffer, commandId: number, commandStatus: number, sequence: number): number {
+  let o = b.writeUInt32BE(b.length, 0);
+  o = b.writeUInt32BE(commandId, o);
+  o = b.writeUInt32BE(commandStatus, o);
+  return b.writeUInt32BE(sequence, o);
+}
+
+function writeCString(b: Buffer, offset: number, bytes: Buffer): number {
+  const end = offset + bytes.copy(b, offset);
+  b[end] = 0;
+  return end + 1;
+}
+
+/**
+ * A PDU that is all header: enquire_link, unbind, their responses, generic_nack, and every
+ * response with a non-zero command_status (the library leaves the body out of those as well).
+ */
+export function encodeHeaderPdu(commandId: number, sequence: number, commandStatus = 0): Buffer {
+  const b = Buffer.allocUnsafe(PDU_HEADER_LENGTH);
+  writeHeader(b, commandId, commandStatus, sequence);
+  return b;
+}
+
+/** deliver_sm_resp: its message_id is unused (SMPP 3.4 §4.6.2), so it is sent empty. */
+export function encodeDeliverSmResp(sequence: number, commandStatus: number): Buffer {
+  if (commandStatus !== 0) return encodeHeaderPdu(COMMAND_ID.deliver_sm_resp, sequence, commandStatus);
+  const b = Buffer.allocUnsafe(PDU_HEADER_LENGTH + 1);
+  writeHeader(b, COMMAND_ID.deliver_sm_resp, 0, sequence);
+  b[PDU_HEADER_LENGTH] = 0;
+  return b;
+}
+
+export type BindCommand = 'bind_transceiver' | 'bind_transmitter' | 'bind_receiver';
+
+/** The bind_* body (SMPP 3.4 §4.1). */
+export interface BindFields {
+  system_id: string;
+  password: string;
+  system_type: string;
+  interface_version: number;
+  addr_ton: number;
+  addr_npi: number;
+  address_range: string;
+}
+
+export function encodeBind(command: BindCommand, f: BindFields, sequence: number): Buffer {
+  const systemId = Buffer.from(f.system_id, 'ascii');
+  const password = Buffer.from(f.password, 'ascii');
+  const systemType = Buffer.from(f.system_type, 'ascii');
+  const addressRange = Buffer.from(f.address_range, 'ascii');
+  const length = PDU_HEADER_LENGTH + systemId.length + 1 + password.length + 1 + systemType.length + 1 + 3 + addressRange.length + 1;
+  const b = Buffer.allocUnsafe(length);
+  let o = writeHeader(b, COMMAND_ID[command], 0, sequence);
+  o = writeCString(b, o, systemId);
+  o = writeCString(b, o, password);
+  o = writeCString(b, o, systemType);
+  o = b.writeUInt8(f.interface_version, o);
+  o = b.writeUInt8(f.addr_ton, o);
+  o = b.writeUInt8(f.addr_npi, o);
+  writeCString(b, o, addressRange);
+  return b;
+}
+
+export interface PduHeader {
+  commandLength: number;
+  commandId: number;
+  commandStatus: number;
+  sequenceNumber: number;
+}
+
+/** Reads the header of a complete PDU. Throws SmppPduFormatError. */
+export function decodeHeader(raw: Buffer): PduHeader {
+  if (raw.length < PDU_HEADER_LENGTH) throw new SmppPduFormatError(`PDU of ${raw.length} octets is shorter than a header`);
+  const commandLength = raw.readUInt32BE(0);
+  if (commandLength > raw.length || commandLength < PDU_HEADER_LENGTH) {
+    throw new SmppPduFormatError(`command_length ${commandLength} does not fit ${raw.length} octets`);
+  }
+  return {
+    commandLength,
+    commandId: raw.readUInt32BE(4),
+    commandStatus: raw.readUInt32BE(8),
+    sequenceNumber: raw.readUInt32BE(12),
+  };
+}
+
+/**
+ * The first C-string of the body (message_id, system_id), read the way the library reads it: to
+ * the NUL or the end of the PDU, 'ascii' (high bits cleared). Undefined when the body is empty,
+ * as SMSCs send it with a non-zero status.
+ */
+function leadingCString(raw: Buffer, end: number): string | undefined {
+  if (end <= PDU_HEADER_LENGTH) return undefined;
+  const nul = raw.indexOf(0, PDU_HEADER_LENGTH);
+  return raw.toString('ascii', PDU_HEADER_LENGTH, nul < 0 || nul > end ? end : nul);
+}
+
+export interface SubmitSmResp extends PduHeader {
+  messageId?: string;
+}
+
+/** Reads a submit_sm's response; `messageId` only from a submit_sm_resp (not a generic_nack). */
+export function decodeSubmitSmResp(raw: Buffer): SubmitSmResp {
+  const resp: SubmitSmResp = decodeHeader(raw);
+  if (resp.commandId === COMMAND_ID.submit_sm_resp) {
+    const messageId = leadingCString(raw, resp.commandLength);
+    if (messageId !== undefined) resp.messageId = messageId;
+  }
+  return resp;
+}
+
+export interface BindResp extends PduHeader {
+  /** The SMSC's system_id; TLVs after it (sc_interface_version) are not read. */
+  systemId?: string;
+}
+
+/** Reads a bind's response; `systemId` only from a bind_*_resp (not a generic_nack). */
+export function decodeBindResp(raw: Buffer): BindResp {
+  const resp: BindResp = decodeHeader(raw);
+  if (BIND_RESP_IDS.has(resp.commandId)) {
+    const systemId = leadingCString(raw, resp.commandLength);
+    if (systemId !== undefined) resp.systemId = systemId;
+  }
+  return resp;
+}
+
+const EMPTY = Buffer.alloc(0);
+
+/**
+ * Cuts a byte stream into PDUs by their command_length: `push` each chunk read, then take PDUs
+ * with `next` until it returns null. A PDU that lies inside one chunk comes back as a view of it;
+ * chunks are copied together only when a PDU spans them, once it is complete, so a PDU arriving in
+ * many small pieces costs one copy, not one per piece.
+ */
+export class PduFramer {
+  private buffer: Buffer = EMPTY;
+  private offset = 0;
+  private readonly tail: Buffer[] = [];
+  private tailLength = 0;
+
+  push(chunk: Buffer): void {
+    if (this.offset === this.buffer.length && this.tail.length === 0) {
+      this.buffer = chunk;
+      this.offset = 0;
+    } else {
+      this.tail.push(chunk);
+      this.tailLength += chunk.length;
+    }
+  }
+
+  /** The next complete PDU, or null until more bytes arrive. Throws SmppPduFormatError on a command_length out of range. */
+  next(): Buffer | null {
+    if (!this.contiguous(4)) return null;
+    const length = this.buffer.readUInt32BE(this.offset);
+    if (length < PDU_HEADER_LENGTH || length > MAX_PDU_LENGTH) {
+      throw new SmppPduFormatError(`command_length ${length} is outside ${PDU_HEADER_LENGTH}..${MAX_PDU_LENGTH}`);
+    }
+    if (!this.contiguous(length)) return null;
+    const pdu = this.buffer.subarray(this.offset, this.offset + length);
+    this.offset += length;
+    return pdu;
+  }
+
+  /** Whether `n` bytes are readable at `offset`, joining the buffered chunks when that makes them so. */
+  private contiguous(n: number): boolean {
+    const available = this.buffer.length - this.offset;
+    if (available >= n) return true;
+    if (available + this.tailLength < n) return false;
+    this.buffer = Buffer.concat([this.buffer.subarray(this.offset), ...this.tail.splice(0)]);
+    this.offset = 0;
+    this.tailLength = 0;
+    return true;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

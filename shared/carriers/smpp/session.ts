@@ -1,22 +1,38 @@
 /**
- * One SMPP 3.4 ESME connection with what `smpp` 0.5.1 lacks: bind + automatic rebind with capped,
- * jittered exponential backoff; a submit window (at most `window` unacknowledged submit_sm, FIFO
- * queue behind it) with per-PDU response timeouts; enquire_link both ways with dead-link
- * detection; answers to the SMSC's deliver_sm / enquire_link / unbind; graceful unbind on close.
+ * One SMPP 3.4 ESME connection: bind + automatic rebind with capped, jittered exponential backoff;
+ * a submit window (at most `window` unacknowledged submit_sm, FIFO queue behind it) with per-PDU
+ * response timeouts; enquire_link both ways with dead-link detection; answers to the SMSC's
+ * deliver_sm / enquire_link / unbind; graceful unbind on close.
  *
- * The library is used for PDU encoding/decoding and socket framing only, and submit_sm (the PDU
- * sent most) is encoded here (`encodeSubmitSm`, the same bytes). Its response-callback map
- * is not used (it never expires entries); responses are matched here by sequence number. Raw PDU
- * bytes are captured with `tapRawPdus` so deliver_sm user data reaches handlers unmodified (the
- * library decodes short_message to a string, lossily for GSM-7).
+ * Framing and every PDU sent or read are ours (`pdu.ts`), not the `smpp` library's: its generic
+ * decoding and callbacks were 8-10 % of the busiest worker, its response-callback map never expires
+ * entries, and it decodes short_message to a string, lossily for GSM-7. deliver_sm reaches handlers
+ * as `parseSmPdu` reads the raw bytes.
  */
 import { EventEmitter } from 'node:events';
 import net from 'node:net';
 import tls from 'node:tls';
 import type { Readable } from 'node:stream';
-import smpp from 'smpp';
 import type { MessageIdForm } from './pdu.js';
-import { encodeSubmitSm, parseSmPdu, type DeliverSm, type SubmitSmFields } from './pdu.js';
+import {
+  COMMAND_ID,
+  PduFramer,
+  commandName,
+  decodeBindResp,
+  decodeHeader,
+  decodeSubmitSmResp,
+  encodeBind,
+  encodeDeliverSmResp,
+  encodeHeaderPdu,
+  encodeSubmitSm,
+  isResponse,
+  parseSmPdu,
+  responseCommandId,
+  type BindCommand,
+  type DeliverSm,
+  type SubmitSmFields,
+  type SubmitSmTlvs,
+} from './pdu.js';
 
 // ---------------------------------------------------------------------------------------------
 // Errors and status codes
@@ -143,8 +159,8 @@ export interface SubmitResult {
 export interface SubmitOptions {
   /** Overrides responseTimeoutMs for this PDU. */
   timeoutMs?: number;
-  /** Extra named TLVs understood by `smpp` (numeric tags are dropped by the library's encoder). */
-  tlvs?: smpp.PduFields;
+  /** Optional parameters to append to the submit_sm. */
+  tlvs?: SubmitSmTlvs;
 }
 
 export type DeliverHandler = (pdu: DeliverSm) => Promise<void>;
@@ -173,7 +189,7 @@ export interface SmppSessionStats {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Raw PDU capture
+// Raw PDU capture (for the SMSC simulator, which still frames with the `smpp` library)
 // ---------------------------------------------------------------------------------------------
 
 /**
@@ -204,39 +220,18 @@ export function tapRawPdus(socket: Readable, onPdu: (raw: Buffer) => void): void
 // ---------------------------------------------------------------------------------------------
 
 interface Waiter {
-  resolve(pdu: smpp.PDU): void;
+  /** With the whole response PDU. */
+  resolve(raw: Buffer): void;
   reject(err: Error): void;
-}
-
-/**
- * A submit_sm that the library sends as bytes we encode (`encodeSubmitSm`): it only asks a PDU
- * whether it is a response, gives it a sequence number and writes `toBuffer()`.
- */
-class EncodedSubmitSm {
-  readonly command = 'submit_sm';
-  sequence_number = 0;
-
-  constructor(private readonly fields: SubmitSmFields) {}
-
-  isResponse(): boolean {
-    return false;
-  }
-
-  toBuffer(): Buffer {
-    return encodeSubmitSm(this.fields, this.sequence_number);
-  }
-
-  asPdu(): smpp.PDU {
-    return this as unknown as smpp.PDU;
-  }
 }
 
 interface Connection {
   id: number;
   socket: net.Socket;
-  lib: smpp.Session;
+  framer: PduFramer;
+  /** sequence_number of the last request sent. */
+  sequence: number;
   waiters: Map<number, Waiter>;
-  lastRaw: Buffer | null;
   boundAt: number | null;
   closed: boolean;
   closeReason: string | null;
@@ -256,11 +251,11 @@ interface QueuedSubmit {
   queueTimer: NodeJS.Timeout | null;
 }
 
-const BIND_COMMAND = {
+const BIND_COMMAND: Readonly<Record<BindMode, BindCommand>> = {
   transceiver: 'bind_transceiver',
   transmitter: 'bind_transmitter',
   receiver: 'bind_receiver',
-} as const;
+};
 
 function hex(status: number): string {
   return `0x${status.toString(16).padStart(8, '0')}`;
@@ -453,14 +448,13 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
     const socket = this.options.tls ? tls.connect({ host, port, servername: net.isIP(host) ? undefined : host }) : net.connect({ host, port });
     socket.setNoDelay(true);
     socket.setKeepAlive(true, 30_000);
-    const lib = new smpp.Session({ socket });
     let markClosed: () => void = () => {};
     const conn: Connection = {
       id: ++this.connSeq,
       socket,
-      lib,
+      framer: new PduFramer(),
+      sequence: 0,
       waiters: new Map(),
-      lastRaw: null,
       boundAt: null,
       closed: false,
       closeReason: null,
@@ -471,26 +465,15 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
       closedPromise: new Promise<void>((resolve) => (markClosed = resolve)),
     };
     this.conn = conn;
-    tapRawPdus(socket, (raw) => {
-      conn.lastRaw = raw;
-    });
-    lib.on('error', (err: Error) => {
+    socket.on('error', (err: Error) => {
       conn.closeReason ??= err.message;
-      lib.destroy();
+      socket.destroy();
     });
-    lib.on('close', () => {
+    socket.on('close', () => {
       this.onClose(conn);
       markClosed();
     });
-    lib.on('pdu', (pdu: smpp.PDU) => {
-      // An exception escaping into smpp's reader would leave it stuck (_busy stays true).
-      try {
-        this.onPdu(conn, pdu);
-      } catch (err) {
-        this.options.logger?.warn({ err, command: pdu.command }, 'SMPP PDU handling failed');
-        this.destroyConn(conn, `PDU handling failed: ${err instanceof Error ? err.message : String(err)}`);
-      }
-    });
+    socket.on('data', (chunk: Buffer) => this.onData(conn, chunk));
     const connectTimer = this.timer(conn, this.connectTimeoutMs, () => this.destroyConn(conn, `connect timeout after ${this.connectTimeoutMs} ms`));
     socket.once(this.options.tls ? 'secureConnect' : 'connect', () => {
       clearTimeout(connectTimer);
@@ -512,7 +495,8 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
     if (conn.closed) return;
     this.setState('binding');
     const o = this.options;
-    const pdu = new smpp.PDU(BIND_COMMAND[this.bindMode], {
+    const command = BIND_COMMAND[this.bindMode];
+    const fields = {
       system_id: o.systemId,
       password: o.password,
       system_type: o.systemType ?? '',
@@ -520,21 +504,22 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
       addr_ton: o.addrTon ?? 0,
       addr_npi: o.addrNpi ?? 0,
       address_range: o.addressRange ?? '',
-    });
-    this.request(conn, pdu, this.bindTimeoutMs, 'bind').then(
-      (resp) => {
+    };
+    this.request(conn, command, (sequence) => encodeBind(command, fields, sequence), this.bindTimeoutMs, 'bind').then(
+      (raw) => {
         if (conn.closed) return;
-        if (resp.command_status !== 0) {
-          this.options.logger?.warn({ host: o.host, systemId: o.systemId, commandStatus: hex(resp.command_status) }, 'SMPP bind rejected');
-          this.emit('bindFailed', { commandStatus: resp.command_status });
-          this.destroyConn(conn, `bind rejected with status ${hex(resp.command_status)}`);
+        const resp = decodeBindResp(raw);
+        if (resp.commandStatus !== 0) {
+          this.options.logger?.warn({ host: o.host, systemId: o.systemId, commandStatus: hex(resp.commandStatus) }, 'SMPP bind rejected');
+          this.emit('bindFailed', { commandStatus: resp.commandStatus });
+          this.destroyConn(conn, `bind rejected with status ${hex(resp.commandStatus)}`);
           return;
         }
         conn.boundAt = Date.now();
         this.counters.binds++;
         this.setState('bound');
         this.startEnquireLink(conn);
-        const systemId = typeof resp.system_id === 'string' ? resp.system_id : '';
+        const systemId = resp.systemId ?? '';
         this.options.logger?.info({ host: o.host, port: o.port, systemId: o.systemId, smsc: systemId, mode: this.bindMode }, 'SMPP bound');
         this.emit('bound', { systemId, mode: this.bindMode });
         for (const w of this.boundWaiters) w.resolve();
@@ -551,7 +536,8 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
       if (conn.closed || conn.enquirePending || this._state !== 'bound') return;
       conn.enquirePending = true;
       this.counters.enquireLinksSent++;
-      this.request(conn, new smpp.PDU('enquire_link', {}), this.enquireLinkTimeoutMs, 'enquire_link').then(
+      const encode = (sequence: number): Buffer => encodeHeaderPdu(COMMAND_ID.enquire_link, sequence);
+      this.request(conn, 'enquire_link', encode, this.enquireLinkTimeoutMs, 'enquire_link').then(
         () => {
           conn.enquirePending = false;
           this.counters.enquireLinkResponses++;
@@ -567,7 +553,7 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
   private destroyConn(conn: Connection, reason: string): void {
     if (conn.closed) return;
     conn.closeReason ??= reason;
-    conn.lib.destroy();
+    conn.socket.destroy();
   }
 
   private onClose(conn: Connection): void {
@@ -628,14 +614,15 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
       if (!conn.closed) {
         this.setState('unbinding');
         try {
-          await this.request(conn, new smpp.PDU('unbind', {}), this.unbindTimeoutMs, 'unbind');
+          const encode = (sequence: number): Buffer => encodeHeaderPdu(COMMAND_ID.unbind, sequence);
+          await this.request(conn, 'unbind', encode, this.unbindTimeoutMs, 'unbind');
         } catch {
           // no unbind_resp: close anyway
         }
         conn.closeReason ??= 'closed (unbound)';
         if (!conn.closed) {
-          conn.lib.close();
-          const grace = setTimeout(() => conn.lib.destroy(), 1_000);
+          conn.socket.end();
+          const grace = setTimeout(() => conn.socket.destroy(), 1_000);
           await conn.closedPromise;
           clearTimeout(grace);
         }
@@ -668,8 +655,9 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
    * fill (and the responses to one read's receipts) leave in one write system call instead of one
    * each.
    */
-  private send(conn: Connection, pdu: smpp.PDU): boolean {
-    if (!conn.corked && conn.socket.writable) {
+  private send(conn: Connection, pdu: Buffer): void {
+    if (!conn.socket.writable) return;
+    if (!conn.corked) {
       conn.corked = true;
       conn.socket.cork();
       process.nextTick(() => {
@@ -677,20 +665,31 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
         conn.socket.uncork();
       });
     }
-    return conn.lib.send(pdu);
+    conn.socket.write(pdu);
   }
 
-  /** Sends a request PDU and resolves with its response (any status); rejects on timeout / loss. */
-  private request(conn: Connection, pdu: smpp.PDU, timeoutMs: number, phase: SmppTimeoutPhase): Promise<smpp.PDU> {
+  /**
+   * Sends a request PDU, encoded with the next sequence number, and resolves with its response
+   * (any status, generic_nack included); rejects on timeout / loss.
+   */
+  private request(
+    conn: Connection,
+    command: string,
+    encode: (sequence: number) => Buffer,
+    timeoutMs: number,
+    phase: SmppTimeoutPhase,
+  ): Promise<Buffer> {
     return new Promise((resolve, reject) => {
-      if (conn.closed || !this.send(conn, pdu)) {
-        reject(new SmppConnectionError(`cannot send ${pdu.command}: socket is not writable`, { sent: false }));
+      if (conn.closed || !conn.socket.writable) {
+        reject(new SmppConnectionError(`cannot send ${command}: socket is not writable`, { sent: false }));
         return;
       }
-      const seq = pdu.sequence_number;
+      // SMPP 3.4 §5.1.4: sequence numbers run 0x00000001..0x7FFFFFFF.
+      const seq = (conn.sequence = conn.sequence === 0x7fffffff ? 1 : conn.sequence + 1);
+      this.send(conn, encode(seq));
       const timer = this.timer(conn, timeoutMs, () => {
         conn.waiters.delete(seq);
-        reject(new SmppTimeoutError(`no ${pdu.command}_resp within ${timeoutMs} ms`, { sent: true, phase }));
+        reject(new SmppTimeoutError(`no ${command}_resp within ${timeoutMs} ms`, { sent: true, phase }));
       });
       conn.waiters.set(seq, {
         resolve: (resp) => {
@@ -729,23 +728,17 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
   }
 
   private dispatch(conn: Connection, item: QueuedSubmit): void {
-    let pdu: smpp.PDU;
-    try {
-      pdu = item.options.tlvs ? new smpp.PDU('submit_sm', { ...item.options.tlvs, ...item.fields }) : new EncodedSubmitSm(item.fields).asPdu();
-    } catch (err) {
-      item.reject(err instanceof Error ? err : new SmppError(String(err)));
-      return;
-    }
     this.inFlight++;
     this.counters.maxInFlight = Math.max(this.counters.maxInFlight, this.inFlight);
     this.counters.submitsSent++;
-    this.request(conn, pdu, item.options.timeoutMs ?? this.responseTimeoutMs, 'response')
+    const encode = (sequence: number): Buffer => encodeSubmitSm(item.fields, sequence, item.options.tlvs);
+    this.request(conn, 'submit_sm', encode, item.options.timeoutMs ?? this.responseTimeoutMs, 'response')
       .then(
-        (resp) => {
+        (raw) => {
           this.counters.submitResponses++;
-          const id = resp.message_id;
-          const result: SubmitResult = { commandStatus: resp.command_status, sequenceNumber: resp.sequence_number };
-          if (typeof id === 'string' && id !== '') result.messageId = id;
+          const resp = decodeSubmitSmResp(raw);
+          const result: SubmitResult = { commandStatus: resp.commandStatus, sequenceNumber: resp.sequenceNumber };
+          if (resp.messageId) result.messageId = resp.messageId;
           item.resolve(result);
         },
         (err: Error) => {
@@ -767,54 +760,79 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
       });
   }
 
-  private onPdu(conn: Connection, pdu: smpp.PDU): void {
-    const raw = conn.lastRaw;
-    conn.lastRaw = null;
-    if (conn.closed) return;
-    if (pdu.isResponse()) {
-      const waiter = conn.waiters.get(pdu.sequence_number);
-      if (waiter) {
-        conn.waiters.delete(pdu.sequence_number);
-        waiter.resolve(pdu);
+  /**
+   * Handles the PDUs a chunk completes, in order. A command_length out of range or a failure to
+   * handle a PDU drops the connection: what follows on the stream can no longer be trusted.
+   */
+  private onData(conn: Connection, chunk: Buffer): void {
+    conn.framer.push(chunk);
+    for (;;) {
+      let raw: Buffer | null;
+      try {
+        raw = conn.framer.next();
+      } catch (err) {
+        this.options.logger?.warn({ err }, 'SMPP protocol error');
+        this.destroyConn(conn, `protocol error: ${err instanceof Error ? err.message : String(err)}`);
+        return;
       }
-      return;
-    }
-    switch (pdu.command) {
-      case 'enquire_link':
-        this.counters.enquireLinksAnswered++;
-        this.send(conn, pdu.response());
+      if (raw === null) return;
+      try {
+        this.onPdu(conn, raw);
+      } catch (err) {
+        this.options.logger?.warn({ err, command: commandName(raw.readUInt32BE(4)) }, 'SMPP PDU handling failed');
+        this.destroyConn(conn, `PDU handling failed: ${err instanceof Error ? err.message : String(err)}`);
         return;
-      case 'deliver_sm':
-        this.counters.deliversReceived++;
-        this.handleDeliver(conn, pdu, raw);
-        return;
-      case 'unbind':
-        conn.closeReason ??= 'unbind from SMSC';
-        if (this._state === 'bound') this.setState('unbinding');
-        conn.lib.send(pdu.response(), () => {
-          conn.lib.close();
-          this.timer(conn, 1_000, () => conn.lib.destroy());
-        });
-        return;
-      case 'alert_notification':
-      case 'outbind':
-        return; // no response defined
-      default:
-        // 'unknown' becomes generic_nack in the library; known but unsupported → invalid command id
-        this.send(conn, pdu.response({ command_status: SMPP_STATUS.ESME_RINVCMDID }));
+      }
     }
   }
 
-  private handleDeliver(conn: Connection, pdu: smpp.PDU, raw: Buffer | null): void {
+  private onPdu(conn: Connection, raw: Buffer): void {
+    if (conn.closed) return;
+    const { commandId, sequenceNumber } = decodeHeader(raw);
+    if (isResponse(commandId)) {
+      const waiter = conn.waiters.get(sequenceNumber);
+      if (waiter) {
+        conn.waiters.delete(sequenceNumber);
+        waiter.resolve(raw);
+      }
+      return;
+    }
+    switch (commandId) {
+      case COMMAND_ID.enquire_link:
+        this.counters.enquireLinksAnswered++;
+        this.send(conn, encodeHeaderPdu(COMMAND_ID.enquire_link_resp, sequenceNumber));
+        return;
+      case COMMAND_ID.deliver_sm:
+        this.counters.deliversReceived++;
+        this.handleDeliver(conn, raw, sequenceNumber);
+        return;
+      case COMMAND_ID.unbind:
+        conn.closeReason ??= 'unbind from SMSC';
+        if (this._state === 'bound') this.setState('unbinding');
+        if (!conn.socket.writable) return;
+        conn.socket.write(encodeHeaderPdu(COMMAND_ID.unbind_resp, sequenceNumber), () => {
+          conn.socket.end();
+          this.timer(conn, 1_000, () => conn.socket.destroy());
+        });
+        return;
+      case COMMAND_ID.alert_notification:
+      case COMMAND_ID.outbind:
+        return; // no response defined
+      default:
+        // Known but unsupported → its *_resp with invalid command id; unknown → generic_nack.
+        this.send(conn, encodeHeaderPdu(responseCommandId(commandId), sequenceNumber, SMPP_STATUS.ESME_RINVCMDID));
+    }
+  }
+
+  private handleDeliver(conn: Connection, raw: Buffer, sequenceNumber: number): void {
     const respond = (status: number): void => {
-      if (!conn.closed) this.send(conn, pdu.response(status === 0 ? {} : { command_status: status }));
+      if (!conn.closed) this.send(conn, encodeDeliverSmResp(sequenceNumber, status));
     };
     let view: DeliverSm;
     try {
-      if (!raw) throw new SmppError('raw PDU bytes were not captured');
       view = parseSmPdu(raw);
     } catch (err) {
-      this.options.logger?.warn({ err, sequenceNumber: pdu.sequence_number }, 'SMPP deliver_sm could not be parsed');
+      this.options.logger?.warn({ err, sequenceNumber }, 'SMPP deliver_sm could not be parsed');
       respond(SMPP_STATUS.ESME_RX_P_APPN);
       return;
     }
@@ -829,7 +847,7 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
       .then(
         () => respond(0),
         (err: unknown) => {
-          this.options.logger?.warn({ err, sequenceNumber: pdu.sequence_number }, 'SMPP deliver_sm handler failed');
+          this.options.logger?.warn({ err, sequenceNumber }, 'SMPP deliver_sm handler failed');
           respond(SMPP_STATUS.ESME_RX_T_APPN);
         },
       );
