@@ -4,14 +4,17 @@
  * statement, instead of a queue job (three Redis scripts), two reads and an update of its own.
  * Batches stay durable and pending in Postgres until their outcome is recorded: a crash in
  * between leaves them to the recovery sweep (delivered again, at least once). A batch that finds
- * no free slot, and every retry, goes through the webhook queue as before.
+ * its receiver's slots taken waits in memory for one (a relay pass creates a burst of batches for
+ * a busy receiver; queue jobs would only step aside and come back); beyond a bounded number of
+ * waiting batches, and for every retry, the webhook queue takes them as before.
  */
 import type { Db } from '../db/pool.js';
 import type { Logger } from '../logger.js';
 import type { Queues } from '../queues.js';
 import type { WebhookClient, WebhookPostResult } from './http.js';
 import { failureReason, markDead, postBatch, recordOutcomes, type BatchToPost } from './deliver.js';
-import { enqueueRetries, originOf } from './relay.js';
+import { enqueueBatches, enqueueRetries, originOf } from './relay.js';
+import { pushTo } from '../collections.js';
 
 /**
  * Delivery slots per receiver (origin), shared by the direct deliveries and the webhook queue's
@@ -19,8 +22,14 @@ import { enqueueRetries, originOf } from './relay.js';
  */
 export class OriginSlots {
   private readonly taken = new Map<string, number>();
+  private readonly listeners: Array<() => void> = [];
 
   constructor(readonly perOrigin: number) {}
+
+  /** Called after every slot given back (whoever held it). */
+  onRelease(listener: () => void): void {
+    this.listeners.push(listener);
+  }
 
   tryTake(origin: string): boolean {
     const busy = this.taken.get(origin) ?? 0;
@@ -37,6 +46,9 @@ export class OriginSlots {
       this.taken.delete(origin);
     } else {
       this.taken.set(origin, left);
+    }
+    for (const listener of this.listeners) {
+      listener();
     }
   }
 }
@@ -61,21 +73,66 @@ interface Outcome {
 export class DirectDelivery {
   private inFlight = 0;
   private readonly running = new Set<Promise<void>>();
+  /** Batches waiting for a slot, per receiver, in the order the relay made them. */
+  private readonly waiting = new Map<string, ReadyBatch[]>();
+  private waitingCount = 0;
+  private readonly maxWaiting: number;
+  private readonly maxWaitingPerOrigin: number;
+  private stopping = false;
   private outcomes: Outcome[] = [];
   private recording: Promise<void> | null = null;
 
   constructor(
     private readonly deps: { db: Db; client: WebhookClient; queues: Queues; slots: OriginSlots; logger: Logger },
     private readonly opts: DirectDeliveryOptions,
-  ) {}
+  ) {
+    // A few rounds of every slot: enough to cover a relay pass's burst, little enough that a slow
+    // receiver's backlog sits in the queue rather than in this process's memory.
+    this.maxWaiting = 4 * opts.concurrency;
+    this.maxWaitingPerOrigin = 4 * deps.slots.perOrigin;
+    // A slot the queue worker gives back may be the one a waiting batch needs.
+    deps.slots.onRelease(() => this.startWaiting());
+  }
 
-  /** Starts delivering the batch if a slot is free for it and for its receiver; false: queue it instead. */
+  /** Takes the batch (delivers it now or once its receiver has a free slot); false: queue it instead. */
   offer(batch: ReadyBatch): boolean {
-    if (this.inFlight >= this.opts.concurrency) {
+    if (this.stopping) {
       return false;
     }
     const origin = originOf(batch.url);
-    if (!this.deps.slots.tryTake(origin)) {
+    const queued = this.waiting.get(origin);
+    if (!queued && this.start(batch, origin)) {
+      return true;
+    }
+    if (this.waitingCount >= this.maxWaiting || (queued?.length ?? 0) >= this.maxWaitingPerOrigin) {
+      return false;
+    }
+    pushTo(this.waiting, origin, batch);
+    this.waitingCount += 1;
+    return true;
+  }
+
+  /**
+   * For shutdown: batches still waiting go to the queue (another process delivers them), then
+   * this waits for the deliveries under way and the recording of their outcomes.
+   */
+  async drain(): Promise<void> {
+    this.stopping = true;
+    const left = [...this.waiting.values()].flat();
+    this.waiting.clear();
+    this.waitingCount = 0;
+    try {
+      await enqueueBatches(this.deps.queues, left, this.opts.retryScheduleMs.length);
+    } catch (err) {
+      this.deps.logger.error({ err: (err as Error).message, batches: left.length }, 'waiting webhook batches not queued; left to the recovery sweep');
+    }
+    while (this.running.size > 0 || this.recording) {
+      await Promise.all([...this.running, this.recording]);
+    }
+  }
+
+  private start(batch: ReadyBatch, origin: string): boolean {
+    if (this.inFlight >= this.opts.concurrency || !this.deps.slots.tryTake(origin)) {
       return false;
     }
     this.inFlight += 1;
@@ -84,17 +141,29 @@ export class DirectDelivery {
       this.recordSoon();
     }).finally(() => {
       this.inFlight -= 1;
-      this.deps.slots.give(origin);
       this.running.delete(delivery);
+      this.deps.slots.give(origin);
     });
     this.running.add(delivery);
     return true;
   }
 
-  /** Waits for the deliveries under way and the recording of their outcomes. */
-  async drain(): Promise<void> {
-    while (this.running.size > 0 || this.recording) {
-      await Promise.all([...this.running, this.recording]);
+  /** Starts waiting batches while slots are free: the first receivers in line first, each in its own order. */
+  private startWaiting(): void {
+    if (this.waitingCount === 0) {
+      return;
+    }
+    for (const [origin, list] of this.waiting) {
+      while (list.length > 0 && this.start(list[0]!, origin)) {
+        list.shift();
+        this.waitingCount -= 1;
+      }
+      if (list.length === 0) {
+        this.waiting.delete(origin);
+      }
+      if (this.inFlight >= this.opts.concurrency) {
+        return;
+      }
     }
   }
 
