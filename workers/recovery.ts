@@ -32,6 +32,7 @@ export async function sweepOnce(db: Db, queues: Queues, opts: { graceMs: number;
       GROUP BY r.message_id, a.step, m.lane, m.flow`,
     [opts.graceMs],
   );
+  rows.push(...await startsLost(db, opts.graceMs));
   let dispatch = 0;
   for (const row of rows) {
     const pool = poolOfChannel(stepChannel(row.flow[row.step]!).channel);
@@ -50,6 +51,31 @@ export async function sweepOnce(db: Db, queues: Queues, opts: { graceMs: number;
   // A pending batch with a live job (waiting out its retry delay) keeps that job: same job id.
   await enqueueBatches(queues, batches, opts.webhookRetries);
   return { dispatch, webhooks: batches.length };
+}
+
+/**
+ * Messages due at acceptance whose recipients were never started: their flag is still set. The
+ * recipients are found as the rows of the message's account written at the message's created_at
+ * (the statement that wrote the message wrote them, so the timestamps are equal). A flag left with
+ * no queued recipient behind it (they were handled some other way) is cleared.
+ */
+async function startsLost(db: Db, graceMs: number): Promise<Array<{ message_id: string; step: number; lane: number; flow: FlowStep[]; ids: number[] }>> {
+  const { rows } = await db.query<{ message_id: string; step: number; lane: number; flow: FlowStep[]; ids: number[] }>(
+    `SELECT m.id AS message_id, 0 AS step, m.lane, m.flow,
+            COALESCE(array_agg(r.id ORDER BY r.id) FILTER (WHERE r.id IS NOT NULL), '{}') AS ids
+       FROM (SELECT id, account_id, created_at, lane, flow FROM messages
+              WHERE dispatch_pending AND created_at < now() - make_interval(secs => $1::float / 1000)
+              ORDER BY created_at LIMIT 1000) m
+       LEFT JOIN recipients r ON r.account_id = m.account_id AND r.created_at = m.created_at AND r.message_id = m.id
+                             AND r.step = 0 AND r.state = 'queued'
+      GROUP BY m.id, m.lane, m.flow`,
+    [graceMs],
+  );
+  const settled = rows.filter((r) => r.ids.length === 0).map((r) => r.message_id);
+  if (settled.length > 0) {
+    await db.query('UPDATE messages SET dispatch_pending = false WHERE id = ANY($1) AND dispatch_pending', [settled]);
+  }
+  return rows.filter((r) => r.ids.length > 0);
 }
 
 export class RecoverySweep {

@@ -118,9 +118,11 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
     const at = dueInstant(msg, now);
     if (at.getTime() - now.getTime() > 1000) {
       // Not yet inside its schedule or window (a job released late, or a fallback step at night).
+      // From here on the recipients' due_at finds them if this job is lost, not the message's flag.
       await deps.db.query(
-        `UPDATE recipients SET due_at = $3 WHERE id = ANY($1) AND step = $2 AND state = 'queued'`,
-        [numberArray(item.recipientIds), job.step, at],
+        `WITH later AS (UPDATE recipients SET due_at = $3 WHERE id = ANY($1) AND step = $2 AND state = 'queued')
+         UPDATE messages SET dispatch_pending = false WHERE id = $4 AND dispatch_pending`,
+        [numberArray(item.recipientIds), job.step, at, msg.id],
       );
       if (job.messages.length === 1) {
         laterOnly = at;
@@ -261,6 +263,8 @@ async function runDispatchTx(
            FROM unnest($19::bigint[], $20::text[], $21::smallint[], $22::timestamptz[], $23::text[], $24::text[], $25::text[], $26::int[])
              AS u(id, state, step, due_at, channel, body, sender, parts)
           WHERE r.id = u.id AND r.id = ANY($19)),
+         messages_started AS (
+         UPDATE messages SET dispatch_pending = false WHERE id = ANY($33::text[]) AND dispatch_pending),
          ${eventsCtes(27)}
          SELECT id, recipient_id FROM attempts_in`,
         [step,
@@ -284,6 +288,7 @@ async function runDispatchTx(
           numberArray(upd.id), textArray(upd.state), numberArray(upd.step), timestampArray(upd.due), textArray(upd.channel),
           textArray(upd.body), textArray(upd.sender), numberArray(upd.parts),
           ...eventParams(events),
+          textArray(step === 0 ? parts.map((p) => p.msg.id) : []),
         ],
       );
       const attemptIdOf = new Map(inserted.map((row) => [row.recipient_id, row.id]));

@@ -8,7 +8,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Db, Queryable, Tx } from '../db/pool.js';
 import { withTx } from '../db/pool.js';
-import { numberArray, textArray, timestampArray } from '../db/arrays.js';
+import { boolArray, numberArray, textArray, timestampArray } from '../db/arrays.js';
 import { Semaphore } from '../semaphore.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
@@ -155,9 +155,9 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
   // Columns for one multi-row insert per table.
   const m = { id: [] as string[], body: [] as Array<string | null>, flow: [] as string[], callback: [] as Array<string | null>,
     tag: [] as string[], lane: [] as number[], params: [] as Array<string | null>, payload: [] as Array<string | null>,
-    sendAt: [] as Array<Date | null>, window: [] as Array<string | null> };
+    sendAt: [] as Array<Date | null>, window: [] as Array<string | null>, dispatchPending: [] as boolean[] };
   const r = { publicId: [] as string[], messageId: [] as string[], idx: [] as number[], tag: [] as string[],
-    raw: [] as string[], phone: [] as Array<string | null>, state: [] as string[], dueAt: [] as Date[] };
+    raw: [] as string[], phone: [] as Array<string | null>, state: [] as string[], dueAt: [] as Array<Date | null> };
 
   for (const p of prepared) {
     const messageId = newId();
@@ -172,6 +172,11 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
     m.payload.push(p.input.payload === undefined ? null : (opts.rawPayloads?.[Number(p.key)] ?? JSON.stringify(p.input.payload)));
     m.sendAt.push(p.sendAt);
     m.window.push(p.input.delivery_time === undefined ? null : JSON.stringify(p.input.delivery_time));
+    // Due now: the message's flag, not each recipient's due_at, lets the recovery sweep find it
+    // should its dispatch job be lost, so that starting the recipients changes no indexed column
+    // of theirs (their updates stay HOT). Scheduled recipients carry due_at.
+    const startsNow = p.dueAt.getTime() <= now.getTime();
+    m.dispatchPending.push(startsNow && p.phones.some((phone) => phone !== TEST_NUMBER));
     const publicIds: string[] = [];
     p.input.to.forEach((recipient, i) => {
       const publicId = opts.mode === 'single' ? newId() : `${messageId}-${i}`;
@@ -183,7 +188,7 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
       r.raw.push(recipient.phone_number);
       r.phone.push(p.phones[i] ?? null);
       r.state.push(p.phones[i] === TEST_NUMBER ? 'test' : 'queued');
-      r.dueAt.push(p.dueAt);
+      r.dueAt.push(startsNow ? null : p.dueAt);
     });
     if (opts.mode === 'single') {
       publicIds.forEach((id, i) => result.accepted.push({ key: String(i), messageId: id }));
@@ -199,11 +204,13 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
   const insert = async (db: Queryable) => {
     const { rows } = await db.query<{ id: number; public_id: string }>(
       `WITH messages_in AS (
-         INSERT INTO messages (id, request_id, account_id, key_id, body, flow, callback, tag, lane, params, payload, send_at, delivery_time, source)
-         SELECT u.id, $1, $2, $3, u.body, u.flow, u.callback, u.tag, u.lane, u.params, u.payload, u.send_at, u.delivery_time, $4
+         INSERT INTO messages (id, request_id, account_id, key_id, body, flow, callback, tag, lane, params, payload, send_at, delivery_time,
+                               source, dispatch_pending)
+         SELECT u.id, $1, $2, $3, u.body, u.flow, u.callback, u.tag, u.lane, u.params, u.payload, u.send_at, u.delivery_time, $4,
+                u.dispatch_pending
            FROM unnest($5::text[], $6::text[], $7::jsonb[], $8::text[], $9::text[], $10::smallint[], $11::jsonb[], $12::json[],
-                       $13::timestamptz[], $14::jsonb[])
-             AS u(id, body, flow, callback, tag, lane, params, payload, send_at, delivery_time))
+                       $13::timestamptz[], $14::jsonb[], $23::boolean[])
+             AS u(id, body, flow, callback, tag, lane, params, payload, send_at, delivery_time, dispatch_pending))
        INSERT INTO recipients (public_id, message_id, idx, account_id, key_id, tag, raw_phone, phone, state, due_at)
        SELECT u.public_id, u.message_id, u.idx, $2, $3, u.tag, u.raw_phone, u.phone, u.state,
               CASE WHEN u.state = 'queued' THEN u.due_at END
@@ -213,7 +220,8 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
       [result.requestId, key.accountId, key.id, opts.source, textArray(m.id), textArray(m.body), textArray(m.flow),
         textArray(m.callback), textArray(m.tag), numberArray(m.lane), textArray(m.params), textArray(m.payload),
         timestampArray(m.sendAt), textArray(m.window), textArray(r.publicId), textArray(r.messageId), numberArray(r.idx),
-        textArray(r.tag), textArray(r.raw), textArray(r.phone), textArray(r.state), timestampArray(r.dueAt)],
+        textArray(r.tag), textArray(r.raw), textArray(r.phone), textArray(r.state), timestampArray(r.dueAt),
+        boolArray(m.dispatchPending)],
     );
     const ids = new Map(rows.map((row) => [row.public_id, row.id]));
     for (const entry of result.recipients) {

@@ -31,7 +31,12 @@ test('recipients whose jobs Redis lost are re-enqueued by the sweep and then del
   await queue.obliterate({ force: true }); // Redis loses the job
   assert.equal(await queue.count(), 0);
 
-  await svc.sql(`UPDATE recipients SET due_at = now() - interval '1 minute' WHERE message_id = $1`, [id]);
+  // Due now: the message is flagged and its recipients carry no due_at. Age both by a minute.
+  const [flag] = await svc.sql<{ dispatch_pending: boolean }>('SELECT dispatch_pending FROM messages WHERE id = $1', [id]);
+  assert.equal(flag!.dispatch_pending, true);
+  assert.deepEqual(await svc.sql('SELECT due_at FROM recipients WHERE message_id = $1 AND due_at IS NOT NULL', [id]), []);
+  await svc.sql(`UPDATE messages SET created_at = created_at - interval '1 minute' WHERE id = $1`, [id]);
+  await svc.sql(`UPDATE recipients SET created_at = created_at - interval '1 minute' WHERE message_id = $1`, [id]);
   const swept = await sweepOnce(svc.runtime.db, svc.runtime.queues, { graceMs: 30_000, webhookRetries: 3 });
   assert.equal(swept.dispatch, 1);
   const job = await queue.getJob(dispatchJobId(id, 0));
@@ -48,4 +53,44 @@ test('recipients whose jobs Redis lost are re-enqueued by the sweep and then del
     return rows.every((r) => r.state !== 'queued') ? rows : null;
   }, 10_000, 'dispatched');
   assert.ok(states.every((r) => r.state === 'sending' || r.state === 'sent' || r.state === 'delivered'));
+  const [cleared] = await svc.sql<{ dispatch_pending: boolean }>('SELECT dispatch_pending FROM messages WHERE id = $1', [id]);
+  assert.equal(cleared!.dispatch_pending, false, 'starting the recipients clears the flag');
+  // Nothing left to sweep.
+  assert.equal((await sweepOnce(svc.runtime.db, svc.runtime.queues, { graceMs: 30_000, webhookRetries: 3 })).dispatch, 0);
+});
+
+test('a flagged message whose recipients are no longer queued only loses its flag', async () => {
+  const { apiKey } = await svc.createAccount();
+  const res = await svc.request('POST', '/v2/messages', {
+    body: [{ body: 'handled', to: [{ phone_number: '420777400100' }] }],
+    headers: { 'x-api-key': apiKey },
+  });
+  const id = res.body.accepted[0].message_id as string;
+  await svc.runtime.queues.dispatchQueue('sms', 'promotional').obliterate({ force: true });
+  await svc.sql(`UPDATE recipients SET state = 'failed' WHERE message_id = $1`, [id]);
+  await svc.sql(`UPDATE messages SET created_at = created_at - interval '1 minute' WHERE id = $1`, [id]);
+  await svc.sql(`UPDATE recipients SET created_at = created_at - interval '1 minute' WHERE message_id = $1`, [id]);
+  const swept = await sweepOnce(svc.runtime.db, svc.runtime.queues, { graceMs: 30_000, webhookRetries: 3 });
+  assert.equal(swept.dispatch, 0);
+  const [row] = await svc.sql<{ dispatch_pending: boolean }>('SELECT dispatch_pending FROM messages WHERE id = $1', [id]);
+  assert.equal(row!.dispatch_pending, false);
+});
+
+test('scheduled recipients carry due_at and no flag; the sweep finds them by due_at', async () => {
+  const { apiKey } = await svc.createAccount();
+  const sendAt = new Date(Date.now() + 3600_000).toISOString();
+  const res = await svc.request('POST', '/v2/messages', {
+    body: [{ body: 'later', to: [{ phone_number: '420777400200' }], datetime: sendAt }],
+    headers: { 'x-api-key': apiKey },
+  });
+  assert.equal(res.status, 200, res.text);
+  const id = res.body.accepted[0].message_id as string;
+  const [msg] = await svc.sql<{ dispatch_pending: boolean }>('SELECT dispatch_pending FROM messages WHERE id = $1', [id]);
+  assert.equal(msg!.dispatch_pending, false);
+  const [rcpt] = await svc.sql<{ due_at: Date | null }>('SELECT due_at FROM recipients WHERE message_id = $1', [id]);
+  assert.equal(rcpt!.due_at?.toISOString(), new Date(sendAt).toISOString());
+  await svc.runtime.queues.dispatchQueue('sms', 'promotional').obliterate({ force: true });
+  await svc.sql(`UPDATE recipients SET due_at = now() - interval '1 minute' WHERE message_id = $1`, [id]);
+  const swept = await sweepOnce(svc.runtime.db, svc.runtime.queues, { graceMs: 30_000, webhookRetries: 3 });
+  assert.equal(swept.dispatch, 1);
 });
