@@ -56,6 +56,20 @@
  * codes); `max` only adds the per-type validation data (`getType()`, type
  * specific lengths) that D2 deliberately does not use. It is about half the
  * size (83 KB vs 157 KB of JSON) and loads faster.
+ *
+ * Implementation: the rule is defined by what libphonenumber's parser does,
+ * but going through its public API costs several µs per reading (option
+ * object spreads, metadata wrappers and regexes built per call). The fast path
+ * below repeats the parser's steps for a plain digit string on per-plan facts
+ * compiled once (calling code, possible lengths, shape, national prefix for
+ * parsing, IDD), mirroring libphonenumber 1.13.x: `extractCountryCallingCode`,
+ * `extractCountryCallingCodeFromInternationalNumberWithoutPlusSign`,
+ * `extractNationalNumber`, `checkNumberLength`. Where that mirror would need
+ * more of the parser (an IDD prefix typed without `+`/`00`, national prefix
+ * patterns that capture carrier codes or rewrite the number, a plan missing
+ * some fact) it steps aside and the libphonenumber path decides. The two are
+ * compared over a large generated corpus in test/unit/phone-fast-path.test.ts;
+ * rerun it when upgrading libphonenumber-js.
  */
 import {
   Metadata,
@@ -131,10 +145,17 @@ function readInternational(digits: string): PhoneNumber | null {
   return pn !== undefined && pn.isPossible() ? pn : null;
 }
 
-// --- numbering-plan facts (only used for the tie-breaks described above) ----
+// --- numbering-plan facts (the tie-breaks described above) -----------------
 
 interface NumberingPlanInternals {
-  numberingPlan?: { nationalNumberPattern(): string; nationalPrefix(): string | undefined };
+  numberingPlan?: {
+    callingCode(): string;
+    IDDPrefix(): string | undefined;
+    nationalNumberPattern(): string;
+    possibleLengths(): number[] | undefined;
+    nationalPrefix(): string | undefined;
+    nationalPrefixForParsing(): string | undefined;
+  };
 }
 
 interface PlanFacts {
@@ -176,24 +197,234 @@ function hasShape(pn: PhoneNumber): boolean {
   return re === null || re.test(pn.nationalNumber);
 }
 
-// --- public API -------------------------------------------------------------
+// --- fast path (see the header) ---------------------------------------------
+
+/** The fast path cannot decide; the libphonenumber path does. */
+const UNDECIDED = Symbol('undecided');
+type Undecided = typeof UNDECIDED;
+
+/** libphonenumber's limits on a national significant number (MIN/MAX_LENGTH_FOR_NSN). */
+const MIN_NSN = 2;
+const MAX_NSN = 17;
+
+interface FastPlan {
+  callingCode: string;
+  /** Same as `PlanFacts.shape`: libphonenumber's own prefix and calling-code decisions test this pattern too. */
+  shape: RegExp;
+  /** Possible lengths of the national significant number. */
+  lengths: readonly number[];
+  /** `national_prefix_for_parsing` (or else the national prefix), anchored; null when there is none. */
+  prefixForParsing: RegExp | null;
+  /**
+   * Plan that applies once a number is attributed to the calling code: FAST_METADATA resolves a
+   * shared code to its main country, so a CA reading is checked against US lengths and shape.
+   * Null when this plan is that main plan itself.
+   */
+  main: FastPlan | null;
+}
+
+/** A country's plan, usable as the account country's. */
+interface CountryPlan extends FastPlan {
+  /** International call prefix, anchored (libphonenumber strips it when it starts the digits). */
+  idd: RegExp;
+  hasTrunkPrefix: boolean;
+}
+
+/** A reading whose national significant number is a possible length in `plan`. */
+interface Reading {
+  callingCode: string;
+  nationalNumber: string;
+  plan: FastPlan;
+}
+
+const countryPlans = new Map<string, CountryPlan | null>();
+const callingCodePlans = new Map<string, FastPlan | null>();
+
+/** Fast-path facts of a supported country, or null when some are missing. */
+function countryPlan(country: LibCountryCode): CountryPlan | null {
+  let plan = countryPlans.get(country);
+  if (plan === undefined) {
+    plan = buildCountryPlan(country);
+    countryPlans.set(country, plan);
+  }
+  return plan;
+}
+
+/** Fast-path facts of the plan libphonenumber selects for a calling code (FAST_METADATA: its main country). */
+function callingCodePlan(callingCode: string): FastPlan | null {
+  let plan = callingCodePlans.get(callingCode);
+  if (plan === undefined) {
+    const main = COUNTRIES_BY_CALLING_CODE.get(callingCode)?.[0];
+    plan = main !== undefined ? countryPlan(main as LibCountryCode) : buildFastPlan(callingCode, null);
+    callingCodePlans.set(callingCode, plan);
+  }
+  return plan;
+}
+
+function numberingPlanOf(planKey: string): NumberingPlanInternals['numberingPlan'] {
+  try {
+    const md = new Metadata(metadataJson);
+    md.selectNumberingPlan(planKey as LibCountryCode);
+    return (md as unknown as NumberingPlanInternals).numberingPlan;
+  } catch {
+    return undefined;
+  }
+}
+
+function buildFastPlan(planKey: string, main: FastPlan | null): FastPlan | null {
+  const plan = numberingPlanOf(planKey);
+  const shape = planFacts(planKey).shape;
+  const lengths = plan?.possibleLengths();
+  if (plan === undefined || shape === null || lengths === undefined || lengths.length === 0) return null;
+  const prefixForParsing = plan.nationalPrefixForParsing();
+  return {
+    callingCode: plan.callingCode(),
+    shape,
+    lengths,
+    prefixForParsing: prefixForParsing ? new RegExp(`^(?:${prefixForParsing})`) : null,
+    main,
+  };
+}
+
+function buildCountryPlan(country: LibCountryCode): CountryPlan | null {
+  const plan = numberingPlanOf(country);
+  const idd = plan?.IDDPrefix();
+  const mainCountry = plan && COUNTRIES_BY_CALLING_CODE.get(plan.callingCode())?.[0];
+  if (!idd || mainCountry === undefined) return null;
+  let main: CountryPlan | null = null;
+  if (mainCountry !== country) {
+    main = countryPlan(mainCountry as LibCountryCode);
+    if (main === null) return null;
+  }
+  const facts = buildFastPlan(country, main);
+  return facts === null
+    ? null
+    : {
+        ...facts,
+        // libphonenumber tests `search(new RegExp(idd)) === 0`: a match starting at 0.
+        idd: new RegExp(`^(?:${idd})`),
+        hasTrunkPrefix: planFacts(country).hasTrunkPrefix,
+      };
+}
+
+type LengthVerdict = 'IS_POSSIBLE' | 'TOO_SHORT' | 'TOO_LONG' | 'INVALID_LENGTH';
+
+/** libphonenumber's checkNumberLength(). */
+function lengthVerdict(plan: FastPlan, length: number): LengthVerdict {
+  const { lengths } = plan;
+  const min = lengths[0] ?? 0;
+  if (length === min) return 'IS_POSSIBLE';
+  if (length < min) return 'TOO_SHORT';
+  if (length > (lengths[lengths.length - 1] ?? 0)) return 'TOO_LONG';
+  return lengths.includes(length) ? 'IS_POSSIBLE' : 'INVALID_LENGTH';
+}
+
+function isPossibleNsn(nationalNumber: string, plan: FastPlan): boolean {
+  const n = nationalNumber.length;
+  return n >= MIN_NSN && n <= MAX_NSN && lengthVerdict(plan, n) === 'IS_POSSIBLE';
+}
 
 /**
- * Normalise a user-supplied phone number to E.164 digits without `+`
- * (e.g. `420777123456`), or null when it is not a possible number.
+ * libphonenumber's extractNationalNumber(): strip the national (trunk) prefix
+ * unless the number loses its shape or is left with an impossible length.
  */
-export function normalizePhone(input: string, accountCountry: CountryCode): string | null {
-  if (typeof input !== 'string') return null;
-  const s = input.trim();
-  if (s.length === 0 || s.length > MAX_INPUT_LENGTH) return null;
+function stripNationalPrefix(number: string, plan: FastPlan): string | Undecided {
+  const re = plan.prefixForParsing;
+  if (re === null || number.length === 0) return number;
+  const match = re.exec(number);
+  if (match === null) return number;
+  // A captured group means a carrier code and/or a transform rule rewriting the number.
+  if (match.length > 1 && match[match.length - 1]) return UNDECIDED;
+  const stripped = number.slice(match[0].length);
+  if (stripped === number) return number;
+  if (plan.shape.test(number) && !plan.shape.test(stripped)) return number;
+  const verdict = lengthVerdict(plan.main ?? plan, stripped.length);
+  return verdict === 'TOO_SHORT' || verdict === 'INVALID_LENGTH' ? number : stripped;
+}
 
-  let digits = s.replace(NON_DIGITS, '');
-  const plus = s.charCodeAt(0) === 43; /* '+' */
-  const zeroZero = !plus && s.charCodeAt(0) === 48 && s.charCodeAt(1) === 48; /* '00' */
-  if (zeroZero) digits = digits.slice(2);
-  if (digits.length === 0 || digits.length > MAX_DIGITS) return null;
+/** Counterpart of `readInternational`. */
+function readInternationalFast(digits: string): Reading | null | Undecided {
+  const callingCode = callingCodeOf(digits);
+  if (callingCode === null) return null;
+  const plan = callingCodePlan(callingCode);
+  if (plan === null) return UNDECIDED;
+  const nationalNumber = stripNationalPrefix(digits.slice(callingCode.length), plan);
+  if (nationalNumber === UNDECIDED) return UNDECIDED;
+  return isPossibleNsn(nationalNumber, plan) ? { callingCode, nationalNumber, plan } : null;
+}
 
-  if (plus || zeroZero) {
+/** Counterpart of the national `parsePhoneNumberFromString(…).isPossible()` reading. */
+function readNationalFast(digits: string, account: CountryPlan): Reading | null | Undecided {
+  // The account country's IDD (US `011…`) turns the rest into an international number, with
+  // checks of its own (no `0` after it, a known calling code): rare enough to leave to the parser.
+  if (account.idd.test(digits)) return UNDECIDED;
+  const main = account.main ?? account;
+  let number = digits;
+  let plan: FastPlan = account;
+  if (digits.startsWith(account.callingCode)) {
+    // libphonenumber's calling-code heuristic for numbers typed without `+`.
+    const rest = digits.slice(account.callingCode.length);
+    const restNumber = stripNationalPrefix(rest, account);
+    const fullNumber = stripNationalPrefix(digits, account);
+    if (restNumber === UNDECIDED || fullNumber === UNDECIDED) return UNDECIDED;
+    if (
+      (!account.shape.test(fullNumber) && account.shape.test(restNumber)) ||
+      lengthVerdict(account, fullNumber.length) === 'TOO_LONG'
+    ) {
+      number = rest;
+      plan = main;
+    }
+  }
+  if (number.length === 0) return null;
+  const nationalNumber = stripNationalPrefix(number, plan);
+  if (nationalNumber === UNDECIDED) return UNDECIDED;
+  return isPossibleNsn(nationalNumber, main) ? { callingCode: account.callingCode, nationalNumber, plan: main } : null;
+}
+
+function e164Of(reading: Reading): string {
+  return reading.callingCode + reading.nationalNumber;
+}
+
+function isShaped(reading: Reading): boolean {
+  return reading.plan.shape.test(reading.nationalNumber);
+}
+
+/** `normalizeWithLibphonenumber` on the fast-path facts, or UNDECIDED. */
+function normalizeFast(digits: string, international: boolean, accountCountry: string): string | null | Undecided {
+  if (!international) {
+    const country = accountCountryOf(accountCountry);
+    if (country !== null) {
+      const account = countryPlan(country);
+      if (account === null) return UNDECIDED;
+      const national = readNationalFast(digits, account);
+      if (national === UNDECIDED) return UNDECIDED;
+      if (national !== null) {
+        if (isShaped(national)) {
+          if (
+            national.nationalNumber === digits &&
+            digits.startsWith(national.callingCode) &&
+            account.hasTrunkPrefix
+          ) {
+            const intl = readInternationalFast(digits);
+            if (intl === UNDECIDED) return UNDECIDED;
+            if (intl !== null && intl.callingCode === national.callingCode && isShaped(intl)) return e164Of(intl);
+          }
+          return e164Of(national);
+        }
+        const intl = readInternationalFast(digits);
+        if (intl === UNDECIDED) return UNDECIDED;
+        return e164Of(intl !== null && isShaped(intl) ? intl : national);
+      }
+    }
+  }
+  const intl = readInternationalFast(digits);
+  return intl === UNDECIDED || intl === null ? intl : e164Of(intl);
+}
+
+// --- libphonenumber path ----------------------------------------------------
+
+function normalizeWithLibphonenumber(digits: string, international: boolean, accountCountry: string): string | null {
+  if (international) {
     const pn = readInternational(digits);
     return pn === null ? null : e164(pn);
   }
@@ -228,6 +459,28 @@ export function normalizePhone(input: string, accountCountry: CountryCode): stri
   }
   const intl = readInternational(digits);
   return intl === null ? null : e164(intl);
+}
+
+// --- public API -------------------------------------------------------------
+
+/**
+ * Normalise a user-supplied phone number to E.164 digits without `+`
+ * (e.g. `420777123456`), or null when it is not a possible number.
+ */
+export function normalizePhone(input: string, accountCountry: CountryCode): string | null {
+  if (typeof input !== 'string') return null;
+  const s = input.trim();
+  if (s.length === 0 || s.length > MAX_INPUT_LENGTH) return null;
+
+  let digits = s.replace(NON_DIGITS, '');
+  const plus = s.charCodeAt(0) === 43; /* '+' */
+  const zeroZero = !plus && s.charCodeAt(0) === 48 && s.charCodeAt(1) === 48; /* '00' */
+  if (zeroZero) digits = digits.slice(2);
+  if (digits.length === 0 || digits.length > MAX_DIGITS) return null;
+
+  const international = plus || zeroZero;
+  const fast = normalizeFast(digits, international, accountCountry);
+  return fast !== UNDECIDED ? fast : normalizeWithLibphonenumber(digits, international, accountCountry);
 }
 
 /** Calling code prefix of E.164 digits ('420777…' → '420', '1415…' → '1'), or null. */
