@@ -45,6 +45,8 @@ export interface Config {
   acceptBulkConcurrency: number;
   /** How often the outbox relay reads the outbox from its start (a transaction held open past its floor). */
   webhookRelayRescanMs: number;
+  /** Bytes of webhook batches the relay keeps waiting for a receiver's slot (the rest go to the queue). */
+  webhookDirectBacklogBytes: number;
   /** Sandbox delay of the `04` outcome (D10: 5 s). */
   sandboxSlowDeliveryMs: number;
   /** How often the recovery sweep looks for work that Redis lost. */
@@ -80,6 +82,7 @@ const schema = Joi.object({
   ACCEPT_BULK_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(8),
   DB_POOL_SIZE: Joi.number().integer().min(2).max(1000),
   WEBHOOK_RELAY_RESCAN_MS: Joi.number().integer().min(1000).max(3_600_000).default(15_000),
+  WEBHOOK_DIRECT_BACKLOG_MB: Joi.number().integer().min(0).max(4096).default(64),
   SANDBOX_SLOW_DELIVERY_MS: Joi.number().integer().min(0).default(5000),
   RECOVERY_SWEEP_MS: Joi.number().integer().min(100).default(30000),
   MIGRATE_ON_START: bool.default(true),
@@ -130,6 +133,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     acceptBulkConcurrency: value.ACCEPT_BULK_CONCURRENCY,
     dbPoolSize: value.DB_POOL_SIZE ?? null,
     webhookRelayRescanMs: value.WEBHOOK_RELAY_RESCAN_MS,
+    webhookDirectBacklogBytes: value.WEBHOOK_DIRECT_BACKLOG_MB * 1024 * 1024,
     sandboxSlowDeliveryMs: value.SANDBOX_SLOW_DELIVERY_MS,
     recoverySweepMs: value.RECOVERY_SWEEP_MS,
     migrateOnStart: value.MIGRATE_ON_START,

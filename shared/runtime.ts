@@ -149,6 +149,7 @@ export async function startRuntime(opts: { role: Role; pools?: PoolName[]; lanes
   if (pools.has('relay')) {
     const direct = new DirectDelivery({ db, client: webhookClient!, queues, slots: originSlots, logger }, {
       concurrency: config.concurrency.webhooks, allowPrivate: config.allowPrivateCallbacks, retryScheduleMs: config.webhookRetryScheduleMs,
+      maxWaitingBytes: config.webhookDirectBacklogBytes,
     });
     relay = new OutboxRelay(db, queues, {
       batchMax: config.webhookBatchMax, lingerMs: config.webhookLingerMs, retries: config.webhookRetryScheduleMs.length,

@@ -6,7 +6,7 @@
  * between leaves them to the recovery sweep (delivered again, at least once). A batch that finds
  * its receiver's slots taken waits in memory for one (a relay pass creates a burst of batches for
  * a busy receiver; queue jobs would only step aside and come back); beyond a bounded number of
- * waiting batches, and for every retry, the webhook queue takes them as before.
+ * bytes of waiting batches, and for every retry, the webhook queue takes them as before.
  */
 import type { Db } from '../db/pool.js';
 import type { Logger } from '../logger.js';
@@ -63,6 +63,13 @@ export interface DirectDeliveryOptions {
   allowPrivate: boolean;
   /** D4's retry schedule: its length is the number of retries after the first attempt. */
   retryScheduleMs: number[];
+  /**
+   * Bodies of batches waiting for a slot kept in memory at most (one receiver: half of it);
+   * beyond, batches go to the queue. A relay pass can make hundreds of batches at once (a burst
+   * of events), which the queue would only hand back to the same slots later, at three Redis
+   * scripts and two reads each.
+   */
+  maxWaitingBytes: number;
 }
 
 interface Outcome {
@@ -76,8 +83,9 @@ export class DirectDelivery {
   /** Batches waiting for a slot, per receiver, in the order the relay made them. */
   private readonly waiting = new Map<string, ReadyBatch[]>();
   private waitingCount = 0;
-  private readonly maxWaiting: number;
-  private readonly maxWaitingPerOrigin: number;
+  /** Bytes of the waiting batches' bodies, in all and per receiver. */
+  private waitingBytes = 0;
+  private readonly waitingBytesOf = new Map<string, number>();
   private stopping = false;
   private outcomes: Outcome[] = [];
   private recording: Promise<void> | null = null;
@@ -86,10 +94,6 @@ export class DirectDelivery {
     private readonly deps: { db: Db; client: WebhookClient; queues: Queues; slots: OriginSlots; logger: Logger },
     private readonly opts: DirectDeliveryOptions,
   ) {
-    // A few rounds of every slot: enough to cover a relay pass's burst, little enough that a slow
-    // receiver's backlog sits in the queue rather than in this process's memory.
-    this.maxWaiting = 4 * opts.concurrency;
-    this.maxWaitingPerOrigin = 4 * deps.slots.perOrigin;
     // A slot the queue worker gives back may be the one a waiting batch needs.
     deps.slots.onRelease(() => this.startWaiting());
   }
@@ -104,11 +108,15 @@ export class DirectDelivery {
     if (!queued && this.start(batch, origin)) {
       return true;
     }
-    if (this.waitingCount >= this.maxWaiting || (queued?.length ?? 0) >= this.maxWaitingPerOrigin) {
+    const bytes = batch.body.length;
+    const originBytes = this.waitingBytesOf.get(origin) ?? 0;
+    if (this.waitingBytes + bytes > this.opts.maxWaitingBytes || originBytes + bytes > this.opts.maxWaitingBytes / 2) {
       return false;
     }
     pushTo(this.waiting, origin, batch);
     this.waitingCount += 1;
+    this.waitingBytes += bytes;
+    this.waitingBytesOf.set(origin, originBytes + bytes);
     return true;
   }
 
@@ -121,6 +129,8 @@ export class DirectDelivery {
     const left = [...this.waiting.values()].flat();
     this.waiting.clear();
     this.waitingCount = 0;
+    this.waitingBytes = 0;
+    this.waitingBytesOf.clear();
     try {
       await enqueueBatches(this.deps.queues, left, this.opts.retryScheduleMs.length);
     } catch (err) {
@@ -155,11 +165,14 @@ export class DirectDelivery {
     }
     for (const [origin, list] of this.waiting) {
       while (list.length > 0 && this.start(list[0]!, origin)) {
-        list.shift();
+        const started = list.shift()!;
         this.waitingCount -= 1;
+        this.waitingBytes -= started.body.length;
+        this.waitingBytesOf.set(origin, (this.waitingBytesOf.get(origin) ?? 0) - started.body.length);
       }
       if (list.length === 0) {
         this.waiting.delete(origin);
+        this.waitingBytesOf.delete(origin);
       }
       if (this.inFlight >= this.opts.concurrency) {
         return;

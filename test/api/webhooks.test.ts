@@ -59,34 +59,42 @@ test('150 events travel in 2 POSTs of JSON arrays, in order per recipient', asyn
   }
 });
 
-test('the relay delivers batches itself while a slow receiver has slots, the queue the rest: each batch once, at most 8 at a time', async () => {
-  const { apiKey } = await account();
-  const prev = rx.respond;
+/** 400 recipients' events to one receiver that takes 300 ms per POST: each batch once, at its first attempt, at most 8 at a time. */
+async function slowReceiverGetsEachBatchOnce(service: TestService, receiver: Receiver, path: string) {
+  const { apiKey } = await service.createAccount({ credit_czk: 10000 });
+  const prev = receiver.respond;
   const starts: number[] = [];
-  rx.respond = (req) => {
-    if (req.url !== '/slowrx') {
+  receiver.respond = (req) => {
+    if (req.url !== path) {
       return prev(req);
     }
     starts.push(Date.now());
     return { status: 200, delayMs: 300 };
   };
+  const received = () => receiver.requests.filter((r) => r.path === path);
   try {
-    // 400 recipients, 3 events each: at least 12 batches of <= 100 to one receiver, more than its
-    // 8 slots (a quarter of WEBHOOK_CONCURRENCY 32), so some wait in the queue.
-    const requests = Array.from({ length: 4 }, (_, r) => send(apiKey, Array.from({ length: 10 }, (_, m) => ({
-      body: 'slow receiver', callback: `${rx.url}/slowrx`,
-      to: Array.from({ length: 10 }, (_, i) => ({ phone_number: `4207773${r}${m}${i}00` })),
-    }))));
-    const ids = (await Promise.all(requests)).flat();
-    await waitFor(() => at('/slowrx').reduce((n, r) => n + r.events.length, 0) >= 1200, 30000, '1,200 events');
+    // 3 events per recipient: at least 12 batches of <= 100 to one receiver, more than its 8 slots
+    // (a quarter of WEBHOOK_CONCURRENCY 32), so some wait: in the relay's memory or in the queue.
+    const requests = Array.from({ length: 4 }, (_, r) => service.request('POST', '/v2/messages', {
+      body: Array.from({ length: 10 }, (_, m) => ({
+        body: 'slow receiver', callback: `${receiver.url}${path}`,
+        to: Array.from({ length: 10 }, (_, i) => ({ phone_number: `4207773${r}${m}${i}00` })),
+      })),
+      headers: { 'x-api-key': apiKey },
+    }));
+    const ids = (await Promise.all(requests)).flatMap((res) => {
+      assert.equal(res.status, 200, res.text);
+      return res.body.accepted.map((a: { message_id: string }) => a.message_id) as string[];
+    });
+    await waitFor(() => received().reduce((n, r) => n + r.events.length, 0) >= 1200, 30000, '1,200 events');
     const batches = await waitFor(async () => {
-      const rows = await svc.sql<{ attempts: number; status: string }>(`SELECT attempts, status FROM webhook_batches WHERE url LIKE '%/slowrx'`);
+      const rows = await service.sql<{ attempts: number; status: string }>('SELECT attempts, status FROM webhook_batches WHERE url LIKE $1', [`%${path}`]);
       return rows.length > 0 && rows.every((b) => b.status === 'delivered') ? rows : null;
     }, 10000, 'every batch marked delivered');
     assert.ok(batches.length >= 12, `${batches.length} batches`);
     assert.ok(batches.every((b) => b.attempts === 1), 'one attempt per batch');
     const seen = new Set<string>();
-    for (const e of at('/slowrx').flatMap((r) => r.events)) {
+    for (const e of received().flatMap((r) => r.events)) {
       const id = `${e.message_id} ${e.result}`;
       assert.ok(!seen.has(id), `event delivered twice: ${id}`);
       seen.add(id);
@@ -97,7 +105,20 @@ test('the relay delivers batches itself while a slow receiver has slots, the que
     const overlap = Math.max(...starts.map((t) => starts.filter((u) => u <= t && u > t - 290).length));
     assert.ok(overlap <= 8, `${overlap} requests at once`);
   } finally {
-    rx.respond = prev;
+    receiver.respond = prev;
+  }
+}
+
+test('the relay delivers batches itself, those beyond a slow receiver\'s slots wait for one: each batch once, at most 8 at a time', async () => {
+  await slowReceiverGetsEachBatchOnce(svc, rx, '/slowrx');
+});
+
+test('without room to wait in the relay, batches beyond the slots go through the queue: each once, at most 8 at a time', async () => {
+  const noBacklog = await startTestService({ env: { WEBHOOK_DIRECT_BACKLOG_MB: '0', WEBHOOK_LINGER_MS: '1000' } });
+  try {
+    await slowReceiverGetsEachBatchOnce(noBacklog, rx, '/slowrx-queued');
+  } finally {
+    await noBacklog.stop();
   }
 });
 
