@@ -557,6 +557,36 @@ describe('SmppSession framing and answers', () => {
     }
   });
 
+  it('a generic_nack with status 0 is a failure; a response of another command with the same number is not the answer', { timeout: 10_000 }, async () => {
+    const smsc = await rawSmsc();
+    const session = new SmppSession({ host: '127.0.0.1', port: smsc.port, systemId: 'sb', password: 'pw', reconnect: false, unbindTimeoutMs: 200 });
+    try {
+      const bound = once(session, 'bound');
+      session.start();
+      const socket = await smsc.connected;
+      await bound;
+      const first = session.submit(sms('one'));
+      const second = session.submit(sms('two'));
+      const [a, b] = await collect(smsc.received, 2);
+      const seqA = decodeHeader(a!).sequenceNumber;
+      const seqB = decodeHeader(b!).sequenceNumber;
+      socket.write(Buffer.concat([
+        encodeHeaderPdu(COMMAND_ID.generic_nack, seqA, 0),
+        encodeHeaderPdu(COMMAND_ID.enquire_link_resp, seqB),
+        lib('submit_sm_resp', { message_id: 'M2' }, seqB),
+      ]));
+      const nacked = await first;
+      assert.equal(nacked.commandStatus, 0x08, 'reported as ESME_RSYSERR');
+      assert.equal(nacked.messageId, undefined);
+      const answered = await second;
+      assert.equal(answered.commandStatus, 0);
+      assert.equal(answered.messageId, 'M2');
+    } finally {
+      await session.close();
+      await smsc.close();
+    }
+  });
+
   it('drops the connection on a command_length out of range', { timeout: 10_000 }, async () => {
     const smsc = await rawSmsc();
     const session = new SmppSession({ host: '127.0.0.1', port: smsc.port, systemId: 'sb', password: 'pw', reconnect: false });

@@ -219,7 +219,20 @@ export function tapRawPdus(socket: Readable, onPdu: (raw: Buffer) => void): void
 // Session
 // ---------------------------------------------------------------------------------------------
 
+/**
+ * A generic_nack answers a request with a failure; one with status 0 (seen from broken SMSCs)
+ * would read as success, so it is reported as ESME_RSYSERR.
+ */
+function nackAsFailure(raw: Buffer): Buffer {
+  if (raw.readUInt32BE(8) !== 0) return raw;
+  const copy = Buffer.from(raw);
+  copy.writeUInt32BE(SMPP_STATUS.ESME_RSYSERR, 8);
+  return copy;
+}
+
 interface Waiter {
+  /** The command id of the response this request expects (generic_nack is always accepted too). */
+  expects: number;
   /** With the whole response PDU. */
   resolve(raw: Buffer): void;
   reject(err: Error): void;
@@ -686,12 +699,14 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
       }
       // SMPP 3.4 §5.1.4: sequence numbers run 0x00000001..0x7FFFFFFF.
       const seq = (conn.sequence = conn.sequence === 0x7fffffff ? 1 : conn.sequence + 1);
-      this.send(conn, encode(seq));
+      const pdu = encode(seq);
+      this.send(conn, pdu);
       const timer = this.timer(conn, timeoutMs, () => {
         conn.waiters.delete(seq);
         reject(new SmppTimeoutError(`no ${command}_resp within ${timeoutMs} ms`, { sent: true, phase }));
       });
       conn.waiters.set(seq, {
+        expects: responseCommandId(decodeHeader(pdu).commandId),
         resolve: (resp) => {
           clearTimeout(timer);
           conn.timers.delete(timer);
@@ -791,10 +806,15 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
     const { commandId, sequenceNumber } = decodeHeader(raw);
     if (isResponse(commandId)) {
       const waiter = conn.waiters.get(sequenceNumber);
-      if (waiter) {
-        conn.waiters.delete(sequenceNumber);
-        waiter.resolve(raw);
+      if (!waiter) return;
+      if (commandId !== waiter.expects && commandId !== COMMAND_ID.generic_nack) {
+        // Another command's response with this number (e.g. a nack of one of our own responses,
+        // which carries the SMSC's sequence): not the answer; the real one or the timeout follows.
+        this.options.logger?.warn({ command: commandName(commandId), sequenceNumber }, 'SMPP response of an unexpected command ignored');
+        return;
       }
+      conn.waiters.delete(sequenceNumber);
+      waiter.resolve(commandId === COMMAND_ID.generic_nack ? nackAsFailure(raw) : raw);
       return;
     }
     switch (commandId) {
