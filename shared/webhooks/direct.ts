@@ -14,7 +14,6 @@ import type { Queues } from '../queues.js';
 import type { WebhookClient, WebhookPostResult } from './http.js';
 import { failureReason, markDead, postBatch, recordOutcomes, type BatchToPost } from './deliver.js';
 import { enqueueBatches, enqueueRetries, originOf } from './relay.js';
-import { pushTo } from '../collections.js';
 
 /**
  * Delivery slots per receiver (origin), shared by the direct deliveries and the webhook queue's
@@ -80,12 +79,10 @@ interface Outcome {
 export class DirectDelivery {
   private inFlight = 0;
   private readonly running = new Set<Promise<void>>();
-  /** Batches waiting for a slot, per receiver, in the order the relay made them. */
-  private readonly waiting = new Map<string, ReadyBatch[]>();
-  private waitingCount = 0;
-  /** Bytes of the waiting batches' bodies, in all and per receiver. */
+  /** Batches waiting for a slot, per receiver in the order the relay made them, with their bodies' bytes. */
+  private readonly waiting = new Map<string, { batches: ReadyBatch[]; bytes: number }>();
+  /** Bytes of all waiting batches' bodies. */
   private waitingBytes = 0;
-  private readonly waitingBytesOf = new Map<string, number>();
   private stopping = false;
   private outcomes: Outcome[] = [];
   private recording: Promise<void> | null = null;
@@ -104,19 +101,21 @@ export class DirectDelivery {
       return false;
     }
     const origin = originOf(batch.url);
-    const queued = this.waiting.get(origin);
-    if (!queued && this.start(batch, origin)) {
+    let line = this.waiting.get(origin);
+    if (!line && this.start(batch, origin)) {
       return true;
     }
     const bytes = batch.body.length;
-    const originBytes = this.waitingBytesOf.get(origin) ?? 0;
-    if (this.waitingBytes + bytes > this.opts.maxWaitingBytes || originBytes + bytes > this.opts.maxWaitingBytes / 2) {
+    if (this.waitingBytes + bytes > this.opts.maxWaitingBytes || (line?.bytes ?? 0) + bytes > this.opts.maxWaitingBytes / 2) {
       return false;
     }
-    pushTo(this.waiting, origin, batch);
-    this.waitingCount += 1;
+    if (!line) {
+      line = { batches: [], bytes: 0 };
+      this.waiting.set(origin, line);
+    }
+    line.batches.push(batch);
+    line.bytes += bytes;
     this.waitingBytes += bytes;
-    this.waitingBytesOf.set(origin, originBytes + bytes);
     return true;
   }
 
@@ -126,11 +125,9 @@ export class DirectDelivery {
    */
   async drain(): Promise<void> {
     this.stopping = true;
-    const left = [...this.waiting.values()].flat();
+    const left = [...this.waiting.values()].flatMap((line) => line.batches);
     this.waiting.clear();
-    this.waitingCount = 0;
     this.waitingBytes = 0;
-    this.waitingBytesOf.clear();
     try {
       await enqueueBatches(this.deps.queues, left, this.opts.retryScheduleMs.length);
     } catch (err) {
@@ -160,19 +157,14 @@ export class DirectDelivery {
 
   /** Starts waiting batches while slots are free: the first receivers in line first, each in its own order. */
   private startWaiting(): void {
-    if (this.waitingCount === 0) {
-      return;
-    }
-    for (const [origin, list] of this.waiting) {
-      while (list.length > 0 && this.start(list[0]!, origin)) {
-        const started = list.shift()!;
-        this.waitingCount -= 1;
+    for (const [origin, line] of this.waiting) {
+      while (line.batches.length > 0 && this.start(line.batches[0]!, origin)) {
+        const started = line.batches.shift()!;
+        line.bytes -= started.body.length;
         this.waitingBytes -= started.body.length;
-        this.waitingBytesOf.set(origin, (this.waitingBytesOf.get(origin) ?? 0) - started.body.length);
       }
-      if (list.length === 0) {
+      if (line.batches.length === 0) {
         this.waiting.delete(origin);
-        this.waitingBytesOf.delete(origin);
       }
       if (this.inFlight >= this.opts.concurrency) {
         return;

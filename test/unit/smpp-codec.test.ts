@@ -524,15 +524,21 @@ describe('SmppSession framing and answers', () => {
     return out;
   }
 
-  it('answers several requests written in one chunk, each in kind', { timeout: 10_000 }, async () => {
+  /** A session bound to a fresh bare SMSC; `close` ends both. */
+  async function boundSession(): Promise<{ smsc: Awaited<ReturnType<typeof rawSmsc>>; session: SmppSession; socket: net.Socket; systemId: string; close(): Promise<void> }> {
     const smsc = await rawSmsc();
     const session = new SmppSession({ host: '127.0.0.1', port: smsc.port, systemId: 'sb', password: 'pw', reconnect: false, unbindTimeoutMs: 200 });
+    const bound = once(session, 'bound');
+    session.start();
+    const socket = await smsc.connected;
+    const [info] = (await bound) as [{ systemId: string }];
+    return { smsc, session, socket, systemId: info.systemId, close: async () => { await session.close(); await smsc.close(); } };
+  }
+
+  it('answers several requests written in one chunk, each in kind', { timeout: 10_000 }, async () => {
+    const { smsc, session, socket, systemId, close } = await boundSession();
     try {
-      const bound = once(session, 'bound');
-      session.start();
-      const socket = await smsc.connected;
-      const [info] = (await bound) as [{ systemId: string }];
-      assert.equal(info.systemId, 'RAW');
+      assert.equal(systemId, 'RAW');
       socket.write(
         Buffer.concat([
           lib('enquire_link', {}, 101),
@@ -552,19 +558,13 @@ describe('SmppSession framing and answers', () => {
       assert.equal(session.stats.enquireLinksAnswered, 1);
       assert.equal(session.stats.deliversReceived, 1);
     } finally {
-      await session.close();
-      await smsc.close();
+      await close();
     }
   });
 
   it('a generic_nack with status 0 is a failure; a response of another command with the same number is not the answer', { timeout: 10_000 }, async () => {
-    const smsc = await rawSmsc();
-    const session = new SmppSession({ host: '127.0.0.1', port: smsc.port, systemId: 'sb', password: 'pw', reconnect: false, unbindTimeoutMs: 200 });
+    const { smsc, session, socket, close } = await boundSession();
     try {
-      const bound = once(session, 'bound');
-      session.start();
-      const socket = await smsc.connected;
-      await bound;
       const first = session.submit(sms('one'));
       const second = session.submit(sms('two'));
       const [a, b] = await collect(smsc.received, 2);
@@ -582,19 +582,13 @@ describe('SmppSession framing and answers', () => {
       assert.equal(answered.commandStatus, 0);
       assert.equal(answered.messageId, 'M2');
     } finally {
-      await session.close();
-      await smsc.close();
+      await close();
     }
   });
 
   it('drops the connection on a command_length out of range', { timeout: 10_000 }, async () => {
-    const smsc = await rawSmsc();
-    const session = new SmppSession({ host: '127.0.0.1', port: smsc.port, systemId: 'sb', password: 'pw', reconnect: false });
+    const { session, socket, close } = await boundSession();
     try {
-      const bound = once(session, 'bound');
-      session.start();
-      const socket = await smsc.connected;
-      await bound;
       const disconnected = once(session, 'disconnected');
       socket.write(Buffer.concat([lib('enquire_link', {}, 7), header(COMMAND_ID.enquire_link, 8).fill(0, 0, 4)]));
       const [info] = (await disconnected) as [{ reason: string; wasBound: boolean }];
@@ -603,8 +597,7 @@ describe('SmppSession framing and answers', () => {
       // The PDU before the corrupt length was handled (its answer dies with the socket).
       assert.equal(session.stats.enquireLinksAnswered, 1);
     } finally {
-      await session.close();
-      await smsc.close();
+      await close();
     }
   });
 });
