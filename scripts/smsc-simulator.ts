@@ -12,9 +12,9 @@
  * their raw bytes) for assertions.
  */
 import { EventEmitter } from 'node:events';
-import type { AddressInfo } from 'node:net';
-import smpp from 'smpp';
+import net, { type AddressInfo } from 'node:net';
 import {
+  COMMAND_ID,
   DATA_CODING_GSM7,
   DATA_CODING_UCS2,
   ESM_CLASS_SMSC_RECEIPT,
@@ -22,9 +22,11 @@ import {
   concatUdh,
   decodeUserData,
   parseSmPdu,
+  responseCommandId,
   type ConcatInfo,
 } from '../shared/carriers/smpp/pdu.js';
-import { SMPP_STATUS, tapRawPdus } from '../shared/carriers/smpp/session.js';
+import { SMPP_STATUS } from '../shared/carriers/smpp/session.js';
+import { DelayLine, SimWire, decodeBindRequest, encodeBare, encodeCStringResponse, encodeDeliverSm, type DeliverSmFields, type WirePdu } from './smsc-wire.js';
 import { encodeGsm7Unpacked, encodeUcs2, planSms } from '../shared/sms/gsm7.js';
 
 export const SIM_HOST = '127.0.0.1';
@@ -137,29 +139,40 @@ export type SimulatorEvents = {
   unbind: [info: { sessionId: number }];
 };
 
+/** A request of ours waiting for the client's response; receipts have no timer of their own (see `expireWaiters`). */
+interface Waiter {
+  resolve(pdu: WirePdu | null): void;
+  timer: NodeJS.Timeout | null;
+  /** When a waiter without a timer gives up (epoch ms). */
+  expiresAt: number;
+}
+
 interface SimSession {
   id: number;
-  lib: smpp.Session;
+  wire: SimWire;
   systemId: string | null;
   mode: 'transceiver' | 'transmitter' | 'receiver' | null;
   outstanding: number;
-  lastRaw: Buffer | null;
-  waiters: Map<number, { resolve(pdu: smpp.PDU): void; timer: NodeJS.Timeout }>;
+  nextSeq: number;
+  waiters: Map<number, Waiter>;
   closed: boolean;
 }
 
 interface PendingReceipt {
   systemId: string;
-  fields: smpp.PduFields;
+  fields: DeliverSmFields;
   messageId: string;
   stat: string;
 }
 
-const BIND_MODES: Record<string, SimSession['mode']> = {
-  bind_transceiver: 'transceiver',
-  bind_transmitter: 'transmitter',
-  bind_receiver: 'receiver',
-};
+const BIND_MODES: ReadonlyMap<number, NonNullable<SimSession['mode']>> = new Map([
+  [COMMAND_ID.bind_transceiver, 'transceiver'],
+  [COMMAND_ID.bind_transmitter, 'transmitter'],
+  [COMMAND_ID.bind_receiver, 'receiver'],
+]);
+
+/** How long a receipt waits for its deliver_sm_resp before it counts as not acknowledged. */
+const RECEIPT_RESPONSE_TIMEOUT_MS = 10_000;
 
 const OUTCOMES: Record<string, { stat: string; state: number; err: string } | 'error' | 'none' | 'slow'> = {
   '01': { stat: 'UNDELIV', state: 5, err: '001' },
@@ -175,15 +188,26 @@ function smppDate(d: Date): string {
   return `${two(d.getUTCFullYear() % 100)}${two(d.getUTCMonth() + 1)}${two(d.getUTCDate())}${two(d.getUTCHours())}${two(d.getUTCMinutes())}`;
 }
 
+/** smppDate of an epoch-ms time, formatted once per minute. */
+let dateCache = { minute: -1, text: '' };
+function smppDateOf(ms: number): string {
+  const minute = Math.floor(ms / 60_000);
+  if (minute !== dateCache.minute) dateCache = { minute, text: smppDate(new Date(ms)) };
+  return dateCache.text;
+}
+
 export class SmscSimulator extends EventEmitter<SimulatorEvents> {
   readonly options: Required<Omit<SmscSimulatorOptions, 'systemId' | 'password' | 'receiptDelayFor'>> &
     Pick<SmscSimulatorOptions, 'systemId' | 'password' | 'receiptDelayFor'>;
   readonly mode: SimulatorMode = { throttle: false, throttleNext: 0, silent: false };
   readonly submitted: SubmittedRecord[] = [];
   readonly counters: SimulatorCounters = SmscSimulator.zeroCounters();
-  private server: smpp.Server | null = null;
+  private server: net.Server | null = null;
   private readonly sessions = new Set<SimSession>();
   private readonly timers = new Set<NodeJS.Timeout>();
+  /** Receipts of the fixed delays, one timer per delay (a benchmark sends hundreds of thousands). */
+  private readonly delayLines = new Map<number, DelayLine>();
+  private waiterSweep: NodeJS.Timeout | null = null;
   private readonly pendingReceipts: PendingReceipt[] = [];
   private sessionSeq = 0;
   private nextId: number;
@@ -260,7 +284,7 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
 
   async start(): Promise<{ host: string; port: number }> {
     if (this.server) return { host: SIM_HOST, port: this._port };
-    const server = smpp.createServer({}, (session) => this.onSession(session));
+    const server = net.createServer((socket) => this.onSession(socket));
     this.server = server;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -271,6 +295,8 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
     });
     server.on('error', () => {});
     this._port = (server.address() as AddressInfo).port;
+    this.waiterSweep = setInterval(() => this.expireWaiters(), 1_000);
+    this.waiterSweep.unref();
     if (this.options.enquireLinkIntervalMs > 0) {
       this.enquireTimer = setInterval(() => void this.enquireLinkAll(this.options.enquireLinkIntervalMs), this.options.enquireLinkIntervalMs);
     }
@@ -280,8 +306,12 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
   async stop(): Promise<void> {
     if (this.enquireTimer) clearInterval(this.enquireTimer);
     this.enquireTimer = null;
+    if (this.waiterSweep) clearInterval(this.waiterSweep);
+    this.waiterSweep = null;
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
+    for (const line of this.delayLines.values()) line.clear();
+    this.delayLines.clear();
     this.dropConnections();
     const server = this.server;
     this.server = null;
@@ -308,7 +338,7 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
 
   /** Destroys every client connection at once (no unbind). */
   dropConnections(): void {
-    for (const s of this.sessions) s.lib.destroy();
+    for (const s of this.sessions) s.wire.destroy();
   }
 
   /** Clears records and counters (not the mode or the id sequence). */
@@ -323,7 +353,7 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
     const results = await Promise.all(
       targets.map((s) => {
         this.counters.enquireLinksSent++;
-        return this.request(s, new smpp.PDU('enquire_link', {}), timeoutMs);
+        return this.request(s, (seq) => encodeBare(COMMAND_ID.enquire_link, seq), timeoutMs);
       }),
     );
     const answered = results.filter((r) => r !== null).length;
@@ -334,9 +364,9 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
   /** Sends unbind to every bound session (as an SMSC does before maintenance); resolves with how many answered. */
   async unbindAll(timeoutMs = 2_000): Promise<number> {
     const targets = [...this.sessions].filter((s) => s.mode && !s.closed);
-    const results = await Promise.all(targets.map((s) => this.request(s, new smpp.PDU('unbind', {}), timeoutMs)));
-    for (const s of targets) s.lib.close();
-    return results.filter((r) => r !== null && r.command === 'unbind_resp').length;
+    const results = await Promise.all(targets.map((s) => this.request(s, (seq) => encodeBare(COMMAND_ID.unbind, seq), timeoutMs)));
+    for (const s of targets) s.wire.end();
+    return results.filter((r) => r !== null && r.commandId === COMMAND_ID.unbind_resp).length;
   }
 
   /**
@@ -360,7 +390,7 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
           : concatUdh(this.moRef & 0xff, total, i + 1);
         short = Buffer.concat([udh, body]);
       }
-      return new smpp.PDU('deliver_sm', {
+      const fields: DeliverSmFields = {
         source_addr_ton: 1,
         source_addr_npi: 1,
         source_addr: mo.from.replace(/^\+/, ''),
@@ -370,15 +400,16 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
         esm_class: total > 1 ? ESM_CLASS_UDHI : 0,
         data_coding: dataCoding,
         short_message: short,
-      });
+      };
+      return fields;
     });
     if (mo.reverse) pdus.reverse();
     const statuses: (number | null)[] = [];
     for (const [i, pdu] of pdus.entries()) {
       this.counters.moPartsSent++;
       const target = (mo.spread ? targets[i % targets.length] : targets[0]) as SimSession;
-      const resp = await this.request(target, pdu, 5_000);
-      statuses.push(resp ? resp.command_status : null);
+      const resp = await this.request(target, (seq) => encodeDeliverSm(pdu, seq), 5_000);
+      statuses.push(resp ? resp.commandStatus : null);
     }
     return { parts: total, statuses };
   }
@@ -402,114 +433,128 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
     this.timers.add(t);
   }
 
-  private onSession(lib: smpp.Session): void {
+  private onSession(socket: net.Socket): void {
     const s: SimSession = {
       id: ++this.sessionSeq,
-      lib,
+      wire: null as unknown as SimWire,
       systemId: null,
       mode: null,
       outstanding: 0,
-      lastRaw: null,
+      nextSeq: 1,
       waiters: new Map(),
       closed: false,
     };
+    s.wire = new SimWire(
+      socket,
+      (pdu) => {
+        try {
+          this.onPdu(s, pdu);
+        } catch {
+          s.wire.destroy();
+        }
+      },
+      () => {
+        s.closed = true;
+        this.sessions.delete(s);
+        for (const w of s.waiters.values()) {
+          if (w.timer) clearTimeout(w.timer);
+          w.resolve(null);
+        }
+        s.waiters.clear();
+      },
+    );
     this.sessions.add(s);
-    tapRawPdus(lib.socket, (raw) => {
-      s.lastRaw = raw;
-    });
-    lib.on('error', () => lib.destroy());
-    lib.on('close', () => {
-      s.closed = true;
-      this.sessions.delete(s);
-      for (const w of s.waiters.values()) {
-        clearTimeout(w.timer);
-      }
-      s.waiters.clear();
-    });
-    lib.on('pdu', (pdu: smpp.PDU) => {
-      try {
-        this.onPdu(s, pdu);
-      } catch {
-        lib.destroy();
-      }
-    });
   }
 
-  /** Sends a request; resolves with the response, or null on timeout / closed session. */
-  private request(s: SimSession, pdu: smpp.PDU, timeoutMs: number): Promise<smpp.PDU | null> {
+  /**
+   * Sends a request; resolves with the response, or null on timeout / closed session. `timeoutMs`
+   * null: no timer of its own, the once-a-second sweep expires it after RECEIPT_RESPONSE_TIMEOUT_MS.
+   */
+  private request(s: SimSession, encode: (sequence: number) => Buffer, timeoutMs: number | null): Promise<WirePdu | null> {
     return new Promise((resolve) => {
-      if (s.closed || !s.lib.send(pdu)) {
+      const seq = s.nextSeq;
+      s.nextSeq = s.nextSeq >= 0x7fffffff ? 1 : s.nextSeq + 1;
+      if (s.closed || !s.wire.send(encode(seq))) {
         resolve(null);
         return;
       }
-      const seq = pdu.sequence_number;
-      const timer = setTimeout(() => {
-        s.waiters.delete(seq);
-        resolve(null);
-      }, timeoutMs);
-      s.waiters.set(seq, {
-        timer,
-        resolve: (resp) => {
-          clearTimeout(timer);
-          resolve(resp);
-        },
-      });
+      const waiter: Waiter = { resolve, timer: null, expiresAt: Date.now() + (timeoutMs ?? RECEIPT_RESPONSE_TIMEOUT_MS) };
+      if (timeoutMs !== null) {
+        waiter.timer = setTimeout(() => {
+          s.waiters.delete(seq);
+          resolve(null);
+        }, timeoutMs);
+      }
+      s.waiters.set(seq, waiter);
     });
   }
 
-  private onPdu(s: SimSession, pdu: smpp.PDU): void {
-    const raw = s.lastRaw;
-    s.lastRaw = null;
-    if (pdu.isResponse()) {
-      const waiter = s.waiters.get(pdu.sequence_number);
+  /** Gives up on timer-less requests past their time (a Map iterates in insertion order: oldest first). */
+  private expireWaiters(): void {
+    const now = Date.now();
+    for (const s of this.sessions) {
+      for (const [seq, w] of s.waiters) {
+        if (w.timer) continue;
+        if (w.expiresAt > now) break;
+        s.waiters.delete(seq);
+        w.resolve(null);
+      }
+    }
+  }
+
+  private onPdu(s: SimSession, pdu: WirePdu): void {
+    if (pdu.commandId >= 0x80000000) {
+      const waiter = s.waiters.get(pdu.sequenceNumber);
       if (waiter) {
-        s.waiters.delete(pdu.sequence_number);
+        s.waiters.delete(pdu.sequenceNumber);
+        if (waiter.timer) clearTimeout(waiter.timer);
         waiter.resolve(pdu);
       }
       return;
     }
-    if (pdu.command === 'submit_sm') this.counters.submits++;
-    if (pdu.command === 'enquire_link') this.counters.enquireLinksReceived++;
+    if (pdu.commandId === COMMAND_ID.submit_sm) this.counters.submits++;
+    if (pdu.commandId === COMMAND_ID.enquire_link) this.counters.enquireLinksReceived++;
     if (this.mode.silent) return;
 
-    const bindMode = BIND_MODES[pdu.command];
+    const bindMode = BIND_MODES.get(pdu.commandId);
     if (bindMode) {
       this.onBind(s, pdu, bindMode);
       return;
     }
-    switch (pdu.command) {
-      case 'enquire_link':
-        s.lib.send(pdu.response());
+    switch (pdu.commandId) {
+      case COMMAND_ID.enquire_link:
+        s.wire.send(encodeBare(COMMAND_ID.enquire_link_resp, pdu.sequenceNumber));
         return;
-      case 'unbind':
+      case COMMAND_ID.unbind:
         this.counters.unbinds++;
         this.emit('unbind', { sessionId: s.id });
-        s.lib.send(pdu.response(), () => s.lib.close());
+        s.wire.send(encodeBare(COMMAND_ID.unbind_resp, pdu.sequenceNumber));
+        s.wire.end();
         return;
-      case 'submit_sm':
-        this.onSubmit(s, pdu, raw);
+      case COMMAND_ID.submit_sm:
+        this.onSubmit(s, pdu);
         return;
       default:
-        s.lib.send(pdu.response({ command_status: SMPP_STATUS.ESME_RINVCMDID }));
+        s.wire.send(encodeBare(responseCommandId(pdu.commandId), pdu.sequenceNumber, SMPP_STATUS.ESME_RINVCMDID));
     }
   }
 
-  private onBind(s: SimSession, pdu: smpp.PDU, mode: NonNullable<SimSession['mode']>): void {
-    const systemId = typeof pdu.system_id === 'string' ? pdu.system_id : '';
-    const password = typeof pdu.password === 'string' ? pdu.password : '';
+  private onBind(s: SimSession, pdu: WirePdu, mode: NonNullable<SimSession['mode']>): void {
+    const { systemId, password } = decodeBindRequest(pdu.raw);
+    const respId = responseCommandId(pdu.commandId);
     let status: number = SMPP_STATUS.ESME_ROK;
     if (s.mode) status = SMPP_STATUS.ESME_RINVBNDSTS;
     else if (this.options.systemId !== undefined && systemId !== this.options.systemId) status = SMPP_STATUS.ESME_RINVSYSID;
     else if (this.options.password !== undefined && password !== this.options.password) status = SMPP_STATUS.ESME_RINVPASWD;
     if (status !== SMPP_STATUS.ESME_ROK) {
       this.counters.bindsRejected++;
-      s.lib.send(pdu.response({ command_status: status }));
+      s.wire.send(encodeBare(respId, pdu.sequenceNumber, status));
       return;
     }
     s.systemId = systemId;
     s.mode = mode;
     this.counters.binds++;
-    s.lib.send(pdu.response({ system_id: 'SMSCSIM' }));
+    s.wire.send(encodeCStringResponse(respId, pdu.sequenceNumber, 0, 'SMSCSIM'));
     this.emit('bind', { sessionId: s.id, systemId, mode });
     if (mode !== 'transmitter') this.flushPendingReceipts();
   }
@@ -527,18 +572,17 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
     }
   }
 
-  private onSubmit(s: SimSession, pdu: smpp.PDU, raw: Buffer | null): void {
+  private onSubmit(s: SimSession, pdu: WirePdu): void {
     if (!s.mode || s.mode === 'receiver') {
-      s.lib.send(pdu.response({ command_status: SMPP_STATUS.ESME_RINVBNDSTS }));
+      s.wire.send(encodeBare(COMMAND_ID.submit_sm_resp, pdu.sequenceNumber, SMPP_STATUS.ESME_RINVBNDSTS));
       return;
     }
     let view;
     try {
-      if (!raw) throw new Error('raw PDU not captured');
-      view = parseSmPdu(raw);
+      view = parseSmPdu(pdu.raw);
     } catch {
       this.counters.submitsRefused++;
-      s.lib.send(pdu.response({ command_status: SMPP_STATUS.ESME_RSYSERR }));
+      s.wire.send(encodeBare(COMMAND_ID.submit_sm_resp, pdu.sequenceNumber, SMPP_STATUS.ESME_RSYSERR));
       return;
     }
     const outcome = OUTCOMES[view.destination_addr.slice(-2)] ?? DELIVERED;
@@ -593,7 +637,7 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
     const respond = (): void => {
       s.outstanding--;
       if (s.closed || this.mode.silent) return;
-      s.lib.send(pdu.response(status === SMPP_STATUS.ESME_ROK ? { message_id: messageId ?? '' } : { command_status: status }));
+      s.wire.send(encodeCStringResponse(COMMAND_ID.submit_sm_resp, pdu.sequenceNumber, status, messageId ?? ''));
       if (!this.options.receiptFirst) scheduleReceipt();
     };
     const scheduleReceipt = (): void => {
@@ -611,13 +655,12 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
               : this.options.receiptDelayMs;
       const receiptForm = this.options.receiptIdForm === 'same' ? this.options.idForm : this.options.receiptIdForm;
       const receiptId = this.formatId(idNumber, receiptForm);
-      const now = new Date();
       const snippet = text.slice(0, 20).replace(/[^\x20-\x7e]/g, '?');
       const body =
         `id:${receiptId} sub:001 dlvrd:${final.stat === 'DELIVRD' ? '001' : '000'} ` +
-        `submit date:${smppDate(new Date(record.receivedAt))} done date:${smppDate(now)} ` +
+        `submit date:${smppDateOf(record.receivedAt)} done date:${smppDateOf(Date.now() + delay)} ` +
         `stat:${final.stat} err:${final.err} text:${snippet}`;
-      const fields: smpp.PduFields = {
+      const fields: DeliverSmFields = {
         source_addr_ton: view.dest_addr_ton,
         source_addr_npi: view.dest_addr_npi,
         source_addr: view.destination_addr,
@@ -634,14 +677,24 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
       }
       const systemId = s.systemId ?? '';
       const receipt = { systemId, fields, messageId: receiptId, stat: final.stat };
-      if (delay > 0) this.later(delay, () => this.deliverReceipt(receipt, s));
-      else this.deliverReceipt(receipt, s);
+      if (delay <= 0) this.deliverReceipt(receipt, s);
+      else if (custom !== null && custom !== undefined) this.later(delay, () => this.deliverReceipt(receipt, s));
+      else this.delayLine(delay).add(() => this.deliverReceipt(receipt, s));
     };
     if (this.options.receiptFirst && !this.mode.silent) {
       scheduleReceipt();
       this.later(Math.max(this.options.responseDelayMs, 100), respond);
     } else if (this.options.responseDelayMs > 0) this.later(this.options.responseDelayMs, respond);
     else respond();
+  }
+
+  private delayLine(ms: number): DelayLine {
+    let line = this.delayLines.get(ms);
+    if (!line) {
+      line = new DelayLine(ms);
+      this.delayLines.set(ms, line);
+    }
+    return line;
   }
 
   private receiverFor(systemId: string, preferred?: SimSession): SimSession | undefined {
@@ -658,8 +711,8 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
     }
     this.counters.receiptsSent++;
     this.emit('receipt', { messageId: receipt.messageId, stat: receipt.stat });
-    void this.request(target, new smpp.PDU('deliver_sm', receipt.fields), 10_000).then((resp) => {
-      if (resp && resp.command_status === 0) this.counters.receiptsAcked++;
+    void this.request(target, (seq) => encodeDeliverSm(receipt.fields, seq), null).then((resp) => {
+      if (resp && resp.commandStatus === 0) this.counters.receiptsAcked++;
       else this.counters.receiptsNacked++;
     });
   }
