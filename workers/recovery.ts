@@ -16,7 +16,13 @@ export interface SweepResult {
   webhooks: number;
 }
 
-/** Work older than `graceMs` without progress is re-enqueued. */
+/**
+ * Work older than `graceMs` without progress is re-enqueued. A step stays findable until its
+ * attempts were handed to a carrier (dispatch clears the marks only then): through the recipient's
+ * `due_at` (scheduled, deferred, later flow steps) or its message's `dispatch_pending` (due at
+ * acceptance, see `startsLost`). The job that runs again writes what is missing and re-hands
+ * attempts that never reached a carrier.
+ */
 export async function sweepOnce(db: Db, queues: Queues, opts: { graceMs: number; webhookRetries: number }): Promise<SweepResult> {
   const { rows } = await db.query<{ message_id: string; step: number; lane: number; flow: FlowStep[]; ids: number[] }>(
     `SELECT r.message_id, r.step, m.lane, m.flow, array_agg(r.id ORDER BY r.id) AS ids
@@ -24,12 +30,7 @@ export async function sweepOnce(db: Db, queues: Queues, opts: { graceMs: number;
               WHERE state = 'queued' AND due_at < now() - make_interval(secs => $1::float / 1000)
               ORDER BY due_at LIMIT 5000) r
        JOIN messages m ON m.id = r.message_id
-      GROUP BY r.message_id, r.step, m.lane, m.flow
-     UNION ALL
-     SELECT r.message_id, a.step, m.lane, m.flow, array_agg(r.id ORDER BY r.id)
-       FROM attempts a JOIN recipients r ON r.id = a.recipient_id JOIN messages m ON m.id = r.message_id
-      WHERE a.handed_at IS NULL AND a.state = 'sending' AND a.created_at < now() - make_interval(secs => $1::float / 1000)
-      GROUP BY r.message_id, a.step, m.lane, m.flow`,
+      GROUP BY r.message_id, r.step, m.lane, m.flow`,
     [opts.graceMs],
   );
   rows.push(...await startsLost(db, opts.graceMs));
@@ -54,7 +55,7 @@ export async function sweepOnce(db: Db, queues: Queues, opts: { graceMs: number;
 }
 
 /**
- * Messages due at acceptance whose recipients were never started: their flag is still set. The
+ * Messages due at acceptance whose recipients were never handed over: their flag is still set. The
  * recipients are found as the rows of the message's account written at the message's created_at
  * (the statement that wrote the message wrote them, so the timestamps are equal). A flag left with
  * no queued recipient behind it (they were handled some other way) is cleared.

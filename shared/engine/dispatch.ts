@@ -1,10 +1,12 @@
 /**
- * Starting one flow step for the recipients of a dispatch job. In one transaction: lock the
- * recipients still waiting for this step, price every attempt, take the credit (one locked
- * balance row per payer, never below zero), write the attempts, the recipients' new state and
- * the `sending`/`rejected` events. After the commit: hand the attempts to their carriers and set
- * their ttl timers. A second run of the same job finds nothing waiting and only re-hands attempts
- * that never reached a carrier (a crash between commit and hand-over).
+ * Starting one flow step for the recipients of a dispatch job. In one transaction: write an
+ * attempt per recipient still at this step (the attempts' unique (recipient, step) is the guard:
+ * an attempt already there is left alone), with its price and charge, its `sending`/`rejected`
+ * event, and take the credit (one conditional update per payer, never below zero). After the
+ * commit: hand the attempts to their carriers, set their ttl timers, and only then clear what lets
+ * the recovery sweep find this work (the message's `dispatch_pending`, the recipients' `due_at`).
+ * A second run of the same job writes nothing and only re-hands attempts that never reached a
+ * carrier (a crash between commit and hand-over).
  */
 import { withTx, type Tx } from '../db/pool.js';
 import { numberArray, textArray, timestampArray } from '../db/arrays.js';
@@ -34,6 +36,7 @@ export interface MessageRow {
   send_at: Date | null;
   delivery_time: DeliveryWindow | null;
   source: string;
+  dispatch_pending: boolean;
   key_shared: boolean;
   key_primary: boolean;
   key_currency: 'CZK' | 'EUR';
@@ -44,7 +47,7 @@ export interface MessageRow {
 export async function loadMessages(db: EngineDeps['db'] | Tx, messageIds: string[]): Promise<Map<string, MessageRow>> {
   const { rows } = await db.query<MessageRow>(
     `SELECT m.id, m.request_id, m.account_id, m.key_id, m.body, m.flow, m.callback, m.tag, m.lane, m.payload,
-            m.send_at, m.delivery_time, m.source, k.shared AS key_shared, k.is_primary AS key_primary,
+            m.send_at, m.delivery_time, m.source, m.dispatch_pending, k.shared AS key_shared, k.is_primary AS key_primary,
             k.currency AS key_currency, k.default_callback_url, a.default_sender
        FROM messages m JOIN api_keys k ON k.id = m.key_id JOIN accounts a ON a.id = m.account_id
       WHERE m.id = ANY($1)`,
@@ -66,7 +69,20 @@ interface RecipientRow {
   id: number;
   public_id: string;
   phone: string | null;
-  state: string;
+  message_id: string;
+  step: number;
+  /** Set while a scheduled, deferred or later step waits for its hand-over (the sweep finds it by this). */
+  due: boolean;
+}
+
+/** The recipients of a job as they are now; test-number recipients are never dispatched. */
+async function loadRecipients(db: EngineDeps['db'], ids: number[]): Promise<RecipientRow[]> {
+  const { rows } = await db.query<RecipientRow>(
+    `SELECT id, public_id, phone, message_id, step, due_at IS NOT NULL AS due FROM recipients
+      WHERE id = ANY($1) AND state <> 'test' ORDER BY id`,
+    [numberArray(ids)],
+  );
+  return rows;
 }
 
 interface Planned {
@@ -107,7 +123,10 @@ interface Part {
  * travel in one job, so one transaction serves up to 100 recipients).
  */
 export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new Date()): Promise<DispatchOutcome> {
-  const messages = await loadMessages(deps.db, job.messages.map((m) => m.messageId));
+  const [messages, recipients] = await Promise.all([
+    loadMessages(deps.db, job.messages.map((m) => m.messageId)),
+    loadRecipients(deps.db, job.messages.flatMap((m) => m.recipientIds)),
+  ]);
   const due: Part[] = [];
   let laterOnly: Date | null = null;
   for (const item of job.messages) {
@@ -120,7 +139,8 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
       // Not yet inside its schedule or window (a job released late, or a fallback step at night).
       // From here on the recipients' due_at finds them if this job is lost, not the message's flag.
       await deps.db.query(
-        `WITH later AS (UPDATE recipients SET due_at = $3 WHERE id = ANY($1) AND step = $2 AND state = 'queued')
+        `WITH later AS (UPDATE recipients r SET due_at = $3 WHERE r.id = ANY($1) AND r.step = $2 AND r.state = 'queued'
+                           AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.recipient_id = r.id AND a.step = $2))
          UPDATE messages SET dispatch_pending = false WHERE id = $4 AND dispatch_pending`,
         [numberArray(item.recipientIds), job.step, at, msg.id],
       );
@@ -141,6 +161,9 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
   if (due.length === 0) {
     return { delayUntil: null, handed: 0, rejected: 0 };
   }
+  // Recipients whose flow moved on to another step (a late duplicate job) are not this job's.
+  const partOf = new Map(due.map((p) => [p.msg.id, p]));
+  const atStep = recipients.filter((r) => r.step === job.step && partOf.has(r.message_id));
   const prices = await currentPrices(deps.db);
 
   // Optimistic first: write everything as charged and take the credit in one conditional UPDATE per
@@ -150,15 +173,19 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
   // attempt under the lock until the credit runs out.
   let result: DispatchTxResult;
   try {
-    result = await runDispatchTx(deps, due, job.step, prices, now, 'optimistic');
+    result = await runDispatchTx(deps, partOf, atStep, job.step, prices, now, 'optimistic');
   } catch (err) {
     if (!(err instanceof BatchNotCovered)) {
       throw err;
     }
-    result = await runDispatchTx(deps, due, job.step, prices, now, 'allocate');
+    result = await runDispatchTx(deps, partOf, atStep, job.step, prices, now, 'allocate');
   }
 
-  await handOver(deps, result.toHand);
+  await handOver(deps, result.toHand, {
+    step: job.step,
+    flaggedMessages: job.step === 0 ? due.filter((p) => p.msg.dispatch_pending).map((p) => p.msg.id) : [],
+    dueRecipients: atStep.filter((r) => r.due).map((r) => r.id),
+  });
   await deps.enqueueNextSteps(result.nextSteps);
   return { delayUntil: null, handed: result.toHand.length, rejected: result.rejected };
 }
@@ -178,23 +205,14 @@ interface DispatchTxResult {
 }
 
 async function runDispatchTx(
-  deps: EngineDeps, parts: Part[], step: number, prices: Awaited<ReturnType<typeof currentPrices>>, now: Date,
-  mode: 'optimistic' | 'allocate',
+  deps: EngineDeps, partOf: Map<string, Part>, recipients: RecipientRow[], step: number,
+  prices: Awaited<ReturnType<typeof currentPrices>>, now: Date, mode: 'optimistic' | 'allocate',
 ): Promise<DispatchTxResult> {
   return withTx(deps.db, async (tx) => {
-    const { rows: recipients } = await tx.query<RecipientRow & { message_id: string }>(
-      `SELECT id, public_id, phone, state, message_id FROM recipients
-        WHERE id = ANY($1) AND step = $2 AND state IN ('queued', 'sending') ORDER BY id FOR UPDATE`,
-      [numberArray(parts.flatMap((p) => p.recipientIds)), step],
-    );
-    const partOf = new Map(parts.map((p) => [p.msg.id, p]));
-    const waiting = recipients.filter((r) => r.state === 'queued');
-    const inFlight = recipients.filter((r) => r.state === 'sending');
-
     const texts = new Map<number, string>();
     if (deps.hooks.resolveTexts) {
-      for (const part of parts) {
-        const ids = waiting.filter((r) => r.message_id === part.msg.id).map((r) => r.id);
+      for (const part of partOf.values()) {
+        const ids = recipients.filter((r) => r.message_id === part.msg.id).map((r) => r.id);
         if (ids.length) {
           const resolved = await deps.hooks.resolveTexts(tx, part.msg.source, ids);
           resolved?.forEach((text, id) => texts.set(id, text));
@@ -202,109 +220,120 @@ async function runDispatchTx(
       }
     }
 
-    const planned = waiting.map((r) => {
+    // Allocating charges attempt by attempt: recipients whose attempt exists already are left out
+    // first, so that their price does not count against the credit.
+    let candidates = recipients;
+    if (mode === 'allocate') {
+      const { rows } = await tx.query<{ recipient_id: number }>(
+        'SELECT recipient_id FROM attempts WHERE recipient_id = ANY($1) AND step = $2', [numberArray(recipients.map((r) => r.id)), step]);
+      const existing = new Set(rows.map((row) => row.recipient_id));
+      candidates = recipients.filter((r) => !existing.has(r.id));
+    }
+    const planned = candidates.map((r) => {
       const part = partOf.get(r.message_id)!;
       return { part, ...planAttempt(deps, part.msg, part.channel, part.stepConfig, part.ttlMinutes, r, texts.get(r.id), prices) };
     });
-    const debits = mode === 'optimistic' ? assignCharges(planned) : await allocateCharges(tx, planned);
+    if (mode === 'optimistic') {
+      assignCharges(planned);
+    } else {
+      await allocateCharges(tx, planned);
+    }
 
     const events: OutboxEvent[] = [];
-    const nextSteps: NextStep[] = [];
-    const toHand: ToHand[] = [];
-    if (planned.length > 0) {
-      const upd = { id: [] as number[], state: [] as string[], step: [] as number[], due: [] as Array<Date | null>,
-        channel: [] as string[], body: [] as string[], sender: [] as string[], parts: [] as number[] };
-      const handOf: PlannedInPart[] = [];
-      for (const p of planned) {
-        const { msg, stepConfig } = p.part;
-        const state = p.reject ? 'rejected' : 'sending';
-        events.push({
-          accountId: msg.account_id, keyId: msg.key_id, callbackUrl: msg.callback ?? msg.default_callback_url,
-          recipientId: p.recipient.id, kind: 'sentMessage',
-          body: sentMessageEvent({
-            requestId: msg.request_id, publicId: p.recipient.public_id, channel: p.channel, payload: msg.payload,
-            phone: p.recipient.phone ?? '', state, resultInfo: p.reject?.info ?? 'Sending', at: now.getTime(),
-            sender: p.sender, country: p.country, operator: 0, priceCzk: p.priceCzk, priceEur: p.priceEur,
-            count: p.count, smsGateway: p.channel === 'sms' ? (stepConfig.gateway ?? 'high') : null,
-          }),
-        });
-        const fallback = p.reject?.fallback === true && step + 1 < msg.flow.length;
-        upd.id.push(p.recipient.id);
-        upd.state.push(fallback ? 'queued' : state);
-        upd.step.push(fallback ? step + 1 : step);
-        upd.due.push(fallback ? now : null);
-        upd.channel.push(p.channel);
-        upd.body.push(deps.hooks.maskText ? deps.hooks.maskText(msg.source, p.text) : p.text);
-        upd.sender.push(p.sender);
-        upd.parts.push(p.count);
-        if (fallback) {
-          nextSteps.push({ messageId: msg.id, step: step + 1, recipientId: p.recipient.id, lane: msg.lane, flow: msg.flow });
-        } else if (!p.reject && p.carrier) {
-          handOf.push(p);
-        }
+    const fall = { id: [] as number[], step: [] as number[], due: [] as Date[] };
+    for (const p of planned) {
+      const { msg, stepConfig } = p.part;
+      const state = p.reject ? 'rejected' : 'sending';
+      events.push({
+        accountId: msg.account_id, keyId: msg.key_id, callbackUrl: msg.callback ?? msg.default_callback_url,
+        recipientId: p.recipient.id, kind: 'sentMessage',
+        body: sentMessageEvent({
+          requestId: msg.request_id, publicId: p.recipient.public_id, channel: p.channel, payload: msg.payload,
+          phone: p.recipient.phone ?? '', state, resultInfo: p.reject?.info ?? 'Sending', at: now.getTime(),
+          sender: p.sender, country: p.country, operator: 0, priceCzk: p.priceCzk, priceEur: p.priceEur,
+          count: p.count, smsGateway: p.channel === 'sms' ? (stepConfig.gateway ?? 'high') : null,
+        }),
+      });
+      if (p.reject?.fallback === true && step + 1 < msg.flow.length) {
+        fall.id.push(p.recipient.id);
+        fall.step.push(step + 1);
+        fall.due.push(now);
       }
-      // Attempts, recipients and events in one statement: one round trip for the whole job.
-      const { rows: inserted } = await tx.query<{ id: number; recipient_id: number }>(
-        `WITH attempts_in AS (
-         INSERT INTO attempts (recipient_id, step, channel, family, state, result_info, phone, sender, carrier, parts, encoding,
-                                 country, operator, price_czk, price_eur, charged, charged_currency, payer_kind, payer_id, handed_at)
-           SELECT u.recipient_id, $1, u.channel, u.family, u.state, u.result_info, u.phone, u.sender, u.carrier, u.parts, u.encoding,
-                  u.country, 0, u.price_czk, u.price_eur, u.charged, u.charged_currency, u.payer_kind, u.payer_id,
-                  CASE WHEN u.state = 'sending' THEN NULL ELSE now() END
-             FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::int[],
-                         $11::text[], $12::int[], $13::numeric[], $14::numeric[], $15::numeric[], $16::text[], $17::text[], $18::bigint[])
-               AS u(recipient_id, channel, family, state, result_info, phone, sender, carrier, parts, encoding, country, price_czk,
-                    price_eur, charged, charged_currency, payer_kind, payer_id)
-           RETURNING id, recipient_id),
-         recipients_up AS (
-         UPDATE recipients r SET state = u.state, step = u.step, due_at = u.due_at,
-                flow_taken = CASE WHEN r.flow_taken = '' THEN u.channel ELSE r.flow_taken || ',' || u.channel END,
-                body = u.body, sender = u.sender, parts = u.parts, updated_at = now()
-           FROM unnest($19::bigint[], $20::text[], $21::smallint[], $22::timestamptz[], $23::text[], $24::text[], $25::text[], $26::int[])
-             AS u(id, state, step, due_at, channel, body, sender, parts)
-          WHERE r.id = u.id AND r.id = ANY($19)),
-         messages_started AS (
-         UPDATE messages SET dispatch_pending = false WHERE id = ANY($33::text[]) AND dispatch_pending),
-         ${eventsCtes(27)}
-         SELECT id, recipient_id FROM attempts_in`,
-        [step,
-          numberArray(planned.map((p) => p.recipient.id)),
-          textArray(planned.map((p) => p.channel)),
-          textArray(planned.map((p) => familyOf(p.channel))),
-          textArray(planned.map((p) => (p.reject ? 'rejected' : 'sending'))),
-          textArray(planned.map((p) => p.reject?.info ?? 'Sending')),
-          textArray(planned.map((p) => p.recipient.phone ?? '')),
-          textArray(planned.map((p) => p.sender)),
-          textArray(planned.map((p) => p.carrier?.name ?? 'none')),
-          numberArray(planned.map((p) => p.count)),
-          textArray(planned.map((p) => p.attempt.encoding ?? null)),
-          numberArray(planned.map((p) => p.country)),
-          numberArray(planned.map((p) => p.priceCzk)),
-          numberArray(planned.map((p) => p.priceEur)),
-          numberArray(planned.map((p) => (p.reject ? 0 : p.charge?.amount ?? 0))),
-          textArray(planned.map((p) => (p.reject ? null : p.part.msg.key_currency))),
-          textArray(planned.map((p) => (p.reject ? null : p.charge?.payerKind ?? null))),
-          numberArray(planned.map((p) => (p.reject ? null : p.charge?.payerId ?? null))),
-          numberArray(upd.id), textArray(upd.state), numberArray(upd.step), timestampArray(upd.due), textArray(upd.channel),
-          textArray(upd.body), textArray(upd.sender), numberArray(upd.parts),
-          ...eventParams(events),
-          textArray(step === 0 ? parts.map((p) => p.msg.id) : []),
-        ],
-      );
-      const attemptIdOf = new Map(inserted.map((row) => [row.recipient_id, row.id]));
-      for (const p of handOf) {
-        toHand.push({ carrier: p.carrier!, attempt: { ...p.attempt, attemptId: attemptIdOf.get(p.recipient.id)! }, part: p.part });
+    }
+    // Attempts, the fallbacks of recipients refused before leaving, and events in one statement: one
+    // round trip for the whole job. An attempt that exists already (the job ran before) is not
+    // written again, and neither is anything else of its recipient.
+    const bodyOf = (p: PlannedInPart): string | null => {
+      const kept = deps.hooks.maskText ? deps.hooks.maskText(p.part.msg.source, p.text) : p.text;
+      return kept === p.part.msg.body ? null : kept;
+    };
+    const { rows: inserted } = planned.length === 0 ? { rows: [] } : await tx.query<{ id: number; recipient_id: number }>(
+      `WITH attempts_in AS (
+       INSERT INTO attempts (recipient_id, step, channel, family, state, result_info, phone, sender, carrier, parts, encoding,
+                               country, operator, price_czk, price_eur, charged, charged_currency, payer_kind, payer_id, handed_at, body)
+         SELECT u.recipient_id, $1, u.channel, u.family, u.state, u.result_info, u.phone, u.sender, u.carrier, u.parts, u.encoding,
+                u.country, 0, u.price_czk, u.price_eur, u.charged, u.charged_currency, u.payer_kind, u.payer_id,
+                CASE WHEN u.state = 'sending' THEN NULL ELSE now() END, u.body
+           FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::int[],
+                       $11::text[], $12::int[], $13::numeric[], $14::numeric[], $15::numeric[], $16::text[], $17::text[], $18::bigint[],
+                       $19::text[])
+             AS u(recipient_id, channel, family, state, result_info, phone, sender, carrier, parts, encoding, country, price_czk,
+                  price_eur, charged, charged_currency, payer_kind, payer_id, body)
+       ON CONFLICT (recipient_id, step) DO NOTHING
+       RETURNING id, recipient_id),
+       recipients_on AS (
+       UPDATE recipients r SET step = u.step, due_at = u.due_at
+         FROM unnest($20::bigint[], $21::smallint[], $22::timestamptz[]) AS u(id, step, due_at)
+        WHERE r.id = u.id AND r.id IN (SELECT recipient_id FROM attempts_in)),
+       ${eventsCtes(23, 'attempts_in')}
+       SELECT id, recipient_id FROM attempts_in`,
+      [step,
+        numberArray(planned.map((p) => p.recipient.id)),
+        textArray(planned.map((p) => p.channel)),
+        textArray(planned.map((p) => familyOf(p.channel))),
+        textArray(planned.map((p) => (p.reject ? 'rejected' : 'sending'))),
+        textArray(planned.map((p) => p.reject?.info ?? 'Sending')),
+        textArray(planned.map((p) => p.recipient.phone ?? '')),
+        textArray(planned.map((p) => p.sender)),
+        textArray(planned.map((p) => p.carrier?.name ?? 'none')),
+        numberArray(planned.map((p) => p.count)),
+        textArray(planned.map((p) => p.attempt.encoding ?? null)),
+        numberArray(planned.map((p) => p.country)),
+        numberArray(planned.map((p) => p.priceCzk)),
+        numberArray(planned.map((p) => p.priceEur)),
+        numberArray(planned.map((p) => (p.reject ? 0 : p.charge?.amount ?? 0))),
+        textArray(planned.map((p) => (p.reject ? null : p.part.msg.key_currency))),
+        textArray(planned.map((p) => (p.reject ? null : p.charge?.payerKind ?? null))),
+        numberArray(planned.map((p) => (p.reject ? null : p.charge?.payerId ?? null))),
+        textArray(planned.map(bodyOf)),
+        numberArray(fall.id), numberArray(fall.step), timestampArray(fall.due),
+        ...eventParams(events),
+      ],
+    );
+
+    const attemptIdOf = new Map(inserted.map((row) => [row.recipient_id, row.id]));
+    const written = inserted.length === planned.length ? planned : planned.filter((p) => attemptIdOf.has(p.recipient.id));
+    const toHand: ToHand[] = [];
+    const nextSteps: NextStep[] = [];
+    for (const p of written) {
+      const { msg } = p.part;
+      if (p.reject?.fallback === true && step + 1 < msg.flow.length) {
+        nextSteps.push({ messageId: msg.id, step: step + 1, recipientId: p.recipient.id, lane: msg.lane, flow: msg.flow });
+      } else if (!p.reject && p.carrier) {
+        toHand.push({ carrier: p.carrier, attempt: { ...p.attempt, attemptId: attemptIdOf.get(p.recipient.id)! }, part: p.part });
       }
     }
 
-    // Attempts that were charged and recorded but never reached a carrier (crash before hand-over).
-    if (inFlight.length > 0) {
+    // Attempts of an earlier run that were charged and recorded but never reached a carrier (a
+    // crash before the hand-over, a carrier that failed): handed again.
+    if (written.length < recipients.length) {
       const { rows } = await tx.query<{ id: number; recipient_id: number }>(
         `SELECT id, recipient_id FROM attempts WHERE recipient_id = ANY($1) AND step = $2 AND state = 'sending' AND handed_at IS NULL`,
-        [numberArray(inFlight.map((r) => r.id)), step],
+        [numberArray(recipients.filter((r) => !attemptIdOf.has(r.id)).map((r) => r.id)), step],
       );
+      const byId = new Map(recipients.map((r) => [r.id, r]));
       for (const row of rows) {
-        const r = inFlight.find((x) => x.id === row.recipient_id)!;
+        const r = byId.get(row.recipient_id)!;
         const part = partOf.get(r.message_id)!;
         const resolved = deps.hooks.resolveTexts ? await deps.hooks.resolveTexts(tx, part.msg.source, [r.id]) : null;
         const p = planAttempt(deps, part.msg, part.channel, part.stepConfig, part.ttlMinutes, r, resolved?.get(r.id), prices);
@@ -315,7 +344,7 @@ async function runDispatchTx(
       }
     }
 
-    for (const debit of debits.filter((d) => d.total > 0)) {
+    for (const debit of debitsOf(written)) {
       const taken = await (debit.payerKind === 'key'
         ? tx.query('UPDATE api_keys SET balance = balance - $2 WHERE id = $1 AND balance >= $2', [debit.payerId, debit.total / UNITS])
         : tx.query(`UPDATE accounts SET ${debit.column} = ${debit.column} - $2 WHERE id = $1 AND ${debit.column} >= $2`,
@@ -324,7 +353,7 @@ async function runDispatchTx(
         throw new BatchNotCovered(); // only in optimistic mode: allocation never takes more than it read under the lock
       }
     }
-    return { toHand, nextSteps, rejected: planned.filter((p) => p.reject).length };
+    return { toHand, nextSteps, rejected: written.filter((p) => p.reject).length };
   }, { indexOnly: true });
 }
 
@@ -403,29 +432,22 @@ const unitPrice = (msg: MessageRow, p: Planned) => Math.round((msg.key_currency 
 
 type PlannedInPart = PlannedWithCharge & { part: Part };
 
-/** Optimistic: every payable attempt is charged; the caller's conditional UPDATEs check the balances. */
-function assignCharges(planned: PlannedInPart[]): Debit[] {
-  const debits = new Map<string, Debit>();
+/** Optimistic: every payable attempt is charged; the conditional UPDATEs of `debitsOf` check the balances. */
+function assignCharges(planned: PlannedInPart[]): void {
   for (const p of planned) {
     if (p.reject) {
       continue;
     }
     const payer = payerOf(p.part.msg);
-    const key = `${payer.payerKind}.${payer.payerId}.${payer.column}`;
-    const debit = debits.get(key) ?? { ...payer, total: 0 };
-    const price = unitPrice(p.part.msg, p);
-    debit.total += price;
-    debits.set(key, debit);
-    p.charge = { amount: price / UNITS, payerKind: payer.payerKind, payerId: payer.payerId };
+    p.charge = { amount: unitPrice(p.part.msg, p) / UNITS, payerKind: payer.payerKind, payerId: payer.payerId };
   }
-  return [...debits.values()];
 }
 
 /**
  * Allocating: lock each payer's balance row (in a fixed order), charge attempts in order while the
  * balance lasts and reject the rest `[307] Insufficient credit`; a balance never goes below zero.
  */
-async function allocateCharges(tx: Tx, planned: PlannedInPart[]): Promise<Debit[]> {
+async function allocateCharges(tx: Tx, planned: PlannedInPart[]): Promise<void> {
   const byPayer = new Map<string, { payer: Omit<Debit, 'total'>; list: PlannedInPart[] }>();
   for (const p of planned) {
     if (p.reject) {
@@ -437,14 +459,12 @@ async function allocateCharges(tx: Tx, planned: PlannedInPart[]): Promise<Debit[
     entry.list.push(p);
     byPayer.set(key, entry);
   }
-  const debits: Debit[] = [];
   for (const key of [...byPayer.keys()].sort()) {
     const { payer, list } = byPayer.get(key)!;
     const { rows } = payer.payerKind === 'key'
       ? await tx.query<{ balance: number }>('SELECT balance FROM api_keys WHERE id = $1 FOR UPDATE', [payer.payerId])
       : await tx.query<{ balance: number }>(`SELECT ${payer.column} AS balance FROM accounts WHERE id = $1 FOR UPDATE`, [payer.payerId]);
     let available = Math.round((rows[0]?.balance ?? 0) * UNITS);
-    let total = 0;
     for (const p of list) {
       const price = unitPrice(p.part.msg, p);
       if (price > available) {
@@ -452,19 +472,42 @@ async function allocateCharges(tx: Tx, planned: PlannedInPart[]): Promise<Debit[
         continue;
       }
       available -= price;
-      total += price;
       p.charge = { amount: price / UNITS, payerKind: payer.payerKind, payerId: payer.payerId };
     }
-    debits.push({ ...payer, total });
   }
-  return debits;
 }
 
-/** Give attempts to their carriers, record the hand-over and start the ttl timers. */
-async function handOver(deps: EngineDeps, toHand: ToHand[]): Promise<void> {
-  if (toHand.length === 0) {
-    return;
+/** What the written attempts cost each payer, in a fixed order of payers (concurrent jobs lock balances alike). */
+function debitsOf(written: PlannedInPart[]): Debit[] {
+  const debits = new Map<string, Debit>();
+  for (const p of written) {
+    if (p.reject || !p.charge) {
+      continue;
+    }
+    const payer = payerOf(p.part.msg);
+    const key = `${payer.payerKind}.${payer.payerId}.${payer.column}`;
+    const debit = debits.get(key) ?? { ...payer, total: 0 };
+    debit.total += Math.round(p.charge.amount * UNITS);
+    debits.set(key, debit);
   }
+  return [...debits.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, d]) => d).filter((d) => d.total > 0);
+}
+
+/** What lets the recovery sweep find a job's work until it is handed over (see `handOver`). */
+interface SweepMarks {
+  step: number;
+  /** Messages of a step-0 job whose `dispatch_pending` is set. */
+  flaggedMessages: string[];
+  /** Recipients at the job's step whose `due_at` is set (scheduled, deferred, later steps). */
+  dueRecipients: number[];
+}
+
+/**
+ * Give attempts to their carriers, record the hand-over and start the ttl timers. Recording it
+ * clears the marks the recovery sweep would find this work by: only now, so that a crash anywhere
+ * before leaves the work findable (the job that runs again re-hands what never reached a carrier).
+ */
+async function handOver(deps: EngineDeps, toHand: ToHand[], marks: SweepMarks): Promise<void> {
   const byCarrier = new Map<Carrier, OutboundAttempt[]>();
   for (const { carrier, attempt, part } of toHand) {
     pushTo(byCarrier, carrier, part.msg.lane < LANE_NUMBER.promotional ? { ...attempt, priority: true } : attempt);
@@ -472,11 +515,19 @@ async function handOver(deps: EngineDeps, toHand: ToHand[]): Promise<void> {
   // A carrier that throws leaves its attempts unhanded: the job fails and its retry re-hands them.
   await Promise.all([...byCarrier.entries()].map(([carrier, attempts]) => carrier.send(attempts)));
   // A carrier that settles on send has had every attempt's report applied by now, which records
-  // the hand-over. By primary key only: `handed_at IS NULL` would match the partial index of
-  // unhanded attempts, which the planner may then walk instead.
+  // its hand-over; the others' is recorded here. A recipient that a fast report already moved on to
+  // its next step keeps that step's due_at (hence `step =`).
   const unsettled = toHand.filter((t) => !t.carrier.settlesOnSend).map((t) => t.attempt.attemptId);
-  if (unsettled.length > 0) {
-    await deps.db.query('UPDATE attempts SET handed_at = COALESCE(handed_at, now()) WHERE id = ANY($1)', [numberArray(unsettled)]);
+  if (unsettled.length > 0 || marks.flaggedMessages.length > 0 || marks.dueRecipients.length > 0) {
+    await deps.db.query(
+      `WITH handed AS (UPDATE attempts SET handed_at = COALESCE(handed_at, now()) WHERE id = ANY($1)),
+            started AS (UPDATE recipients SET due_at = NULL WHERE id = ANY($3) AND step = $4 AND due_at IS NOT NULL)
+       UPDATE messages SET dispatch_pending = false WHERE id = ANY($2) AND dispatch_pending`,
+      [numberArray(unsettled), textArray(marks.flaggedMessages), numberArray(marks.dueRecipients), marks.step],
+    );
+  }
+  if (toHand.length === 0) {
+    return;
   }
   if (deps.hooks.afterHanded) {
     const bySource = new Map<string, OutboundAttempt[]>();

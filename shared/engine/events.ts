@@ -109,8 +109,10 @@ export function sentMessageEvent(f: SentMessageFacts): Record<string, unknown> {
  * on (see `eventParams`), so a caller can write its events in the statement of its other changes.
  * Ids follow the order given (per-recipient order is kept). The ids of the events with a callback
  * URL go into one `outbox` row, which the relay deletes once it has put them into webhook batches.
+ * `onlyRecipientsOf`: the name of an earlier CTE with a `recipient_id` column; only events of those
+ * recipients are written (the statement's guarded insert decides which changes happened).
  */
-export function eventsCtes(first: number): string {
+export function eventsCtes(first: number, onlyRecipientsOf?: string): string {
   const p = (i: number) => `$${first + i}`;
   // The bodies travel as one JSON array (their texts joined) rather than a text[] parameter:
   // escaping each body into an array literal was the send path's largest JavaScript cost, while
@@ -120,7 +122,8 @@ export function eventsCtes(first: number): string {
        SELECT u.account_id, u.key_id, u.callback_url, u.recipient_id, u.kind, b.body::text
          FROM unnest(${p(0)}::bigint[], ${p(1)}::bigint[], ${p(2)}::text[], ${p(3)}::bigint[], ${p(4)}::text[]) WITH ORDINALITY
            AS u(account_id, key_id, callback_url, recipient_id, kind, n)
-         JOIN json_array_elements(${p(5)}::json) WITH ORDINALITY AS b(body, n) USING (n)
+         JOIN json_array_elements(${p(5)}::json) WITH ORDINALITY AS b(body, n) USING (n)${onlyRecipientsOf ? `
+        WHERE u.recipient_id IN (SELECT recipient_id FROM ${onlyRecipientsOf})` : ''}
         ORDER BY n
        RETURNING id, callback_url),
      outbox_in AS (INSERT INTO outbox (event_ids)

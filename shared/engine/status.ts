@@ -2,9 +2,9 @@
  * Applying carrier reports and ttl expiries in batches. One transaction per batch: resolve
  * carrier refs to attempts, lock the attempts, move each along its allowed path (duplicates and
  * late reports fall out as "no move"), refund attempts that failed before reaching `sent`, move
- * the recipient when the attempt is its current step, start the next flow step on failure, and
- * write exactly one event per state entered. Late reports of abandoned steps are reported but
- * never start anything (D3).
+ * the recipient on to its next flow step when its current step's attempt failed, and write exactly
+ * one event per state entered. The recipient row itself changes only then: its state is its
+ * current attempt's. Late reports of abandoned steps are reported but never start anything (D3).
  */
 import { withTx, type Tx } from '../db/pool.js';
 import { boolArray, numberArray, textArray, timestampArray } from '../db/arrays.js';
@@ -91,7 +91,7 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
          JOIN api_keys k ON k.id = r.key_id
         WHERE a.id = ANY($1)
         ORDER BY a.id
-          FOR UPDATE OF a, r`,
+          FOR UPDATE OF a`,
       [ids],
     );
     const attempts = new Map(rows.map((row) => [row.id, row]));
@@ -100,9 +100,10 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
     moves.sort((a, b) => (a.ttl ? 9 : STATE_RANK[a.state]) - (b.ttl ? 9 : STATE_RANK[b.state]));
 
     const events: OutboxEvent[] = [];
-    /** Attempt id → the result_info of the last state it entered in this batch. */
-    const changed = new Map<number, string>();
-    const recipientUpdates = new Map<number, { state: string; step: number; due: Date | null; sent: Date | null; delivered: Date | null }>();
+    /** Attempt id → the result_info of the last state it entered in this batch, and when it reached sent / delivered. */
+    const changed = new Map<number, { resultInfo: string; sent: Date | null; delivered: Date | null }>();
+    /** Recipients moving on to their next flow step. */
+    const fallbacks = new Map<number, { step: number; due: Date }>();
     const nextSteps: NextStep[] = [];
     const refunds: AttemptRow[] = [];
     const delivered: number[] = [];
@@ -124,6 +125,7 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
         a.ttl_expired = true;
       }
       const smsGateway = a.channel === 'sms' ? gatewayOf(a.flow[a.step]) : null;
+      const change = changed.get(a.id) ?? { resultInfo: '', sent: null, delivered: null };
       for (const state of path) {
         a.state = state;
         const resultInfo = state === move.state ? move.resultInfo : defaultResultInfo(state);
@@ -136,8 +138,14 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
             priceCzk: a.price_czk, priceEur: a.price_eur, count: a.parts, smsGateway,
           }),
         });
-        changed.set(a.id, resultInfo);
+        change.resultInfo = resultInfo;
+        if (state === 'sent') {
+          change.sent = new Date(move.at);
+        } else if (state === 'delivered') {
+          change.delivered = new Date(move.at);
+        }
       }
+      changed.set(a.id, change);
       if (a.state === 'sent' || a.state === 'delivered' || a.state === 'seen') {
         a.reached_sent = true;
       }
@@ -153,50 +161,38 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
       if (a.step !== a.current_step) {
         continue; // an abandoned step: reported above, never moves the recipient (D3)
       }
-      const update = recipientUpdates.get(a.recipient_id) ?? { state: a.state, step: a.step, due: null, sent: null, delivered: null };
-      update.state = a.state;
-      if (path.includes('sent')) {
-        update.sent = new Date(move.at);
-      }
-      if (path.includes('delivered')) {
-        update.delivered = new Date(move.at);
-      }
       if (isStepFailure(a.state) && a.step + 1 < a.flow.length) {
-        update.state = 'queued';
-        update.step = a.step + 1;
-        update.due = new Date(now);
+        fallbacks.set(a.recipient_id, { step: a.step + 1, due: new Date(now) });
         a.current_step = a.step + 1;
         nextSteps.push({ messageId: a.message_id, step: a.step + 1, recipientId: a.recipient_id, lane: a.lane, flow: a.flow });
       }
-      recipientUpdates.set(a.recipient_id, update);
     }
 
     if (changed.size === 0) {
       return { transitions: 0, events, nextSteps, delivered, sources };
     }
-    // Attempts, recipients and events in one statement: one round trip for the whole batch.
+    // Attempts, fallbacks and events in one statement: one round trip for the whole batch.
     const list = [...changed.keys()].map((id) => attempts.get(id)!);
-    const resultInfo = [...changed.values()];
-    const ups = [...recipientUpdates.values()];
+    const changes = [...changed.values()];
+    const falls = [...fallbacks.values()];
     await tx.query(
       `WITH attempts_up AS (
          UPDATE attempts a SET state = u.state, result_info = u.result_info, reached_sent = u.reached_sent,
-                refunded = u.refunded, ttl_expired = u.ttl_expired, handed_at = COALESCE(a.handed_at, now()), updated_at = now()
-           FROM unnest($1::bigint[], $2::text[], $3::text[], $4::boolean[], $5::boolean[], $6::boolean[])
-             AS u(id, state, result_info, reached_sent, refunded, ttl_expired)
+                refunded = u.refunded, ttl_expired = u.ttl_expired, handed_at = COALESCE(a.handed_at, now()),
+                sent_at = COALESCE(a.sent_at, u.sent_at), delivered_at = COALESCE(a.delivered_at, u.delivered_at), updated_at = now()
+           FROM unnest($1::bigint[], $2::text[], $3::text[], $4::boolean[], $5::boolean[], $6::boolean[], $7::timestamptz[], $8::timestamptz[])
+             AS u(id, state, result_info, reached_sent, refunded, ttl_expired, sent_at, delivered_at)
           WHERE a.id = u.id AND a.id = ANY($1)),
-       recipients_up AS (
-         UPDATE recipients r SET state = u.state, step = u.step, due_at = u.due_at,
-                ts_sent = COALESCE(r.ts_sent, u.ts_sent), ts_delivered = COALESCE(r.ts_delivered, u.ts_delivered), updated_at = now()
-           FROM unnest($7::bigint[], $8::text[], $9::smallint[], $10::timestamptz[], $11::timestamptz[], $12::timestamptz[])
-             AS u(id, state, step, due_at, ts_sent, ts_delivered)
-          WHERE r.id = u.id AND r.id = ANY($7)),
-       ${eventsCtes(13)}
+       recipients_on AS (
+         UPDATE recipients r SET step = u.step, due_at = u.due_at
+           FROM unnest($9::bigint[], $10::smallint[], $11::timestamptz[]) AS u(id, step, due_at)
+          WHERE r.id = u.id AND r.id = ANY($9)),
+       ${eventsCtes(12)}
        SELECT 1`,
-      [numberArray(list.map((a) => a.id)), textArray(list.map((a) => a.state)), textArray(resultInfo),
+      [numberArray(list.map((a) => a.id)), textArray(list.map((a) => a.state)), textArray(changes.map((c) => c.resultInfo)),
         boolArray(list.map((a) => a.reached_sent)), boolArray(list.map((a) => a.refunded)), boolArray(list.map((a) => a.ttl_expired)),
-        numberArray([...recipientUpdates.keys()]), textArray(ups.map((u) => u.state)), numberArray(ups.map((u) => u.step)),
-        timestampArray(ups.map((u) => u.due)), timestampArray(ups.map((u) => u.sent)), timestampArray(ups.map((u) => u.delivered)),
+        timestampArray(changes.map((c) => c.sent)), timestampArray(changes.map((c) => c.delivered)),
+        numberArray([...fallbacks.keys()]), numberArray(falls.map((f) => f.step)), timestampArray(falls.map((f) => f.due)),
         ...eventParams(events)],
     );
     await refund(tx, refunds);

@@ -182,26 +182,35 @@ export async function listMessages(db: Queryable, key: Pick<ApiKeyRecord, 'id' |
     }
   }
   params.push(q.limit + 1);
-  // body: the text that was (or will be) sent; before dispatch the message's root body stands in
-  // (never for verification messages, whose text carries the code and is masked at dispatch, D8).
+  // State, times, text and sender are the attempts': the current step's for the state, text and
+  // sender, every step's for the channels taken and the first times sent/delivered. body: the text
+  // that was (or will be) sent; an attempt keeps it only where it is not the message's body (a
+  // verification message's body is its template with the code masked, D8).
   const { rows } = await db.query<Row>(
     `SELECT r.id,
             to_char(r.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS cursor_at,
             r.public_id AS message_id,
-            r.parts AS message_parts,
-            COALESCE(floor(extract(epoch FROM r.ts_sent))::bigint, 0) AS ts_sent,
-            COALESCE(floor(extract(epoch FROM r.ts_delivered))::bigint, 0) AS ts_delivered,
-            (r.ts_sent IS NOT NULL OR r.state IN ('sent', 'delivered', 'seen')) AS sent,
-            (r.ts_delivered IS NOT NULL OR r.state IN ('delivered', 'seen')) AS delivered,
-            (r.state IN ('undelivered', 'rejected', 'failed')) AS nondelivered,
-            COALESCE(r.body, (SELECT m.body FROM messages m WHERE m.id = r.message_id AND m.source <> 'verify'), '') AS body,
-            COALESCE(r.sender, '') AS sender,
+            COALESCE(cur.parts, 0) AS message_parts,
+            COALESCE(floor(extract(epoch FROM t.sent_at))::bigint, 0) AS ts_sent,
+            COALESCE(floor(extract(epoch FROM t.delivered_at))::bigint, 0) AS ts_delivered,
+            (t.sent_at IS NOT NULL OR cur.state IN ('sent', 'delivered', 'seen')) AS sent,
+            (t.delivered_at IS NOT NULL OR cur.state IN ('delivered', 'seen')) AS delivered,
+            COALESCE(cur.state IN ('undelivered', 'rejected', 'failed'), false) AS nondelivered,
+            COALESCE(cur.body, m.body, '') AS body,
+            COALESCE(cur.sender, '') AS sender,
             COALESCE(r.phone, r.raw_phone) AS "to",
-            r.flow_taken AS flow
-       FROM recipients r
-      WHERE ${where.join(' AND ')}
-      ORDER BY r.created_at, r.id
-      LIMIT $${params.length}`,
+            COALESCE(t.flow, '') AS flow
+       FROM (SELECT r.id, r.created_at, r.public_id, r.message_id, r.step, r.phone, r.raw_phone
+               FROM recipients r
+              WHERE ${where.join(' AND ')}
+              ORDER BY r.created_at, r.id
+              LIMIT $${params.length}) r
+       JOIN messages m ON m.id = r.message_id
+       LEFT JOIN attempts cur ON cur.recipient_id = r.id AND cur.step = r.step
+       LEFT JOIN LATERAL (SELECT min(a.sent_at) AS sent_at, min(a.delivered_at) AS delivered_at,
+                                 string_agg(a.channel, ',' ORDER BY a.step) AS flow
+                            FROM attempts a WHERE a.recipient_id = r.id) t ON true
+      ORDER BY r.created_at, r.id`,
     params,
   );
   const more = rows.length > q.limit;

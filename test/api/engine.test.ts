@@ -88,11 +88,16 @@ test('each sandbox outcome over Viber and WhatsApp (single-step flows)', async (
   }
 });
 
+/** A recipient's state as the APIs see it: its current step's attempt, and the channels of every step taken. */
+const RECIPIENT_STATE = `SELECT (SELECT string_agg(a.channel, ',' ORDER BY a.step) FROM attempts a WHERE a.recipient_id = rs.id) AS flow_taken,
+                               rs.state, rs.step
+                          FROM recipient_states rs WHERE rs.public_id = $1`;
+
 test('viber → sms fallback for a number that is not a Viber user', async () => {
   const id = await send({ body: 'Fallback', to: [{ phone_number: '420777000404' }], flow: [{ viber: { sender: 'Shop' } }, { sms: { sender: 'Shop' } }] });
   const evs = await waitTrail(`${id}-0`, ['viber:sending', 'viber:undelivered', 'sms:sending', 'sms:sent', 'sms:delivered']);
   assert.match(evs[1]!.result_info, /Not a Viber user/);
-  const [recipient] = await svc.sql<{ flow_taken: string; state: string; step: number }>('SELECT flow_taken, state, step FROM recipients WHERE public_id = $1', [`${id}-0`]);
+  const [recipient] = await svc.sql<{ flow_taken: string; state: string; step: number }>(RECIPIENT_STATE, [`${id}-0`]);
   assert.deepEqual(recipient, { flow_taken: 'viber,sms', state: 'delivered', step: 1 });
 });
 
@@ -116,7 +121,7 @@ test('ttl expiry moves to the next step; a late receipt of the abandoned step is
   await svc.runtime.engine.sink.report([{ attemptId: attempt!.id, state: 'delivered', resultInfo: '[0] Delivered', at: Date.now() }]);
   await waitTrail(`${id}-0`, ['viber:sending', 'viber:sent', 'viber:undelivered', 'sms:sending', 'sms:sent', 'viber:delivered']);
   await new Promise((r) => setTimeout(r, 300));
-  const [recipient] = await svc.sql<{ step: number; state: string; flow_taken: string }>('SELECT step, state, flow_taken FROM recipients WHERE public_id = $1', [`${id}-0`]);
+  const [recipient] = await svc.sql<{ step: number; state: string; flow_taken: string }>(RECIPIENT_STATE, [`${id}-0`]);
   assert.deepEqual(recipient, { step: 1, state: 'sent', flow_taken: 'viber,sms' });
   assert.equal((await svc.sql('SELECT 1 FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = $1', [`${id}-0`])).length, 2, 'no third attempt');
 });

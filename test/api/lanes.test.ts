@@ -27,7 +27,7 @@ test('a process serving only the priority lane carries priority messages and lea
   const otp = await send('priority', '420777310100');
   await waitFor(async () => (await svc.sql(`SELECT 1 FROM sandbox_messages WHERE recipient_id = $1`, [otp])).length === 1, 10_000, 'the priority message carried');
   await new Promise((resolve) => setTimeout(resolve, 300));
-  const [row] = await svc.sql<{ state: string }>('SELECT state FROM recipients WHERE public_id = $1', [promo]);
+  const [row] = await svc.sql<{ state: string }>('SELECT state FROM recipient_states WHERE public_id = $1', [promo]);
   assert.equal(row!.state, 'queued', 'no worker of this process serves the promotional lane');
 });
 

@@ -49,12 +49,12 @@ test('recipients whose jobs Redis lost are re-enqueued by the sweep and then del
   // A dispatch worker (another process in production) runs the recovered job: the attempts start.
   await svc.runtime.engine.dispatch(job.data);
   const states = await waitFor(async () => {
-    const rows = await svc.sql<{ state: string }>('SELECT state FROM recipients WHERE message_id = $1', [id]);
+    const rows = await svc.sql<{ state: string }>('SELECT state FROM recipient_states WHERE message_id = $1', [id]);
     return rows.every((r) => r.state !== 'queued') ? rows : null;
   }, 10_000, 'dispatched');
   assert.ok(states.every((r) => r.state === 'sending' || r.state === 'sent' || r.state === 'delivered'));
   const [cleared] = await svc.sql<{ dispatch_pending: boolean }>('SELECT dispatch_pending FROM messages WHERE id = $1', [id]);
-  assert.equal(cleared!.dispatch_pending, false, 'starting the recipients clears the flag');
+  assert.equal(cleared!.dispatch_pending, false, 'handing the recipients over clears the flag');
   // Nothing left to sweep.
   assert.equal((await sweepOnce(svc.runtime.db, svc.runtime.queues, { graceMs: 30_000, webhookRetries: 3 })).dispatch, 0);
 });
@@ -93,4 +93,85 @@ test('scheduled recipients carry due_at and no flag; the sweep finds them by due
   await svc.sql(`UPDATE recipients SET due_at = now() - interval '1 minute' WHERE message_id = $1`, [id]);
   const swept = await sweepOnce(svc.runtime.db, svc.runtime.queues, { graceMs: 30_000, webhookRetries: 3 });
   assert.equal(swept.dispatch, 1);
+});
+
+test('a hand-over that fails keeps the work findable; the job run again hands the attempts without writing or charging them twice', async () => {
+  const { accountId, apiKey } = await svc.createAccount({ credit_czk: 10 });
+  const res = await svc.request('POST', '/v2/messages', {
+    body: [{ body: 'once', to: [{ phone_number: '420777400300' }, { phone_number: '420777400400' }] }],
+    headers: { 'x-api-key': apiKey },
+  });
+  assert.equal(res.status, 200, res.text);
+  const id = res.body.accepted[0].message_id as string;
+  await svc.runtime.queues.dispatchQueue('sms', 'promotional').obliterate({ force: true });
+  const recipientIds = (await svc.sql<{ id: number }>('SELECT id FROM recipients WHERE message_id = $1 ORDER BY id', [id])).map((r) => Number(r.id));
+  const job = { step: 0, messages: [{ messageId: id, recipientIds }] };
+
+  // The carrier fails the first hand-over (a link down, a process killed right after the commit).
+  const carrier = svc.runtime.engine.carriers.pick('sms', '420777400300')!;
+  const send = carrier.send.bind(carrier);
+  carrier.send = async () => {
+    carrier.send = send;
+    throw new Error('carrier link down');
+  };
+  await assert.rejects(svc.runtime.engine.dispatch(job), /carrier link down/);
+  const attempts = () => svc.sql<{ state: string; handed: boolean }>(
+    'SELECT a.state, a.handed_at IS NOT NULL AS handed FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.message_id = $1', [id]);
+  assert.deepEqual(await attempts(), [{ state: 'sending', handed: false }, { state: 'sending', handed: false }]);
+  const [flag] = await svc.sql<{ dispatch_pending: boolean }>('SELECT dispatch_pending FROM messages WHERE id = $1', [id]);
+  assert.equal(flag!.dispatch_pending, true, 'not handed over: still findable');
+  const credit = async () => (await svc.admin('GET', `/accounts/${accountId}`)).body.credit_czk as number;
+  assert.equal(await credit(), 10 - 2 * 0.9, 'charged at the commit');
+
+  await svc.sql(`UPDATE messages SET created_at = created_at - interval '1 minute' WHERE id = $1`, [id]);
+  await svc.sql(`UPDATE recipients SET created_at = created_at - interval '1 minute' WHERE message_id = $1`, [id]);
+  assert.ok((await sweepOnce(svc.runtime.db, svc.runtime.queues, { graceMs: 30_000, webhookRetries: 3 })).dispatch >= 1);
+  const recovered = await svc.runtime.queues.dispatchQueue('sms', 'promotional').getJob(dispatchJobId(id, 0));
+  assert.ok(recovered);
+  await svc.runtime.engine.dispatch(recovered.data);
+  await waitFor(async () => (await attempts()).every((a) => a.state === 'delivered' && a.handed), 10_000, 'delivered');
+  // A third run finds everything done: no attempt, event, charge or hand-over more.
+  await svc.runtime.engine.dispatch(recovered.data);
+  assert.equal((await attempts()).length, 2);
+  const events = await svc.sql<{ result: string; n: number }>(
+    `SELECT e.body::json->>'result' AS result, count(*)::int AS n FROM events e JOIN recipients r ON r.id = e.recipient_id
+      WHERE r.message_id = $1 GROUP BY 1 ORDER BY 1`, [id]);
+  assert.deepEqual(events, [{ result: 'delivered', n: 2 }, { result: 'sending', n: 2 }, { result: 'sent', n: 2 }]);
+  assert.equal(await credit(), 10 - 2 * 0.9, 'charged once');
+  const carried = await svc.sql<{ n: number }>(
+    `SELECT count(*)::int AS n FROM sandbox_messages WHERE recipient_id LIKE $1`, [`${id}-%`]);
+  assert.equal(carried[0]!.n, 2, 'each attempt carried once');
+  const [cleared] = await svc.sql<{ dispatch_pending: boolean }>('SELECT dispatch_pending FROM messages WHERE id = $1', [id]);
+  assert.equal(cleared!.dispatch_pending, false);
+  assert.deepEqual(await svc.sql('SELECT 1 FROM recipients WHERE message_id = $1 AND due_at IS NOT NULL', [id]), []);
+});
+
+test('a later flow step stays findable by its due_at until it is handed over', async () => {
+  const { apiKey } = await svc.createAccount();
+  // Not a Viber user (…04): the Viber step ends undelivered and the SMS step is due at once.
+  const res = await svc.request('POST', '/v2/messages', {
+    body: [{ body: 'fallback', to: [{ phone_number: '420777400504' }], flow: [{ viber: { sender: 'Shop' } }, { sms: {} }] }],
+    headers: { 'x-api-key': apiKey },
+  });
+  const id = res.body.accepted[0].message_id as string;
+  const job = await waitFor(async () => (await svc.runtime.queues.dispatchQueue('viber', 'promotional').getJobs(['waiting', 'prioritized']))[0], 5_000, 'viber job');
+  await job.remove();
+  await svc.runtime.engine.dispatch(job.data);
+  const [rcpt] = await waitFor(async () => {
+    const rows = await svc.sql<{ id: number; step: number; due: boolean }>('SELECT id, step, due_at IS NOT NULL AS due FROM recipients WHERE message_id = $1', [id]);
+    return rows[0]?.step === 1 ? rows : null;
+  }, 5_000, 'moved to the sms step');
+  assert.equal(rcpt!.due, true, 'the sms step is due and findable');
+  const smsQueue = svc.runtime.queues.dispatchQueue('sms', 'promotional');
+  const smsJob = await smsQueue.getJob(dispatchJobId(id, 1, Number(rcpt!.id)));
+  assert.ok(smsJob, 'the next step was enqueued');
+  await smsJob.remove();
+  await svc.runtime.engine.dispatch(smsJob.data);
+  const [after] = await svc.sql<{ due: boolean }>('SELECT due_at IS NOT NULL AS due FROM recipients WHERE message_id = $1', [id]);
+  assert.equal(after!.due, false, 'handed over: nothing left for the sweep');
+  const [state] = await waitFor(async () => {
+    const rows = await svc.sql<{ state: string; channel: string }>('SELECT state, channel FROM recipient_states WHERE message_id = $1', [id]);
+    return rows[0]?.state === 'delivered' ? rows : null;
+  }, 5_000, 'delivered over sms');
+  assert.deepEqual(state, { state: 'delivered', channel: 'sms' });
 });

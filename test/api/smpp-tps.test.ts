@@ -104,7 +104,7 @@ it(`never exceeds tps=${TPS} per second across two worker processes`, { timeout:
 
   // Receipts come back over either bind and are applied by either process's status pool.
   await waitFor(async () => {
-    const [row] = await svc.sql<{ n: number }>(`SELECT count(*)::int AS n FROM recipients WHERE state = 'delivered'`);
+    const [row] = await svc.sql<{ n: number }>(`SELECT count(*)::int AS n FROM recipient_states WHERE state = 'delivered'`);
     return row?.n === 100;
   }, 20_000, 'all delivered');
 });

@@ -109,7 +109,7 @@ describe('SMS over SMPP', () => {
       await waitFor(() => sim.counters.receiptsAcked >= 0 && recordsTo(phone).length === 3, 5_000, 'three parts');
       await new Promise((r) => setTimeout(r, 700));
       assert.ok(!resultsOf(id!).includes('delivered'), 'not delivered while a part is still out');
-      const [row] = await svc.sql<{ state: string }>('SELECT state FROM recipients WHERE public_id = $1', [id]);
+      const [row] = await svc.sql<{ state: string }>('SELECT state FROM recipient_states WHERE public_id = $1', [id]);
       assert.equal(row?.state, 'sent');
       const delivered = await waitResult(id!, 'delivered');
       assert.equal(delivered.sms.count, 3);

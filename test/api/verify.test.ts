@@ -50,6 +50,11 @@ async function session(token: string) {
   return row;
 }
 
+/** The text kept of a recipient's current attempt (the attempt's own, else its message's) with its state. */
+const STORED_TEXT = `SELECT COALESCE(a.body, m.body) AS body, rs.state, rs.phone
+                       FROM recipient_states rs JOIN messages m ON m.id = rs.message_id LEFT JOIN attempts a ON a.id = rs.attempt_id
+                      WHERE rs.id = $1`;
+
 test('happy path: start, SMS through the sandbox, code_sent on the receipt, verify, masked storage', async () => {
   const { accountId, apiKey } = await svc.createAccount();
   const phoneNumber = newPhone();
@@ -81,7 +86,7 @@ test('happy path: start, SMS through the sandbox, code_sent on the receipt, veri
   }
   const [msg] = await svc.sql<{ body: string; tag: string; source: string; flow: unknown }>('SELECT body, tag, source, flow FROM messages WHERE id = $1', [row.message_id]);
   assert.deepEqual(msg, { body: 'Your verification code is ******', tag: 'priority', source: 'verify', flow: [{ sms: {} }] });
-  const [rcp] = await svc.sql<{ body: string; state: string; phone: string }>('SELECT body, state, phone FROM recipients WHERE id = $1', [row.recipient_id]);
+  const [rcp] = await svc.sql<{ body: string; state: string; phone: string }>(STORED_TEXT, [row.recipient_id]);
   assert.deepEqual(rcp, { body: 'Your verification code is ******', state: 'delivered', phone: phoneNumber });
   const events = await svc.sql<{ body: string }>('SELECT body FROM events WHERE recipient_id = $1', [row.recipient_id]);
   assert.ok(events.length >= 2 && events.every((e) => !e.body.includes(`is ${code}`)));
@@ -114,7 +119,7 @@ test('a code is accepted while pending (no receipt), the copy is erased at hand-
   const { code, text } = await readCode(apiKey, phoneNumber);
   assert.equal(text, `Kód ${code} ✓ (${code})`);
   await waitFor(async () => (await session(started.token)).code_enc === null, 5000, 'copy erased after hand-over');
-  const [rcp] = await svc.sql<{ body: string }>('SELECT body FROM recipients WHERE id = $1', [(await session(started.token)).recipient_id]);
+  const [rcp] = await svc.sql<{ body: string }>(STORED_TEXT, [(await session(started.token)).recipient_id]);
   assert.equal(rcp!.body, 'Kód ****** ✓ (******)');
   assert.equal((await call('GET', `/v1/validations/${started.token}`, apiKey)).body.status, 'pending');
   const ok = await call('POST', `/v1/validations/${started.token}/verify`, apiKey, { code });
