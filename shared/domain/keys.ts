@@ -4,7 +4,7 @@
  * compares key material byte by byte.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { Queryable } from '../db/pool.js';
+import { prepared, type Queryable } from '../db/pool.js';
 
 export const KEY_PREFIX_LENGTH = 10;
 
@@ -88,13 +88,13 @@ export async function authenticateKey(db: Queryable, presented: string): Promise
   if (hit && now - hit.at < CACHE_MS) {
     return hit.record;
   }
-  const { rows } = await db.query<KeyRow>(
+  const { rows } = await db.query<KeyRow>(prepared(
     `SELECT k.id, k.account_id, k.is_primary, k.shared, k.currency, k.disabled, k.note,
             k.default_callback_url, k.key_prefix, k.key_hash,
             a.country AS account_country, a.currency AS account_currency
        FROM api_keys k JOIN accounts a ON a.id = k.account_id
       WHERE k.key_hash = $1`,
-    [hash],
+    [hash]),
   );
   const row = rows[0];
   const record = row && timingSafeEqual(row.key_hash, hash) && !row.disabled ? toRecord(row) : null;

@@ -8,7 +8,7 @@
  * A second run of the same job writes nothing and only re-hands attempts that never reached a
  * carrier (a crash between commit and hand-over).
  */
-import { withTx, type Tx } from '../db/pool.js';
+import { prepared, withTx, type Tx } from '../db/pool.js';
 import { numberArray, textArray, timestampArray } from '../db/arrays.js';
 import type { Carrier, Channel, OutboundAttempt } from '../carriers/types.js';
 import { LANE_NUMBER, type DispatchJob } from '../queues.js';
@@ -45,13 +45,13 @@ export interface MessageRow {
 }
 
 export async function loadMessages(db: EngineDeps['db'] | Tx, messageIds: string[]): Promise<Map<string, MessageRow>> {
-  const { rows } = await db.query<MessageRow>(
+  const { rows } = await db.query<MessageRow>(prepared(
     `SELECT m.id, m.request_id, m.account_id, m.key_id, m.body, m.flow, m.callback, m.tag, m.lane, m.payload,
             m.send_at, m.delivery_time, m.source, m.dispatch_pending, k.shared AS key_shared, k.is_primary AS key_primary,
             k.currency AS key_currency, k.default_callback_url, a.default_sender
        FROM messages m JOIN api_keys k ON k.id = m.key_id JOIN accounts a ON a.id = m.account_id
       WHERE m.id = ANY($1)`,
-    [textArray(messageIds)],
+    [textArray(messageIds)]),
   );
   return new Map(rows.map((row) => [row.id, row]));
 }
@@ -77,10 +77,10 @@ interface RecipientRow {
 
 /** The recipients of a job as they are now; test-number recipients are never dispatched. */
 async function loadRecipients(db: EngineDeps['db'], ids: number[]): Promise<RecipientRow[]> {
-  const { rows } = await db.query<RecipientRow>(
+  const { rows } = await db.query<RecipientRow>(prepared(
     `SELECT id, public_id, phone, message_id, step, due_at IS NOT NULL AS due FROM recipients
       WHERE id = ANY($1) AND state <> 'test' ORDER BY id`,
-    [numberArray(ids)],
+    [numberArray(ids)]),
   );
   return rows;
 }
@@ -267,7 +267,7 @@ async function runDispatchTx(
       const kept = deps.hooks.maskText ? deps.hooks.maskText(p.part.msg.source, p.text) : p.text;
       return kept === p.part.msg.body ? null : kept;
     };
-    const { rows: inserted } = planned.length === 0 ? { rows: [] } : await tx.query<{ id: number; recipient_id: number }>(
+    const { rows: inserted } = planned.length === 0 ? { rows: [] } : await tx.query<{ id: number; recipient_id: number }>(prepared(
       `WITH attempts_in AS (
        INSERT INTO attempts (recipient_id, step, channel, family, state, result_info, phone, sender, carrier, parts, encoding,
                                country, operator, price_czk, price_eur, charged, charged_currency, payer_kind, payer_id, handed_at, body)
@@ -308,7 +308,7 @@ async function runDispatchTx(
         textArray(planned.map(bodyOf)),
         numberArray(fall.id), numberArray(fall.step), timestampArray(fall.due),
         ...eventParams(events),
-      ],
+      ]),
     );
 
     const attemptIdOf = new Map(inserted.map((row) => [row.recipient_id, row.id]));
@@ -346,9 +346,9 @@ async function runDispatchTx(
 
     for (const debit of debitsOf(written)) {
       const taken = await (debit.payerKind === 'key'
-        ? tx.query('UPDATE api_keys SET balance = balance - $2 WHERE id = $1 AND balance >= $2', [debit.payerId, debit.total / UNITS])
-        : tx.query(`UPDATE accounts SET ${debit.column} = ${debit.column} - $2 WHERE id = $1 AND ${debit.column} >= $2`,
-          [debit.payerId, debit.total / UNITS]));
+        ? tx.query(prepared('UPDATE api_keys SET balance = balance - $2 WHERE id = $1 AND balance >= $2', [debit.payerId, debit.total / UNITS]))
+        : tx.query(prepared(`UPDATE accounts SET ${debit.column} = ${debit.column} - $2 WHERE id = $1 AND ${debit.column} >= $2`,
+          [debit.payerId, debit.total / UNITS])));
       if (!taken.rowCount) {
         throw new BatchNotCovered(); // only in optimistic mode: allocation never takes more than it read under the lock
       }
@@ -519,11 +519,11 @@ async function handOver(deps: EngineDeps, toHand: ToHand[], marks: SweepMarks): 
   // its next step keeps that step's due_at (hence `step =`).
   const unsettled = toHand.filter((t) => !t.carrier.settlesOnSend).map((t) => t.attempt.attemptId);
   if (unsettled.length > 0 || marks.flaggedMessages.length > 0 || marks.dueRecipients.length > 0) {
-    await deps.db.query(
+    await deps.db.query(prepared(
       `WITH handed AS (UPDATE attempts SET handed_at = COALESCE(handed_at, now()) WHERE id = ANY($1)),
             started AS (UPDATE recipients SET due_at = NULL WHERE id = ANY($3) AND step = $4 AND due_at IS NOT NULL)
        UPDATE messages SET dispatch_pending = false WHERE id = ANY($2) AND dispatch_pending`,
-      [numberArray(unsettled), textArray(marks.flaggedMessages), numberArray(marks.dueRecipients), marks.step],
+      [numberArray(unsettled), textArray(marks.flaggedMessages), numberArray(marks.dueRecipients), marks.step]),
     );
   }
   if (toHand.length === 0) {

@@ -6,7 +6,7 @@
  * one event per state entered. The recipient row itself changes only then: its state is its
  * current attempt's. Late reports of abandoned steps are reported but never start anything (D3).
  */
-import { withTx, type Tx } from '../db/pool.js';
+import { prepared, withTx, type Tx } from '../db/pool.js';
 import { boolArray, numberArray, textArray, timestampArray } from '../db/arrays.js';
 import type { AttemptState, Channel, StatusReport } from '../carriers/types.js';
 import type { FlowStep } from '../sending/message-schema.js';
@@ -80,7 +80,7 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
       return { transitions: 0, events: [] as OutboxEvent[], nextSteps: [] as NextStep[], delivered: [] as number[], sources: [] as string[] };
     }
     const ids = [...new Set(moves.map((m) => m.attemptId))].sort((a, b) => a - b);
-    const { rows } = await tx.query<AttemptRow>(
+    const { rows } = await tx.query<AttemptRow>(prepared(
       `SELECT a.id, a.recipient_id, a.step, a.channel, a.state, a.phone, a.sender, a.parts, a.country, a.operator,
               a.price_czk, a.price_eur, a.charged, a.payer_kind, a.payer_id, a.charged_currency, a.refunded, a.reached_sent,
               a.ttl_expired, r.public_id, r.step AS current_step, r.account_id, r.key_id, m.request_id, m.payload, m.callback, m.flow,
@@ -92,7 +92,7 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
         WHERE a.id = ANY($1)
         ORDER BY a.id
           FOR UPDATE OF a`,
-      [ids],
+      [ids]),
     );
     const attempts = new Map(rows.map((row) => [row.id, row]));
     // Apply each attempt's moves along the state path (a parked receipt can carry an earlier
@@ -175,7 +175,7 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
     const list = [...changed.keys()].map((id) => attempts.get(id)!);
     const changes = [...changed.values()];
     const falls = [...fallbacks.values()];
-    await tx.query(
+    await tx.query(prepared(
       `WITH attempts_up AS (
          UPDATE attempts a SET state = u.state, result_info = u.result_info, reached_sent = u.reached_sent,
                 refunded = u.refunded, ttl_expired = u.ttl_expired, handed_at = COALESCE(a.handed_at, now()),
@@ -193,7 +193,7 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
         boolArray(list.map((a) => a.reached_sent)), boolArray(list.map((a) => a.refunded)), boolArray(list.map((a) => a.ttl_expired)),
         timestampArray(changes.map((c) => c.sent)), timestampArray(changes.map((c) => c.delivered)),
         numberArray([...fallbacks.keys()]), numberArray(falls.map((f) => f.step)), timestampArray(falls.map((f) => f.due)),
-        ...eventParams(events)],
+        ...eventParams(events)]),
     );
     await refund(tx, refunds);
     if (deps.hooks.onDelivered && delivered.length > 0) {
@@ -264,7 +264,7 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
   }
   const { rows: stored } = await tx.query<{
     ref: string; carrier: string; attempt_id: number | null; state: AttemptState; result_info: string | null; reported_at: Date | null; parts: number | null;
-  }>(
+  }>(prepared(
     `WITH c AS (
        INSERT INTO carrier_refs AS c (ref, carrier, attempt_id, part, state, result_info, reported_at)
        SELECT u.ref, u.carrier, u.attempt_id, u.part, COALESCE(u.state, 'sent'), u.result_info, u.reported_at
@@ -282,7 +282,7 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
        FROM c LEFT JOIN attempts a ON a.id = c.attempt_id`,
     [textArray(rows.map((r) => r.ref)), textArray(rows.map((r) => r.carrier)), numberArray(rows.map((r) => r.attemptId)),
       numberArray(rows.map((r) => r.part)), textArray(rows.map((r) => r.receipt?.state ?? null)),
-      textArray(rows.map((r) => r.receipt?.resultInfo ?? null)), timestampArray(rows.map((r) => r.receipt?.at ?? null))],
+      textArray(rows.map((r) => r.receipt?.resultInfo ?? null)), timestampArray(rows.map((r) => r.receipt?.at ?? null))]),
   );
   // A receipt to apply: one of this batch, or one parked earlier that this batch's register found
   // (replaying a receipt applied before is no move, so a repeated register changes nothing).

@@ -7,7 +7,7 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Db, Queryable, Tx } from '../db/pool.js';
-import { withTx } from '../db/pool.js';
+import { prepared, withTx } from '../db/pool.js';
 import { boolArray, numberArray, textArray, timestampArray } from '../db/arrays.js';
 import { Semaphore } from '../semaphore.js';
 import type { Config } from '../config.js';
@@ -147,7 +147,7 @@ function bulkGateOf(deps: AcceptDeps): Semaphore {
 export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs: unknown[], opts: AcceptOptions): Promise<AcceptResult> {
   const now = opts.now ?? new Date();
   const result: AcceptResult = { requestId: randomUUID(), accepted: [], rejected: [], recipients: [] };
-  const prepared: Prepared[] = [];
+  const checked: Prepared[] = [];
   inputs.forEach((raw, index) => {
     const p = prepareMessage(raw, key, deps.config, now, opts.maxRecipients);
     if (typeof p === 'string') {
@@ -157,10 +157,10 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
       result.rejected.push({ key: String(index), message: p });
     } else {
       p.key = String(index);
-      prepared.push(p);
+      checked.push(p);
     }
   });
-  if (prepared.length === 0) {
+  if (checked.length === 0) {
     return result;
   }
 
@@ -171,7 +171,7 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
   const r = { publicId: [] as string[], messageId: [] as string[], idx: [] as number[], tag: [] as string[],
     raw: [] as string[], phone: [] as Array<string | null>, state: [] as string[], dueAt: [] as Array<Date | null> };
 
-  for (const p of prepared) {
+  for (const p of checked) {
     const messageId = newId();
     const tag = p.input.tag ?? 'promotional';
     m.id.push(messageId);
@@ -214,7 +214,7 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
   // transaction round trips (BEGIN, COMMIT) at all; a caller with work of its own (verification)
   // gets it inside a transaction.
   const insert = async (db: Queryable) => {
-    const { rows } = await db.query<{ id: number; public_id: string }>(
+    const { rows } = await db.query<{ id: number; public_id: string }>(prepared(
       `WITH messages_in AS (
          INSERT INTO messages (id, request_id, account_id, key_id, body, flow, callback, tag, lane, params, payload, send_at, delivery_time,
                                source, dispatch_pending)
@@ -233,7 +233,7 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
         textArray(m.callback), textArray(m.tag), numberArray(m.lane), textArray(m.params), textArray(m.payload),
         timestampArray(m.sendAt), textArray(m.window), textArray(r.publicId), textArray(r.messageId), numberArray(r.idx),
         textArray(r.tag), textArray(r.raw), textArray(r.phone), textArray(r.state), timestampArray(r.dueAt),
-        boolArray(m.dispatchPending)],
+        boolArray(m.dispatchPending)]),
     );
     const ids = new Map(rows.map((row) => [row.public_id, row.id]));
     for (const entry of result.recipients) {
@@ -249,14 +249,14 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
     : () => insert(deps.db);
   // Bulk writes take turns (a few at a time per process), so a burst of large calls cannot fill
   // Postgres with inserts while a priority message waits to be accepted: priority calls skip the gate.
-  const priorityOnly = prepared.every((p) => laneOfTag(p.input.tag ?? 'promotional') === 'priority');
+  const priorityOnly = checked.every((p) => laneOfTag(p.input.tag ?? 'promotional') === 'priority');
   await (priorityOnly ? write() : bulkGateOf(deps).run(write));
 
   // Objects due now share one job per queue (one dispatch transaction for the whole call);
   // scheduled ones get their own delayed job.
   const jobs = new Map<string, Array<{ name: string; data: DispatchJob; opts: typeof DISPATCH_JOB_OPTIONS }>>();
   const dueNow = new Map<string, DispatchJob>();
-  prepared.forEach((p, i) => {
+  checked.forEach((p, i) => {
     const entry = result.recipients[i]!;
     const live = entry.recipientIds.filter((_, j) => entry.phones[j] !== TEST_NUMBER);
     if (live.length === 0) {

@@ -5,7 +5,7 @@
  * batch's first attempt is usually made by the relay that created it (`direct.ts`), retries by the
  * webhook queue's jobs.
  */
-import type { Db } from '../db/pool.js';
+import { prepared, type Db } from '../db/pool.js';
 import type { WebhookClient, WebhookPostResult } from './http.js';
 import { signWebhook, isValidWebhookSecret } from './sign.js';
 import { checkCallbackUrl } from '../net/ssrf.js';
@@ -88,14 +88,14 @@ export function failureReason(result: WebhookPostResult): string {
  * job, because a batch's first attempt may have been made without a job).
  */
 export async function recordOutcomes(db: Db, outcomes: Array<{ batchId: number; result: WebhookPostResult }>): Promise<Map<number, number>> {
-  const { rows } = await db.query<{ id: number; attempts: number }>(
+  const { rows } = await db.query<{ id: number; attempts: number }>(prepared(
     `UPDATE webhook_batches b SET attempts = b.attempts + 1, last_status = u.status, last_error = u.error, updated_at = now(),
             status = CASE WHEN u.ok THEN 'delivered' ELSE b.status END, delivered_at = CASE WHEN u.ok THEN now() END
        FROM unnest($1::bigint[], $2::int[], $3::text[], $4::boolean[]) AS u(id, status, error, ok)
       WHERE b.id = u.id
       RETURNING b.id, b.attempts`,
     [outcomes.map((o) => o.batchId), outcomes.map((o) => o.result.status), outcomes.map((o) => (o.result.ok ? null : failureReason(o.result))),
-      outcomes.map((o) => o.result.ok)],
+      outcomes.map((o) => o.result.ok)]),
   );
   return new Map(rows.map((r) => [Number(r.id), r.attempts]));
 }

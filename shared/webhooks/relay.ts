@@ -8,7 +8,7 @@
  * itself (the events' bodies are read in the same pass); batches it has no slot for are queued.
  */
 import { randomUUID } from 'node:crypto';
-import { withTx, type Db } from '../db/pool.js';
+import { prepared, withTx, type Db } from '../db/pool.js';
 import type { Queues } from '../queues.js';
 import { webhookJobId, type WebhookJob } from '../queues.js';
 import type { JobsOptions } from 'bullmq';
@@ -77,18 +77,18 @@ export async function relayOnce(
   const pageSize = opts.pageSize ?? 5000;
   const { created, doneThrough, readAt } = await withTx(db, async (tx) => {
     // Each outbox row holds the event ids of one statement (one to a few thousand).
-    const { rows: claimed } = await tx.query<{ id: number; event_ids: number[] }>(
+    const { rows: claimed } = await tx.query<{ id: number; event_ids: number[] }>(prepared(
       `SELECT id, event_ids FROM outbox WHERE id > $2 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
-      [OUTBOX_ROWS_PER_PASS, afterId],
+      [OUTBOX_ROWS_PER_PASS, afterId]),
     );
     const readAt = Date.now();
     if (claimed.length === 0) {
       return { created: [], doneThrough: null, readAt };
     }
-    const { rows } = await tx.query<EventRef>(
+    const { rows } = await tx.query<EventRef>(prepared(
       `SELECT id, account_id, key_id, callback_url, (extract(epoch FROM created_at) * 1000)::float8 AS created_ms${direct ? ', body' : ''}
          FROM events WHERE id = ANY($1) ORDER BY id`,
-      [claimed.flatMap((c) => c.event_ids)],
+      [claimed.flatMap((c) => c.event_ids)]),
     );
     const groups = new Map<string, EventRef[]>();
     for (const row of rows) {
@@ -111,17 +111,17 @@ export async function relayOnce(
       }
     }
     // The claimed rows go; events still lingering come back in one new row (above every claimed one).
-    await tx.query(
+    await tx.query(prepared(
       `WITH gone AS (DELETE FROM outbox WHERE id = ANY($1))
        INSERT INTO outbox (event_ids) SELECT $2::bigint[] WHERE cardinality($2::bigint[]) > 0`,
-      [claimed.map((c) => c.id), leftover.sort((a, b) => a - b)],
+      [claimed.map((c) => c.id), leftover.sort((a, b) => a - b)]),
     );
     const doneThrough = claimed[claimed.length - 1]!.id;
     if (batches.length === 0) {
       return { created: [], doneThrough, readAt };
     }
     const webhookIds = batches.map(() => `msg_${randomUUID().replace(/-/g, '')}`);
-    const { rows: inserted } = await tx.query<{ id: number; url: string; webhook_id: string }>(
+    const { rows: inserted } = await tx.query<{ id: number; url: string; webhook_id: string }>(prepared(
       `INSERT INTO webhook_batches (webhook_id, account_id, key_id, url, event_ids)
        SELECT u.webhook_id, u.account_id, u.key_id, u.url, u.ids::bigint[]
          FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[]) WITH ORDINALITY
@@ -129,7 +129,7 @@ export async function relayOnce(
         ORDER BY n
        RETURNING id, url, webhook_id`,
       [webhookIds, batches.map((b) => b.accountId), batches.map((b) => b.keyId),
-        batches.map((b) => b.url), batches.map((b) => `{${b.events.map((e) => e.id).join(',')}}`)],
+        batches.map((b) => b.url), batches.map((b) => `{${b.events.map((e) => e.id).join(',')}}`)]),
     );
     const idOf = new Map(inserted.map((row) => [row.webhook_id, Number(row.id)]));
     const created = batches.map((b, i) => ({ ...b, id: idOf.get(webhookIds[i]!)!, webhookId: webhookIds[i]! }));
