@@ -43,6 +43,7 @@ export interface Config {
   dbPoolSize: number | null;
   /** Bulk accept writes (calls with any non-priority message) running at once per process. */
   acceptBulkConcurrency: number;
+  acceptLargeCallConcurrency: number;
   /** How often the outbox relay reads the outbox from its start (a transaction held open past its floor). */
   webhookRelayRescanMs: number;
   /** Bytes of webhook batches the relay keeps waiting for a receiver's slot (the rest go to the queue). */
@@ -80,6 +81,7 @@ const schema = Joi.object({
   WEBHOOK_BATCH_MAX: Joi.number().integer().min(1).max(100).default(100),
   WEBHOOK_LINGER_MS: Joi.number().integer().min(0).max(1000).default(200),
   ACCEPT_BULK_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(8),
+  ACCEPT_LARGE_CALL_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(2),
   DB_POOL_SIZE: Joi.number().integer().min(2).max(1000),
   WEBHOOK_RELAY_RESCAN_MS: Joi.number().integer().min(1000).max(3_600_000).default(15_000),
   WEBHOOK_DIRECT_BACKLOG_MB: Joi.number().integer().min(0).max(4096).default(64),
@@ -131,6 +133,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     webhookBatchMax: value.WEBHOOK_BATCH_MAX,
     webhookLingerMs: value.WEBHOOK_LINGER_MS,
     acceptBulkConcurrency: value.ACCEPT_BULK_CONCURRENCY,
+    acceptLargeCallConcurrency: value.ACCEPT_LARGE_CALL_CONCURRENCY,
     dbPoolSize: value.DB_POOL_SIZE ?? null,
     webhookRelayRescanMs: value.WEBHOOK_RELAY_RESCAN_MS,
     webhookDirectBacklogBytes: value.WEBHOOK_DIRECT_BACKLOG_MB * 1024 * 1024,

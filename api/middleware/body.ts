@@ -55,13 +55,27 @@ export async function readJsonBody(req: Request): Promise<unknown> {
 }
 
 /** The parsed body and the exact text of its message objects' payloads (the sending API returns them byte for byte). */
-export async function readJsonDocument(req: Request): Promise<{ value: unknown; payloads: Array<string | undefined> }> {
+export async function readJsonDocument(req: Request): Promise<JsonDocument> {
+  return parseJsonDocument(await readJsonBytes(req));
+}
+
+export interface JsonDocument {
+  value: unknown;
+  payloads: Array<string | undefined>;
+}
+
+/** The raw bytes of a JSON body (Content-Type checked), to be parsed by `parseJsonDocument` later. */
+export async function readJsonBytes(req: Request): Promise<Buffer> {
   const type = mediaType(req);
   if (type !== 'application/json' && !type.endsWith('+json')) {
     req.resume();
     throw new BodyError(400, 'Content-Type must be application/json');
   }
-  const text = decodeUtf8(await readRawBody(req));
+  return readRawBody(req);
+}
+
+export function parseJsonDocument(raw: Buffer): JsonDocument {
+  const text = decodeUtf8(raw);
   const parsed = parseStrictJson(text);
   if (!parsed.ok) {
     throw new BodyError(400, parsed.message);

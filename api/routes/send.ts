@@ -6,7 +6,8 @@
 import { randomUUID } from 'node:crypto';
 import { Router, type ErrorRequestHandler, type Request, type Response } from 'express';
 import type { AppContext } from '../context.js';
-import { readJsonDocument, readFormBody, mediaType, BodyError } from '../middleware/body.js';
+import { readJsonDocument, readJsonBytes, parseJsonDocument, readFormBody, mediaType, BodyError } from '../middleware/body.js';
+import { Semaphore } from '../../shared/semaphore.js';
 import { headerKey, keyFromRequest } from '../middleware/api-key.js';
 import { acceptMessages, type AcceptMode, type MessageSource } from '../../shared/sending/accept.js';
 import { MAX_OBJECTS } from '../../shared/sending/message-schema.js';
@@ -15,6 +16,9 @@ import type { ApiKeyRecord } from '../../shared/domain/keys.js';
 
 /** D2: the exact text for a missing, unknown, revoked or disabled key (HTTP 400, not 401). */
 export const NOT_AUTHORIZED = 'User is not authorized to access this resource with an explicit deny';
+
+/** A call body larger than this takes turns with the other large ones (see `largeCalls`). */
+const LARGE_CALL_BYTES = 2048;
 
 class SendError extends Error {
   constructor(readonly status: number, message: string, readonly body?: Record<string, unknown>) {
@@ -34,16 +38,25 @@ export function sendRouter(ctx: AppContext): Router {
     return key;
   };
 
+  // Large calls take turns from parsing to enqueueing, a few at a time: the CPU work of a burst of
+  // them (parsing and checking hundreds of recipients each) then never queues up in this process's
+  // event loop in front of a small call (an OTP), which skips the turns. The bytes are read first,
+  // outside the turns, so a slow upload holds no turn.
+  const largeCalls = new Semaphore(ctx.config.acceptLargeCallConcurrency);
   const batch = (source: MessageSource, camel: boolean) => async (req: Request, res: Response) => {
     const key = await auth(headerKey(req));
-    const { value: body, payloads } = await readJsonDocument(req);
-    if (!Array.isArray(body)) {
-      throw new SendError(400, 'Request body must be a JSON array of message objects');
-    }
-    if (body.length < 1 || body.length > MAX_OBJECTS) {
-      throw new SendError(400, `Request body must hold 1 to ${MAX_OBJECTS} message objects (got ${body.length})`);
-    }
-    const result = await acceptMessages(deps, key, body, { mode: 'batch', source, rawPayloads: payloads });
+    const raw = await readJsonBytes(req);
+    const accept = async () => {
+      const { value: body, payloads } = parseJsonDocument(raw);
+      if (!Array.isArray(body)) {
+        throw new SendError(400, 'Request body must be a JSON array of message objects');
+      }
+      if (body.length < 1 || body.length > MAX_OBJECTS) {
+        throw new SendError(400, `Request body must hold 1 to ${MAX_OBJECTS} message objects (got ${body.length})`);
+      }
+      return acceptMessages(deps, key, body, { mode: 'batch', source, rawPayloads: payloads });
+    };
+    const result = await (raw.length > LARGE_CALL_BYTES ? largeCalls.run(accept) : accept());
     res.json(camel
       ? {
           requestId: result.requestId,

@@ -232,6 +232,7 @@ const interrupt = (signal: string) => {
 };
 process.on('SIGINT', () => interrupt('SIGINT'));
 process.on('SIGTERM', () => interrupt('SIGTERM'));
+process.on('SIGHUP', () => interrupt('SIGHUP')); // children run in sessions of their own (procs.ts): a closed terminal reaches only us
 process.on('unhandledRejection', (err) => {
   log(`unhandled rejection: ${(err as Error)?.stack ?? String(err)}`);
 });

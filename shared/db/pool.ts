@@ -51,7 +51,33 @@ export function createPool(databaseUrl: string, max = 10): Db {
 }
 
 /**
- * Run `fn` in a transaction; commits when it resolves, rolls back when it throws.
+ * Run `fn` in a transaction; commits when it resolves, rolls back when it throws (options: see
+ * `withTxEnding`).
+ */
+export async function withTx<T>(db: Db, fn: (tx: Tx) => Promise<T>, opts: TxOptions = {}): Promise<T> {
+  return withTxEnding(db, async (tx) => ({ result: await fn(tx) }), opts);
+}
+
+export interface TxOptions {
+  indexOnly?: boolean;
+  timeoutMs?: number;
+}
+
+/** What a transaction of `withTxEnding` returns: its result and the statements to send with its COMMIT. */
+export interface TxEnd<T> {
+  result: T;
+  /**
+   * Parameterless statements sent in the same message as the COMMIT (simple query protocol), so
+   * that the row locks they take are held only while the server runs them and flushes the commit,
+   * not for a round trip to this process. When one fails, the rest and the COMMIT are skipped and
+   * the transaction is rolled back. Build them only from values this process made (numbers,
+   * fixed names): they are not parameters.
+   */
+  lastStatements?: string[];
+}
+
+/**
+ * `withTx` whose last statements travel with the COMMIT (see `TxEnd.lastStatements`).
  *
  * `indexOnly`: the hot-path transactions (dispatch, status, outbox) touch a handful of rows of
  * large, fast-growing tables by key. Right after a burst of inserts their statistics are stale
@@ -59,7 +85,7 @@ export function createPool(databaseUrl: string, max = 10): Db {
  * hash join over the whole table for every batch. Turning sequential scans off for the
  * transaction keeps these statements on their indexes whatever the statistics say.
  */
-export async function withTx<T>(db: Db, fn: (tx: Tx) => Promise<T>, opts: { indexOnly?: boolean; timeoutMs?: number } = {}): Promise<T> {
+export async function withTxEnding<T>(db: Db, fn: (tx: Tx) => Promise<TxEnd<T>>, opts: TxOptions = {}): Promise<T> {
   const client = await db.connect();
   try {
     // `timeoutMs`: every statement (lock waits included) of a transaction that others wait for
@@ -69,8 +95,8 @@ export async function withTx<T>(db: Db, fn: (tx: Tx) => Promise<T>, opts: { inde
       ...(opts.timeoutMs ? [`SET LOCAL statement_timeout = ${Math.trunc(opts.timeoutMs)}`] : []),
     ];
     await client.query(['BEGIN', ...settings].join('; '));
-    const result = await fn(client);
-    await client.query('COMMIT');
+    const { result, lastStatements = [] } = await fn(client);
+    await client.query([...lastStatements, 'COMMIT'].join('; '));
     return result;
   } catch (err) {
     await client.query('ROLLBACK').catch(() => undefined);

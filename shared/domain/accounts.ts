@@ -220,3 +220,27 @@ export async function updateKeySettings(db: Db, keyId: number, settings: KeySett
   const { rows } = await db.query<{ account_id: number }>('SELECT account_id FROM api_keys WHERE id = $1', [keyId]);
   return (await listKeys(db, rows[0]!.account_id)).find((k) => k.id === keyId)!;
 }
+
+/** SQLSTATE of a debit that the payer's balance cannot cover (migration 013, `change_credit`). */
+export const CREDIT_NOT_COVERED = 'SB001';
+
+/**
+ * The statement that changes a payer's balance by `deltaUnits` ten-thousandths (negative: a debit,
+ * which fails with `CREDIT_NOT_COVERED` and changes nothing when the balance cannot cover it).
+ * Written with literals, not parameters, so that it can travel with a COMMIT (`withTxEnding`):
+ * every value is checked to be what it claims.
+ */
+export function changeCreditStatement(payerKind: 'account' | 'key', payerId: number, currency: Currency, deltaUnits: number): string {
+  if (!Number.isSafeInteger(payerId) || payerId <= 0) {
+    throw new Error(`changeCreditStatement: payer id ${payerId} is not a row id`);
+  }
+  if (!Number.isSafeInteger(deltaUnits)) {
+    throw new Error(`changeCreditStatement: ${deltaUnits} is not a whole number of ten-thousandths`);
+  }
+  if ((payerKind !== 'account' && payerKind !== 'key') || (currency !== 'CZK' && currency !== 'EUR')) {
+    throw new Error(`changeCreditStatement: unknown payer ${payerKind} or currency ${currency}`);
+  }
+  const abs = Math.abs(deltaUnits);
+  const amount = `${deltaUnits < 0 ? '-' : ''}${Math.trunc(abs / 10_000)}.${String(abs % 10_000).padStart(4, '0')}`;
+  return `SELECT change_credit('${payerKind}', ${payerId}, '${currency}', ${amount})`;
+}

@@ -8,7 +8,8 @@
  * A second run of the same job writes nothing and only re-hands attempts that never reached a
  * carrier (a crash between commit and hand-over).
  */
-import { prepared, withTx, type Tx } from '../db/pool.js';
+import { prepared, withTxEnding, type Tx } from '../db/pool.js';
+import { changeCreditStatement, CREDIT_NOT_COVERED } from '../domain/accounts.js';
 import { numberArray, textArray, timestampArray } from '../db/arrays.js';
 import type { Carrier, Channel, OutboundAttempt } from '../carriers/types.js';
 import { LANE_NUMBER, type DispatchJob } from '../queues.js';
@@ -175,7 +176,7 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
   try {
     result = await runDispatchTx(deps, partOf, atStep, job.step, prices, now, 'optimistic');
   } catch (err) {
-    if (!(err instanceof BatchNotCovered)) {
+    if ((err as { code?: string }).code !== CREDIT_NOT_COVERED) {
       throw err;
     }
     result = await runDispatchTx(deps, partOf, atStep, job.step, prices, now, 'allocate');
@@ -189,8 +190,6 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
   await deps.enqueueNextSteps(result.nextSteps);
   return { delayUntil: null, handed: result.toHand.length, rejected: result.rejected };
 }
-
-class BatchNotCovered extends Error {}
 
 interface ToHand {
   carrier: Carrier;
@@ -208,7 +207,7 @@ async function runDispatchTx(
   deps: EngineDeps, partOf: Map<string, Part>, recipients: RecipientRow[], step: number,
   prices: Awaited<ReturnType<typeof currentPrices>>, now: Date, mode: 'optimistic' | 'allocate',
 ): Promise<DispatchTxResult> {
-  return withTx(deps.db, async (tx) => {
+  return withTxEnding(deps.db, async (tx) => {
     const texts = new Map<number, string>();
     if (deps.hooks.resolveTexts) {
       for (const part of partOf.values()) {
@@ -344,16 +343,13 @@ async function runDispatchTx(
       }
     }
 
-    for (const debit of debitsOf(written)) {
-      const taken = await (debit.payerKind === 'key'
-        ? tx.query(prepared('UPDATE api_keys SET balance = balance - $2 WHERE id = $1 AND balance >= $2', [debit.payerId, debit.total / UNITS]))
-        : tx.query(prepared(`UPDATE accounts SET ${debit.column} = ${debit.column} - $2 WHERE id = $1 AND ${debit.column} >= $2`,
-          [debit.payerId, debit.total / UNITS])));
-      if (!taken.rowCount) {
-        throw new BatchNotCovered(); // only in optimistic mode: allocation never takes more than it read under the lock
-      }
-    }
-    return { toHand, nextSteps, rejected: written.filter((p) => p.reject).length };
+    // The debits travel with the COMMIT: the balance rows are locked for no client round trip. In
+    // optimistic mode a balance that cannot cover its debit fails the commit (CREDIT_NOT_COVERED);
+    // allocation never takes more than it read under the lock.
+    return {
+      result: { toHand, nextSteps, rejected: written.filter((p) => p.reject).length },
+      lastStatements: debitsOf(written).map((d) => changeCreditStatement(d.payerKind, d.payerId, d.currency, -d.total)),
+    };
   }, { indexOnly: true });
 }
 
@@ -412,7 +408,7 @@ interface Debit {
   total: number;
   payerKind: 'account' | 'key';
   payerId: number;
-  column: 'credit_czk' | 'credit_eur';
+  currency: 'CZK' | 'EUR';
 }
 
 /**
@@ -424,7 +420,7 @@ function payerOf(msg: MessageRow): Omit<Debit, 'total'> {
   return {
     payerKind: ownCredit ? 'key' : 'account',
     payerId: ownCredit ? msg.key_id : msg.account_id,
-    column: msg.key_currency === 'CZK' ? 'credit_czk' : 'credit_eur',
+    currency: msg.key_currency,
   };
 }
 
@@ -454,7 +450,7 @@ async function allocateCharges(tx: Tx, planned: PlannedInPart[]): Promise<void> 
       continue;
     }
     const payer = payerOf(p.part.msg);
-    const key = `${payer.payerKind}.${payer.payerId}.${payer.column}`;
+    const key = `${payer.payerKind}.${payer.payerId}.${payer.currency}`;
     const entry = byPayer.get(key) ?? { payer, list: [] };
     entry.list.push(p);
     byPayer.set(key, entry);
@@ -463,7 +459,7 @@ async function allocateCharges(tx: Tx, planned: PlannedInPart[]): Promise<void> 
     const { payer, list } = byPayer.get(key)!;
     const { rows } = payer.payerKind === 'key'
       ? await tx.query<{ balance: number }>('SELECT balance FROM api_keys WHERE id = $1 FOR UPDATE', [payer.payerId])
-      : await tx.query<{ balance: number }>(`SELECT ${payer.column} AS balance FROM accounts WHERE id = $1 FOR UPDATE`, [payer.payerId]);
+      : await tx.query<{ balance: number }>(`SELECT ${payer.currency === 'CZK' ? 'credit_czk' : 'credit_eur'} AS balance FROM accounts WHERE id = $1 FOR UPDATE`, [payer.payerId]);
     let available = Math.round((rows[0]?.balance ?? 0) * UNITS);
     for (const p of list) {
       const price = unitPrice(p.part.msg, p);
@@ -485,7 +481,7 @@ function debitsOf(written: PlannedInPart[]): Debit[] {
       continue;
     }
     const payer = payerOf(p.part.msg);
-    const key = `${payer.payerKind}.${payer.payerId}.${payer.column}`;
+    const key = `${payer.payerKind}.${payer.payerId}.${payer.currency}`;
     const debit = debits.get(key) ?? { ...payer, total: 0 };
     debit.total += Math.round(p.charge.amount * UNITS);
     debits.set(key, debit);

@@ -12,7 +12,8 @@ import { dispatchJobId } from '../../shared/queues.js';
 let svc: TestService;
 before(async () => {
   // The web role only: nothing consumes the queues until the test starts the workers itself.
-  svc = await startTestService({ role: 'web' });
+  // The sandbox's slow delivery (…04 over SMS) made quick, so a test can wait for it.
+  svc = await startTestService({ role: 'web', env: { SANDBOX_SLOW_DELIVERY_MS: '200' } });
 });
 after(async () => {
   await svc.stop();

@@ -89,6 +89,27 @@ test('POST /v2/messages: request_id, one message_id per object, recipients <mess
   assert.deepEqual(recipients, expected);
 });
 
+test('POST /v2/messages: large calls (over 2 KB, which take turns) and small ones side by side get the same answers', async () => {
+  const large = (k: number) => Array.from({ length: 10 }, (_, m) => ({ body: `large ${k}.${m}`, to: to(...Array.from({ length: 10 }, () => TEST_NUMBER)) }));
+  assert.ok(Buffer.byteLength(JSON.stringify(large(0))) > 2048);
+  const calls = await Promise.all([
+    ...Array.from({ length: 6 }, (_, k) => post('/v2/messages', large(k))),
+    post('/v2/messages', [{ body: 'small', to: to(TEST_NUMBER) }]),
+    post('/v2/messages', { body: 'x'.repeat(3000), to: to(TEST_NUMBER) }),
+    post('/v2/messages', [...large(9).slice(0, 9), { body: '', to: to(TEST_NUMBER) }]),
+  ]);
+  for (const res of calls.slice(0, 7)) {
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(res.body.rejected, []);
+  }
+  assert.equal(calls.slice(0, 6).reduce((n, res) => n + res.body.accepted.length, 0), 60);
+  assert.equal(calls[7]!.status, 400, 'a large body that is not an array');
+  assert.match(calls[7]!.text, /JSON array of message objects/);
+  assert.equal(calls[8]!.status, 200, calls[8]!.text);
+  assert.equal(calls[8]!.body.accepted.length, 9);
+  assert.deepEqual(calls[8]!.body.rejected.map((r: { key: string }) => r.key), ['9'], 'the bad object of a large call is named');
+});
+
 test('POST /v2/message: key is the recipient index and every recipient gets its own id (no -<index>)', async () => {
   const res = await post('/v2/message', { body: 'single', to: to(TEST_NUMBER, TEST_NUMBER, TEST_NUMBER) });
   assert.equal(res.status, 200);
