@@ -167,11 +167,12 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
   const atStep = recipients.filter((r) => r.step === job.step && partOf.has(r.message_id));
   const prices = await currentPrices(deps.db);
 
-  // Optimistic first: write everything as charged and take the credit in one conditional UPDATE per
-  // payer at the very end, so a balance row is locked only for that statement and the commit (jobs
-  // of one account would otherwise queue behind each other's whole transaction). When a balance
-  // cannot cover the batch, the transaction is rolled back and run again, allocating attempt by
-  // attempt under the lock until the credit runs out.
+  // Optimistic first: write everything as charged and take the credit with one conditional debit per
+  // payer sent together with the COMMIT, so a balance row is locked only while the server runs
+  // those and flushes the commit (jobs of one account would otherwise queue behind each other's
+  // transactions and round trips). When a balance cannot cover the batch (CREDIT_NOT_COVERED), the
+  // transaction is rolled back and run again, allocating attempt by attempt under the lock until
+  // the credit runs out.
   let result: DispatchTxResult;
   try {
     result = await runDispatchTx(deps, partOf, atStep, job.step, prices, now, 'optimistic');
