@@ -47,6 +47,11 @@ export function sendRouter(ctx: AppContext): Router {
     const key = await auth(headerKey(req));
     const raw = await readJsonBytes(req);
     const accept = async () => {
+      if (req.socket.destroyed) {
+        // The client gave up while the call waited for its turn: nothing is accepted, so that its
+        // retry cannot become a second send. No one is left to read an answer.
+        throw new SendError(499, 'Client closed the request before it was accepted');
+      }
       const { value: body, payloads } = parseJsonDocument(raw);
       if (!Array.isArray(body)) {
         throw new SendError(400, 'Request body must be a JSON array of message objects');

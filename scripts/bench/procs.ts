@@ -43,7 +43,10 @@ export async function spawnChild<T = unknown>(opts: SpawnOptions): Promise<{ chi
   // that share the harness's session share one CPU share among them, while every Postgres backend
   // (postmaster children call setsid) has a share of its own, which starved the service processes
   // of the priority path (priority accept → submit_sm p50 1,087 → 442 ms on this change alone).
-  const proc = spawn(opts.command ?? process.execPath, opts.args, { cwd: opts.cwd, env: opts.env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+  // Marked with the harness's pid, so that a later run can find and stop children whose harness
+  // died without stopping them (being detached, they outlive a killed process group).
+  const env = { ...opts.env, [CHILD_MARK]: String(process.pid) };
+  const proc = spawn(opts.command ?? process.execPath, opts.args, { cwd: opts.cwd, env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
   proc.on('error', (err) => log.write(`spawn error: ${err.message}\n`));
   if (proc.pid === undefined) {
     throw new Error(`${opts.name}: could not start ${opts.command ?? 'node'} ${opts.args.join(' ')}`);
@@ -115,6 +118,51 @@ export async function spawnChild<T = unknown>(opts: SpawnOptions): Promise<{ chi
     throw err;
   } finally {
     clearTimeout(timer);
+  }
+}
+
+const CHILD_MARK = 'SWITCHBOARD_BENCH_HARNESS_PID';
+
+/**
+ * Children of earlier runs whose harness is gone (killed before it could stop them): SIGKILLed,
+ * so that they hold no ports, Postgres connections or CPU during this run. Returns how many.
+ */
+export function killOrphans(): number {
+  let killed = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) {
+      continue;
+    }
+    let environ: string;
+    try {
+      environ = readFileSync(`/proc/${entry}/environ`, 'latin1');
+    } catch {
+      continue; // gone, or not ours to read
+    }
+    const mark = environ.split('\0').find((v) => v.startsWith(`${CHILD_MARK}=`));
+    if (!mark) {
+      continue;
+    }
+    const harness = Number(mark.slice(CHILD_MARK.length + 1));
+    if (harness === process.pid || isAlive(harness)) {
+      continue;
+    }
+    try {
+      process.kill(Number(entry), 'SIGKILL');
+      killed++;
+    } catch {
+      // already gone
+    }
+  }
+  return killed;
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 

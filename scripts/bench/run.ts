@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { Redis } from 'ioredis';
 import { parseOptions, resolveCarrier, type Options } from './options.js';
-import { machineCpuSeconds, stopAll, stopChild, type Child } from './procs.js';
+import { killOrphans, machineCpuSeconds, stopAll, stopChild, type Child } from './procs.js';
 import { startOwnRedis, type Ctx } from './stack.js';
 import { Meter } from './meter.js';
 import { acceptScenario, e2eScenario, verifyScenario, webhooksScenario, type ScenarioResult } from './scenarios.js';
@@ -129,6 +129,10 @@ async function main(): Promise<number> {
   const runDir = path.join(os.tmpdir(), 'switchboard-bench', `${new Date().toISOString().replace(/[:.]/g, '-')}-${id}`);
   mkdirSync(runDir, { recursive: true });
   log(`logs and profiles in ${runDir}`);
+  const orphans = killOrphans();
+  if (orphans > 0) {
+    log(`stopped ${orphans} process(es) left running by an earlier run whose harness was killed`);
+  }
 
   const hardStop = setTimeout(() => {
     log(`the run took longer than --max-minutes ${opts.maxMinutes}; stopping everything`);

@@ -177,7 +177,7 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
   try {
     result = await runDispatchTx(deps, partOf, atStep, job.step, prices, now, 'optimistic');
   } catch (err) {
-    if ((err as { code?: string }).code !== CREDIT_NOT_COVERED) {
+    if ((err as { code?: string } | null)?.code !== CREDIT_NOT_COVERED) {
       throw err;
     }
     result = await runDispatchTx(deps, partOf, atStep, job.step, prices, now, 'allocate');
