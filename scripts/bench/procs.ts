@@ -265,6 +265,9 @@ export type PgKind = 'bench' | 'shared' | 'other';
  * (checkpointer, WAL writer, background writer, launchers), which work for every database;
  * `other` = backends of other databases (other users of the machine: a noise indicator).
  */
+/** Pids seen in the last sample that are not Postgres processes (see `postgresProcesses`). */
+let notPostgres = new Set<number>();
+
 export function postgresProcesses(databases: Set<string>): Array<{ pid: number; kind: PgKind; cpu: number; w: number }> {
   const found: Array<{ pid: number; cmdline: string; cpu: number }> = [];
   let entries: string[];
@@ -273,15 +276,25 @@ export function postgresProcesses(databases: Set<string>): Array<{ pid: number; 
   } catch {
     return [];
   }
+  // Processes that are not Postgres are remembered as such: sampling every 250 ms read the name
+  // of every process on the machine (most of the harness's reads of /proc). A pid is not reused
+  // within one sample interval. A backend's command line is read every time: it names its
+  // database only once the backend has started.
+  const seen = new Set<number>();
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) {
       continue;
     }
     const pid = Number(entry);
+    if (notPostgres.has(pid)) {
+      seen.add(pid);
+      continue;
+    }
     let cmdline: string;
     try {
       const comm = readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
       if (!comm.startsWith('postgres')) {
+        seen.add(pid);
         continue;
       }
       cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
@@ -293,6 +306,7 @@ export function postgresProcesses(databases: Set<string>): Array<{ pid: number; 
       found.push({ pid, cmdline, cpu });
     }
   }
+  notPostgres = seen;
   const kindOf = new Map<number, PgKind>();
   const classify = (cmdline: string): PgKind => {
     if (cmdline.split(/\s+/).some((w) => databases.has(w))) {
