@@ -43,6 +43,7 @@ export interface Config {
   dbPoolSize: number | null;
   /** Bulk accept writes (calls with any non-priority message) running at once per process. */
   acceptBulkConcurrency: number;
+  /** Batch calls over 2 KB parsed, checked and written at once per API process (small calls skip the turns). */
   acceptLargeCallConcurrency: number;
   /** How often the outbox relay reads the outbox from its start (a transaction held open past its floor). */
   webhookRelayRescanMs: number;
