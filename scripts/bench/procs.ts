@@ -129,13 +129,13 @@ const CHILD_MARK = 'SWITCHBOARD_BENCH_HARNESS_PID';
  */
 export function killOrphans(): number {
   let killed = 0;
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) {
+  for (const pid of processIds()) {
+    if (pid === process.pid) {
       continue;
     }
     let environ: string;
     try {
-      environ = readFileSync(`/proc/${entry}/environ`, 'latin1');
+      environ = readFileSync(`/proc/${pid}/environ`, 'latin1');
     } catch {
       continue; // gone, or not ours to read
     }
@@ -148,13 +148,22 @@ export function killOrphans(): number {
       continue;
     }
     try {
-      process.kill(Number(entry), 'SIGKILL');
+      process.kill(pid, 'SIGKILL');
       killed++;
     } catch {
       // already gone
     }
   }
   return killed;
+}
+
+/** Every process id on the machine (empty when /proc cannot be read). */
+function processIds(): number[] {
+  try {
+    return readdirSync('/proc').filter((entry) => /^\d+$/.test(entry)).map(Number);
+  } catch {
+    return [];
+  }
 }
 
 function isAlive(pid: number): boolean {
@@ -270,22 +279,12 @@ let notPostgres = new Set<number>();
 
 export function postgresProcesses(databases: Set<string>): Array<{ pid: number; kind: PgKind; cpu: number; w: number }> {
   const found: Array<{ pid: number; cmdline: string; cpu: number }> = [];
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return [];
-  }
   // Processes that are not Postgres are remembered as such: sampling every 250 ms read the name
   // of every process on the machine (most of the harness's reads of /proc). A pid is not reused
   // within one sample interval. A backend's command line is read every time: it names its
   // database only once the backend has started.
   const seen = new Set<number>();
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry)) {
-      continue;
-    }
-    const pid = Number(entry);
+  for (const pid of processIds()) {
     if (notPostgres.has(pid)) {
       seen.add(pid);
       continue;

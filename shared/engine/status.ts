@@ -337,12 +337,7 @@ async function refund(tx: Tx, attempts: AttemptRow[]): Promise<void> {
     sums.set(k, entry);
   }
   for (const s of sums.values()) {
-    const amount = s.amount / 10000;
-    if (s.kind === 'key') {
-      await tx.query('UPDATE api_keys SET balance = balance + $2 WHERE id = $1', [s.id, amount]);
-    } else {
-      const column = s.currency === 'CZK' ? 'credit_czk' : 'credit_eur';
-      await tx.query(`UPDATE accounts SET ${column} = ${column} + $2 WHERE id = $1`, [s.id, amount]);
-    }
+    // The same balance change as the dispatch's debits (migration 013), with a positive delta.
+    await tx.query('SELECT change_credit($1, $2, $3, $4)', [s.kind, s.id, s.currency, s.amount / 10000]);
   }
 }

@@ -219,7 +219,11 @@ test('segment counts and prices for GSM, extension characters and UCS-2', async 
   const mid = await send({ body: 'x', to: [{ phone_number: '420777001499' }], flow: [{ sms: { body: 'č'.repeat(100), type: 'sms' } }] });
   const [first] = await waitFor(async () => { const e = await events(`${mid}-0`); return e.length ? e : null; });
   assert.equal(first!.sms!.count, 1);
-  const [sandbox] = await svc.sql<{ body: string; encoding: string }>('SELECT body, encoding FROM sandbox_messages WHERE phone_number = $1', ['420777001499']);
+  // The `sending` event commits before the hand-over: wait for the carrier's row.
+  const [sandbox] = await waitFor(async () => {
+    const rows = await svc.sql<{ body: string; encoding: string }>('SELECT body, encoding FROM sandbox_messages WHERE phone_number = $1', ['420777001499']);
+    return rows.length ? rows : null;
+  });
   assert.deepEqual(sandbox, { body: 'c'.repeat(100), encoding: 'gsm7' });
 });
 
