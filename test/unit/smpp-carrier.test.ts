@@ -255,14 +255,28 @@ describe('SmppCarrier', () => {
     });
   });
 
+  it('reads the accepted parts an earlier version recorded in one hash per attempt (kept 6 h, so an upgrade resumes them)', T, async () => {
+    await withCarrier({}, 'window=10', {}, async ({ sim, sink, carrier }) => {
+      const a = attempt('420777400100', 'z'.repeat(400));
+      await redis.hset(`${prefix}:smpp:${carrier.connection}:att:${a.attemptId}`, { c: '77', p0: 'hex:abc' });
+      await carrier.send([{ ...a, rehand: true }]);
+      const parts = accepted(sim).filter((r) => r.destination_addr === a.to);
+      assert.deepEqual(parts.map((r) => r.concat?.seq), [2, 3], 'the part the hash names was not sent again');
+      assert.deepEqual(parts.map((r) => r.concat?.ref), [77, 77], 'the resumed parts keep the recorded reference');
+      const sent = sink.of(a.attemptId).filter((r) => r.state === 'sent');
+      assert.deepEqual(sent.find((r) => r.part === 0)?.ref, 'hex:abc');
+      assert.deepEqual([...new Set(sent.map((r) => r.part))].sort(), [0, 1, 2]);
+    });
+  });
+
   it('looks up accepted parts only for re-handed attempts: an accepted part is not resubmitted, a fresh attempt is', T, async () => {
     await withCarrier({}, 'window=10', {}, async ({ sim, sink, carrier }) => {
       const store = (carrier as unknown as { store: SmppRedisStore }).store;
       const lookups: number[][] = [];
       const lookup = store.acceptedParts.bind(store);
-      store.acceptedParts = (ids) => {
-        lookups.push(ids);
-        return lookup(ids);
+      store.acceptedParts = (attempts) => {
+        lookups.push(attempts.map((a) => a.attemptId));
+        return lookup(attempts);
       };
 
       const a = attempt('420777700000');

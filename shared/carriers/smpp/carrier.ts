@@ -121,7 +121,6 @@ type WorkOutcome = { kind: 'done' } | { kind: 'give-back'; error: Error };
 interface Work {
   attempt: SmppOutboundAttempt;
   fields: SubmitSmFields[];
-  concatRef: number;
   /** Part indexes still to submit, in order. */
   pending: number[];
   priority: boolean;
@@ -179,6 +178,20 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 const ALT_READING_GRACE_MS = 250;
 
 /** Marks a promise as handled now (it is awaited later); avoids unhandled-rejection crashes. */
+/**
+ * The concatenation reference of an attempt's parts: derived from its id, so a re-hand in any
+ * process resumes with the reference of the parts already accepted, and consecutive attempts
+ * (one per recipient) get different references.
+ */
+function concatRefOf(attemptId: number): number {
+  return attemptId & 0xff;
+}
+
+/** How many parts an attempt is sent in (the engine's plan, else the carrier's own). */
+function partCountOf(attempt: OutboundAttempt): number {
+  return attempt.parts && attempt.encoding ? attempt.parts.length : planSms(attempt.text, 'utf').parts.length;
+}
+
 function held<T>(promise: Promise<T>): Promise<T> {
   promise.catch(() => undefined);
   return promise;
@@ -242,7 +255,6 @@ export class SmppCarrier implements Carrier {
   private pausedUntil = 0;
   private throttleStreak = 0;
   private unboundSince: number | null = Date.now();
-  private concatRef = Math.floor(Math.random() * 256);
   /** Receipt-id key positions that matched alone (index 0: same form as the submit id). */
   private readonly keyHits = [0, 0];
   private closed = false;
@@ -350,7 +362,8 @@ export class SmppCarrier implements Carrier {
     // Only an attempt handed before can have accepted parts: a first hand-over skips the lookup.
     let accepted: Awaited<ReturnType<SmppRedisStore['acceptedParts']>> = new Map();
     try {
-      const rehanded = mine.filter((m) => m.attempt.rehand === true).map((m) => m.attempt.attemptId);
+      const rehanded = mine.filter((m) => m.attempt.rehand === true)
+        .map((m) => ({ attemptId: m.attempt.attemptId, partCount: partCountOf(m.attempt) }));
       if (rehanded.length > 0) accepted = await this.store.acceptedParts(rehanded);
     } catch (err) {
       const error = err instanceof Error ? err : new Error(String(err));
@@ -365,7 +378,7 @@ export class SmppCarrier implements Carrier {
     for (const { attempt, done, resolve } of mine) {
       outcomes.push(done);
       const prior = accepted.get(attempt.attemptId);
-      const concatRef = prior?.concatRef ?? this.nextConcatRef();
+      const concatRef = prior?.concatRef ?? concatRefOf(attempt.attemptId);
       let fields: SubmitSmFields[];
       try {
         const plan = attempt.parts && attempt.encoding ? { parts: attempt.parts, encoding: attempt.encoding } : planSms(attempt.text, 'utf');
@@ -397,7 +410,6 @@ export class SmppCarrier implements Carrier {
       works.push({
         attempt,
         fields,
-        concatRef,
         pending,
         priority: attempt.priority === true,
         unanswered: 0,
@@ -420,11 +432,6 @@ export class SmppCarrier implements Carrier {
         `${givenBack.length} of ${attempts.length} attempts were not submitted over ${this.name} (${givenBack[0]!.error.message}); they will be handed again`,
       );
     }
-  }
-
-  private nextConcatRef(): number {
-    this.concatRef = (this.concatRef + 1) & 0xff;
-    return this.concatRef;
   }
 
   private sentReport(attemptId: number, part: number, partCount: number, ref: string, at: number): StatusReport {
@@ -610,7 +617,6 @@ export class SmppCarrier implements Carrier {
           attemptId,
           part,
           ref,
-          concatRef: work.concatRef,
           idKeys: this.indexIds ? keys : null,
           idTtlSeconds: Math.ceil(work.attempt.ttlMinutes * 60) + 86_400,
         }),

@@ -2,10 +2,13 @@
  * What an SMPP connection keeps in Redis, shared by every process bound over it. All keys start
  * with `<redisPrefix>:smpp:<connection>:` and expire on their own:
  *
- * - `att:<attemptId>` (hash, 6 h): parts the SMSC accepted (`p<index>` → ref) and the
- *   concatenation reference (`c`). A re-hand of the same attempt (dispatch job retried after a
- *   crash or a failed send) skips those parts and keeps the same reference, so the SMSC never
- *   gets an accepted part twice and the handset can still join the parts.
+ * - `att:<attemptId>:<part>` (string, 6 h): the ref of a part the SMSC accepted ('' when it gave
+ *   no message_id). A re-hand of the same attempt (dispatch job retried after a crash or a failed
+ *   send) skips those parts, so the SMSC never gets an accepted part twice; the concatenation
+ *   reference is derived from the attempt id, so the resumed parts still join on the handset. One
+ *   plain SET per part: a hash per attempt cost two commands (HSET, EXPIRE). Versions before
+ *   2026-11-25 wrote a hash `att:<attemptId>` (`p<index>` → ref, `c` → reference); a re-hand still
+ *   reads it until those have expired.
  * - `id:<key>` (string, step ttl + 1 day): receipt-id index, written only when a connection's id
  *   forms are `auto`. Each canonical key of a submit_sm_resp id (see `normalizeMessageId`) points
  *   at the ref registered with the engine, so a receipt naming the same message in another form
@@ -30,10 +33,10 @@ return false
 `);
 
 /**
- * Records accepted parts. ARGV[1]: ttl of the attempt hashes; then per part: the number of id
- * keys that follow its attempt key in KEYS, part index, ref, concatenation reference, id ttl. The
- * first id key (same representation) always points at the ref; the others only when no other id
- * claimed them first (NX), so a primary key is never overwritten by an alias.
+ * Records accepted parts. ARGV[1]: ttl of the part keys; then per part: the number of id keys
+ * that follow its part key in KEYS, ref, id ttl. The first id key (same representation) always
+ * points at the ref; the others only when no other id claimed them first (NX), so a primary key
+ * is never overwritten by an alias.
  */
 const RECORD_ACCEPTED_LUA = luaScript(`
 local ttl = tonumber(ARGV[1])
@@ -41,10 +44,9 @@ local k = 1
 local a = 2
 while a <= #ARGV do
   local ids = tonumber(ARGV[a])
-  local ref = ARGV[a + 2]
-  local idTtl = tonumber(ARGV[a + 4])
-  redis.call('HSET', KEYS[k], 'c', ARGV[a + 3], 'p' .. ARGV[a + 1], ref)
-  redis.call('EXPIRE', KEYS[k], ttl)
+  local ref = ARGV[a + 1]
+  local idTtl = tonumber(ARGV[a + 2])
+  redis.call('SET', KEYS[k], ref, 'EX', ttl)
   for i = 1, ids do
     if i == 1 then
       redis.call('SET', KEYS[k + i], ref, 'EX', idTtl)
@@ -53,13 +55,13 @@ while a <= #ARGV do
     end
   end
   k = k + 1 + ids
-  a = a + 5
+  a = a + 3
 end
 return #KEYS
 `);
 
 export interface AcceptedParts {
-  /** Concatenation reference used for the parts already accepted; null when none was stored. */
+  /** Concatenation reference of the parts already accepted when a legacy hash named it; else null (derive it). */
   concatRef: number | null;
   /** Part index → ref ('' when the SMSC gave no message_id). */
   parts: Map<number, string>;
@@ -69,7 +71,6 @@ export interface AcceptedPart {
   attemptId: number;
   part: number;
   ref: string;
-  concatRef: number;
   idKeys: string[] | null;
   idTtlSeconds: number;
 }
@@ -108,25 +109,33 @@ export class SmppRedisStore {
     private readonly base: string,
   ) {}
 
-  /** Parts already accepted, per attempt (attempts with none are absent). */
-  async acceptedParts(attemptIds: number[]): Promise<Map<number, AcceptedParts>> {
+  /** Parts already accepted, per attempt of `partCount` parts (attempts with none are absent). */
+  async acceptedParts(attempts: Array<{ attemptId: number; partCount: number }>): Promise<Map<number, AcceptedParts>> {
     const out = new Map<number, AcceptedParts>();
-    if (attemptIds.length === 0) return out;
+    if (attempts.length === 0) return out;
     const pipeline = this.redis.pipeline();
-    for (const id of attemptIds) pipeline.hgetall(`${this.base}:att:${id}`);
+    for (const { attemptId, partCount } of attempts) {
+      pipeline.mget(Array.from({ length: partCount }, (_, part) => `${this.base}:att:${attemptId}:${part}`));
+      pipeline.hgetall(`${this.base}:att:${attemptId}`); // legacy hash (see the top of this file)
+    }
     const results = (await pipeline.exec()) ?? [];
-    attemptIds.forEach((id, i) => {
-      const [err, value] = results[i] ?? [null, null];
-      if (err) throw err;
-      const hash = (value ?? {}) as Record<string, string>;
+    attempts.forEach(({ attemptId }, i) => {
+      const [errParts, refs] = results[2 * i] ?? [null, null];
+      const [errLegacy, legacy] = results[2 * i + 1] ?? [null, null];
+      if (errParts) throw errParts;
+      if (errLegacy) throw errLegacy;
       const parts = new Map<number, string>();
+      ((refs ?? []) as Array<string | null>).forEach((ref, part) => {
+        if (ref !== null) parts.set(part, ref);
+      });
+      const hash = (legacy ?? {}) as Record<string, string>;
       for (const [field, ref] of Object.entries(hash)) {
         const m = /^p(\d+)$/.exec(field);
-        if (m) parts.set(Number(m[1]), ref);
+        if (m && !parts.has(Number(m[1]))) parts.set(Number(m[1]), ref);
       }
       if (parts.size === 0) return;
       const c = Number(hash.c);
-      out.set(id, { concatRef: Number.isInteger(c) ? c : null, parts });
+      out.set(attemptId, { concatRef: hash.c !== undefined && Number.isInteger(c) ? c : null, parts });
     });
     return out;
   }
@@ -154,8 +163,8 @@ export class SmppRedisStore {
     const args: Array<string | number> = [ATTEMPT_TTL_S];
     for (const input of inputs) {
       const idKeys = input.idKeys && input.ref !== '' ? input.idKeys : [];
-      keys.push(`${this.base}:att:${input.attemptId}`, ...idKeys.map((k) => `${this.base}:id:${k}`));
-      args.push(idKeys.length, input.part, input.ref, input.concatRef, input.idTtlSeconds);
+      keys.push(`${this.base}:att:${input.attemptId}:${input.part}`, ...idKeys.map((k) => `${this.base}:id:${k}`));
+      args.push(idKeys.length, input.ref, input.idTtlSeconds);
     }
     await runScript(this.redis, RECORD_ACCEPTED_LUA, keys, args);
     return inputs.map(() => undefined);
