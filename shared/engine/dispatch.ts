@@ -14,7 +14,7 @@ import { numberArray, textArray, timestampArray } from '../db/arrays.js';
 import type { Carrier, Channel, OutboundAttempt } from '../carriers/types.js';
 import { LANE_NUMBER, type DispatchJob } from '../queues.js';
 import { stepChannel, type FlowStep } from '../sending/message-schema.js';
-import { planSms } from '../sms/gsm7.js';
+import { planSms, type SmsPlan } from '../sms/gsm7.js';
 import { mccOfE164 } from '../phone/mcc.js';
 import { findPrice, currentPrices } from '../domain/prices.js';
 import { isInsideWindow, nextSendInstant, type DeliveryWindow } from '../schedule/window.js';
@@ -354,6 +354,18 @@ async function runDispatchTx(
   }, { indexOnly: true });
 }
 
+/**
+ * The recipients of one message come one after another with the same text: its GSM-7 scan and
+ * split are done once for them, not per recipient. Plans are shared read-only.
+ */
+let lastSmsPlan: { text: string; type: 'utf' | 'sms'; plan: SmsPlan } | null = null;
+function planSmsOnce(text: string, type: 'utf' | 'sms'): SmsPlan {
+  if (lastSmsPlan === null || lastSmsPlan.text !== text || lastSmsPlan.type !== type) {
+    lastSmsPlan = { text, type, plan: planSms(text, type) };
+  }
+  return lastSmsPlan.plan;
+}
+
 type PlannedWithCharge = Planned & { charge?: { amount: number; payerKind: 'account' | 'key'; payerId: number } };
 
 function planAttempt(
@@ -374,7 +386,7 @@ function planAttempt(
   let count = 1;
   let sentText = text;
   if (channel === 'sms') {
-    const plan = planSms(text, cfg.type ?? 'utf');
+    const plan = planSmsOnce(text, cfg.type ?? 'utf');
     count = plan.parts.length;
     sentText = plan.text;
     attempt = { ...attempt, text: plan.text, encoding: plan.encoding, parts: plan.parts, smsGateway: cfg.gateway ?? 'high' };

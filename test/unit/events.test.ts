@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { RawJson, payloadField, sentMessageEvent, stringifyEvent } from '../../shared/engine/events.js';
+import { BODY_SEPARATOR, RawJson, eventParams, payloadField, sentMessageEvent, stringifyEvent } from '../../shared/engine/events.js';
 
 test('stringifyEvent writes top-level RawJson values byte for byte and everything else as JSON.stringify does', () => {
   const cases: Array<{ name: string; body: Record<string, unknown>; expected: string }> = [
@@ -38,4 +38,18 @@ test('a sentMessage event parses back to the spec fields with the payload as sen
     sms: { sender: 'Shop', country: 230, operator: 1, price_czk: 0.1235, price_eur: 0.005, count: 1, gateway: 'high' },
   });
   assert.equal(payloadField(null), null);
+});
+
+test('event bodies never contain the separator they travel with, whatever their strings hold', () => {
+  const bodies: Array<Record<string, unknown>> = [
+    { result_info: `a${BODY_SEPARATOR}b`, to: { phone_number: '\u0001\u0000\u001f' } },
+    { payload: new RawJson('{"k":"\\u0001"}'), text: 'tab\tnewline\n' },
+    { s: String.fromCharCode(...Array.from({ length: 32 }, (_, i) => i)) },
+  ];
+  const joined = eventParams(bodies.map((body) => ({ accountId: 1, keyId: null, callbackUrl: null, recipientId: null, kind: 'sentMessage' as const, body })))[5];
+  assert.equal(typeof joined, 'string');
+  const texts = (joined as string).split(BODY_SEPARATOR);
+  assert.equal(texts.length, bodies.length, 'one piece per body');
+  texts.forEach((text, i) => assert.equal(text, stringifyEvent(bodies[i]!)));
+  assert.deepEqual(JSON.parse(texts[0]!), { result_info: `a${BODY_SEPARATOR}b`, to: { phone_number: '\u0001\u0000\u001f' } });
 });
