@@ -229,9 +229,10 @@ async function runDispatchTx(
       const existing = new Set(rows.map((row) => row.recipient_id));
       candidates = recipients.filter((r) => !existing.has(r.id));
     }
+    const planSmsOf = smsPlanner();
     const planned = candidates.map((r) => {
       const part = partOf.get(r.message_id)!;
-      return { part, ...planAttempt(deps, part.msg, part.channel, part.stepConfig, part.ttlMinutes, r, texts.get(r.id), prices) };
+      return { part, ...planAttempt(deps, part.msg, part.channel, part.stepConfig, part.ttlMinutes, r, texts.get(r.id), prices, planSmsOf) };
     });
     if (mode === 'optimistic') {
       assignCharges(planned);
@@ -336,7 +337,7 @@ async function runDispatchTx(
         const r = byId.get(row.recipient_id)!;
         const part = partOf.get(r.message_id)!;
         const resolved = deps.hooks.resolveTexts ? await deps.hooks.resolveTexts(tx, part.msg.source, [r.id]) : null;
-        const p = planAttempt(deps, part.msg, part.channel, part.stepConfig, part.ttlMinutes, r, resolved?.get(r.id), prices);
+        const p = planAttempt(deps, part.msg, part.channel, part.stepConfig, part.ttlMinutes, r, resolved?.get(r.id), prices, planSmsOf);
         if (p.carrier) {
           // Handed before (its send may have got part way): the carrier checks what it already accepted.
           toHand.push({ carrier: p.carrier, attempt: { ...p.attempt, attemptId: row.id, rehand: true }, part });
@@ -354,16 +355,21 @@ async function runDispatchTx(
   }, { indexOnly: true });
 }
 
+type SmsPlanner = (text: string, type: 'utf' | 'sms') => SmsPlan;
+
 /**
- * The recipients of one message come one after another with the same text: its GSM-7 scan and
- * split are done once for them, not per recipient. Plans are shared read-only.
+ * A planner for one dispatch run. The recipients of one message come one after another with the
+ * same text: its GSM-7 scan and split are done once for them, not per recipient (plans are shared
+ * read-only). Kept per run, so no text (a verification code) outlives the run in a cache.
  */
-let lastSmsPlan: { text: string; type: 'utf' | 'sms'; plan: SmsPlan } | null = null;
-function planSmsOnce(text: string, type: 'utf' | 'sms'): SmsPlan {
-  if (lastSmsPlan === null || lastSmsPlan.text !== text || lastSmsPlan.type !== type) {
-    lastSmsPlan = { text, type, plan: planSms(text, type) };
-  }
-  return lastSmsPlan.plan;
+function smsPlanner(): SmsPlanner {
+  let last: { text: string; type: 'utf' | 'sms'; plan: SmsPlan } | null = null;
+  return (text, type) => {
+    if (last === null || last.text !== text || last.type !== type) {
+      last = { text, type, plan: planSms(text, type) };
+    }
+    return last.plan;
+  };
 }
 
 type PlannedWithCharge = Planned & { charge?: { amount: number; payerKind: 'account' | 'key'; payerId: number } };
@@ -371,7 +377,7 @@ type PlannedWithCharge = Planned & { charge?: { amount: number; payerKind: 'acco
 function planAttempt(
   deps: EngineDeps, msg: MessageRow, channel: Channel,
   cfg: ReturnType<typeof stepChannel>['config'], ttlMinutes: number, r: RecipientRow,
-  resolvedText: string | undefined, prices: Awaited<ReturnType<typeof currentPrices>>,
+  resolvedText: string | undefined, prices: Awaited<ReturnType<typeof currentPrices>>, planSmsOf: SmsPlanner,
 ): PlannedWithCharge {
   const sender = cfg.sender ?? (channel === 'sms' ? (msg.default_sender ?? deps.config.defaultSender) : '');
   const text = channel === 'whatsapp_template' ? (cfg.body ?? msg.body ?? cfg.template_name) : (resolvedText ?? cfg.body ?? msg.body ?? '');
@@ -386,7 +392,7 @@ function planAttempt(
   let count = 1;
   let sentText = text;
   if (channel === 'sms') {
-    const plan = planSmsOnce(text, cfg.type ?? 'utf');
+    const plan = planSmsOf(text, cfg.type ?? 'utf');
     count = plan.parts.length;
     sentText = plan.text;
     attempt = { ...attempt, text: plan.text, encoding: plan.encoding, parts: plan.parts, smsGateway: cfg.gateway ?? 'high' };

@@ -177,7 +177,6 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 /** How long the preferred reading of a receipt id may be missing before another reading is accepted. */
 const ALT_READING_GRACE_MS = 250;
 
-/** Marks a promise as handled now (it is awaited later); avoids unhandled-rejection crashes. */
 /**
  * The concatenation reference of an attempt's parts: derived from its id, so a re-hand in any
  * process resumes with the reference of the parts already accepted, and consecutive attempts
@@ -192,6 +191,7 @@ function partCountOf(attempt: OutboundAttempt): number {
   return attempt.parts && attempt.encoding ? attempt.parts.length : planSms(attempt.text, 'utf').parts.length;
 }
 
+/** Marks a promise as handled now (it is awaited later); avoids unhandled-rejection crashes. */
 function held<T>(promise: Promise<T>): Promise<T> {
   promise.catch(() => undefined);
   return promise;
