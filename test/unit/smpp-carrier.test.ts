@@ -10,7 +10,7 @@ import { after, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import type { CarrierSink, InboundReport, StatusReport } from '../../shared/carriers/types.js';
 import { SmppCarrier, SmppCarrierError, type SmppCarrierOptions, type SmppOutboundAttempt } from '../../shared/carriers/smpp/carrier.js';
-import type { SmppRedisStore } from '../../shared/carriers/smpp/redis-store.js';
+import { SmppRedisStore } from '../../shared/carriers/smpp/redis-store.js';
 import { RedisTokenBucket } from '../../shared/carriers/smpp/token-bucket.js';
 import { planSms } from '../../shared/sms/gsm7.js';
 import { SmscSimulator, type SmscSimulatorOptions, type SubmittedRecord } from '../../scripts/smsc-simulator.js';
@@ -267,6 +267,17 @@ describe('SmppCarrier', () => {
       assert.deepEqual(sent.find((r) => r.part === 0)?.ref, 'hex:abc');
       assert.deepEqual([...new Set(sent.map((r) => r.part))].sort(), [0, 1, 2]);
     });
+  });
+
+  it('looks up accepted parts of an attempt planned with no parts without failing the others of its batch', T, async () => {
+    const store = new SmppRedisStore(redis, `${prefix}:smpp:store-edge`);
+    await store.recordAccepted({ attemptId: 7, part: 0, ref: 'hex:1', idKeys: null, idTtlSeconds: 60 });
+    await store.recordAccepted({ attemptId: 8, part: 1, ref: '', idKeys: null, idTtlSeconds: 60 });
+    const found = await store.acceptedParts([{ attemptId: 6, partCount: 0 }, { attemptId: 7, partCount: 1 }, { attemptId: 8, partCount: 2 }]);
+    assert.deepEqual([...found.keys()].sort(), [7, 8]);
+    assert.equal(found.get(7)?.parts.get(0), 'hex:1');
+    assert.deepEqual([...found.get(8)!.parts], [[1, '']], 'a part accepted without a message id is still known');
+    assert.equal(found.get(7)?.concatRef, null, 'no legacy hash: the reference is derived');
   });
 
   it('looks up accepted parts only for re-handed attempts: an accepted part is not resubmitted, a fresh attempt is', T, async () => {

@@ -20,6 +20,8 @@ import type { Redis } from 'ioredis';
 import { luaScript, runScript } from './token-bucket.js';
 
 const ATTEMPT_TTL_S = 6 * 3600;
+/** Parts one concatenated SMS can have (8-bit part count). */
+const MAX_PARTS = 255;
 const MO_TTL_S = 10 * 60;
 
 /** Adds one MO part; returns every stored part (seq → value) once all `total` are there, else nil. */
@@ -115,7 +117,9 @@ export class SmppRedisStore {
     if (attempts.length === 0) return out;
     const pipeline = this.redis.pipeline();
     for (const { attemptId, partCount } of attempts) {
-      pipeline.mget(Array.from({ length: partCount }, (_, part) => `${this.base}:att:${attemptId}:${part}`));
+      // At least one key (MGET takes one or more) and at most the 255 parts a message can have.
+      const keys = Math.min(MAX_PARTS, Math.max(1, partCount));
+      pipeline.mget(Array.from({ length: keys }, (_, part) => `${this.base}:att:${attemptId}:${part}`));
       pipeline.hgetall(`${this.base}:att:${attemptId}`); // legacy hash (see the top of this file)
     }
     const results = (await pipeline.exec()) ?? [];
