@@ -45,6 +45,8 @@ export interface Config {
   acceptBulkConcurrency: number;
   /** Batch calls over 2 KB parsed, checked and written at once per API process (small calls skip the turns). */
   acceptLargeCallConcurrency: number;
+  /** Bytes of large calls' bodies that may wait for a turn per API process; a call beyond them gets 429. */
+  acceptLargeCallBacklogBytes: number;
   /** How often the outbox relay reads the outbox from its start (a transaction held open past its floor). */
   webhookRelayRescanMs: number;
   /** Bytes of webhook batches the relay keeps waiting for a receiver's slot (the rest go to the queue). */
@@ -83,6 +85,7 @@ const schema = Joi.object({
   WEBHOOK_LINGER_MS: Joi.number().integer().min(0).max(1000).default(200),
   ACCEPT_BULK_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(8),
   ACCEPT_LARGE_CALL_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(2),
+  ACCEPT_LARGE_CALL_BACKLOG_MB: Joi.number().integer().min(1).max(4096).default(32),
   DB_POOL_SIZE: Joi.number().integer().min(2).max(1000),
   WEBHOOK_RELAY_RESCAN_MS: Joi.number().integer().min(1000).max(3_600_000).default(15_000),
   WEBHOOK_DIRECT_BACKLOG_MB: Joi.number().integer().min(0).max(4096).default(64),
@@ -135,6 +138,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     webhookLingerMs: value.WEBHOOK_LINGER_MS,
     acceptBulkConcurrency: value.ACCEPT_BULK_CONCURRENCY,
     acceptLargeCallConcurrency: value.ACCEPT_LARGE_CALL_CONCURRENCY,
+    acceptLargeCallBacklogBytes: value.ACCEPT_LARGE_CALL_BACKLOG_MB * 1024 * 1024,
     dbPoolSize: value.DB_POOL_SIZE ?? null,
     webhookRelayRescanMs: value.WEBHOOK_RELAY_RESCAN_MS,
     webhookDirectBacklogBytes: value.WEBHOOK_DIRECT_BACKLOG_MB * 1024 * 1024,

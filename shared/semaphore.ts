@@ -5,6 +5,11 @@ export class Semaphore {
 
   constructor(private readonly limit: number) {}
 
+  /** Every turn is taken: a caller now would wait. */
+  get full(): boolean {
+    return this.active >= this.limit;
+  }
+
   async run<T>(fn: () => Promise<T>): Promise<T> {
     if (this.active >= this.limit) {
       await new Promise<void>((resolve) => this.waiting.push(resolve));
@@ -20,6 +25,51 @@ export class Semaphore {
       } else {
         this.active--;
       }
+    }
+  }
+}
+
+/** A call that would have had to wait while the waiting calls already hold their byte budget. */
+export class TurnsFullError extends Error {
+  constructor(readonly waitingBytes: number) {
+    super(`${waitingBytes} bytes of calls are already waiting for a turn`);
+    this.name = 'TurnsFullError';
+  }
+}
+
+/**
+ * Turns (a Semaphore) for calls that hold memory while they wait (a request body): a call that
+ * has to wait is refused with TurnsFullError when the bytes already waiting plus its own would
+ * pass `maxWaitingBytes`, so a flood of them cannot grow the queue, and the process, without
+ * bound. A call that finds a free turn always runs.
+ */
+export class BoundedTurns {
+  private readonly turns: Semaphore;
+  private waitingBytes = 0;
+
+  constructor(limit: number, private readonly maxWaitingBytes: number) {
+    this.turns = new Semaphore(limit);
+  }
+
+  /** Bytes of the calls waiting now. */
+  get waiting(): number {
+    return this.waitingBytes;
+  }
+
+  async run<T>(bytes: number, fn: () => Promise<T>): Promise<T> {
+    if (this.turns.full && this.waitingBytes + bytes > this.maxWaitingBytes) {
+      throw new TurnsFullError(this.waitingBytes);
+    }
+    this.waitingBytes += bytes;
+    let waiting = true;
+    try {
+      return await this.turns.run(() => {
+        waiting = false;
+        this.waitingBytes -= bytes;
+        return fn();
+      });
+    } finally {
+      if (waiting) this.waitingBytes -= bytes;
     }
   }
 }

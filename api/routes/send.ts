@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { Router, type ErrorRequestHandler, type Request, type Response } from 'express';
 import type { AppContext } from '../context.js';
 import { readJsonDocument, readJsonBytes, parseJsonDocument, readFormBody, mediaType, BodyError } from '../middleware/body.js';
-import { Semaphore } from '../../shared/semaphore.js';
+import { BoundedTurns, TurnsFullError } from '../../shared/semaphore.js';
 import { headerKey, keyFromRequest } from '../middleware/api-key.js';
 import { acceptMessages, type AcceptMode, type MessageSource } from '../../shared/sending/accept.js';
 import { MAX_OBJECTS } from '../../shared/sending/message-schema.js';
@@ -41,8 +41,10 @@ export function sendRouter(ctx: AppContext): Router {
   // Large calls take turns from parsing to enqueueing, a few at a time: the CPU work of a burst of
   // them (parsing and checking hundreds of recipients each) then never queues up in this process's
   // event loop in front of a small call (an OTP), which skips the turns. The bytes are read first,
-  // outside the turns, so a slow upload holds no turn.
-  const largeCalls = new Semaphore(ctx.config.acceptLargeCallConcurrency);
+  // outside the turns, so a slow upload holds no turn. The bodies waiting are bounded
+  // (ACCEPT_LARGE_CALL_BACKLOG_MB): beyond that a call is refused at once with 429 and
+  // Retry-After, before anything is accepted, instead of queueing without limit.
+  const largeCalls = new BoundedTurns(ctx.config.acceptLargeCallConcurrency, ctx.config.acceptLargeCallBacklogBytes);
   const batch = (source: MessageSource, camel: boolean) => async (req: Request, res: Response) => {
     const key = await auth(headerKey(req));
     const raw = await readJsonBytes(req);
@@ -61,7 +63,7 @@ export function sendRouter(ctx: AppContext): Router {
       }
       return acceptMessages(deps, key, body, { mode: 'batch', source, rawPayloads: payloads });
     };
-    const result = await (raw.length > LARGE_CALL_BYTES ? largeCalls.run(accept) : accept());
+    const result = await (raw.length > LARGE_CALL_BYTES ? largeCalls.run(raw.length, accept) : accept());
     res.json(camel
       ? {
           requestId: result.requestId,
@@ -160,6 +162,11 @@ function sendErrors(ctx: AppContext): ErrorRequestHandler {
   return (err, _req, res, _next) => {
     if (err instanceof SendError) {
       res.status(err.status).json({ Message: err.message });
+      return;
+    }
+    if (err instanceof TurnsFullError) {
+      // Overloaded with large calls: nothing of this one was accepted, a retry is safe.
+      res.status(429).set('Retry-After', '1').json({ Message: 'Too many large requests are waiting; retry in a moment' });
       return;
     }
     if (err instanceof BodyError) {

@@ -89,6 +89,32 @@ test('POST /v2/messages: request_id, one message_id per object, recipients <mess
   assert.deepEqual(recipients, expected);
 });
 
+test('POST /v2/messages: large calls beyond the waiting budget get 429 with Retry-After and nothing of them is accepted', async () => {
+  const small = await startTestService({ env: { ACCEPT_LARGE_CALL_CONCURRENCY: '1', ACCEPT_LARGE_CALL_BACKLOG_MB: '1' } });
+  try {
+    const key = (await small.createAccount({ country: 'CZ' })).apiKey;
+    // 40 calls of ~250 KB (whitespace is JSON too) against one turn and 1 MB of waiting bodies.
+    const raw = (k: number) => `${JSON.stringify(Array.from({ length: 10 }, (_, m) => ({ body: `big ${k}.${m}`, to: to(TEST_NUMBER, TEST_NUMBER) })))}${' '.repeat(250_000)}`;
+    const calls = await Promise.all(Array.from({ length: 40 }, (_, k) =>
+      small.request('POST', '/v2/messages', { raw: raw(k), headers: { ...jsonType, 'x-api-key': key } })));
+    const refused = calls.filter((c) => c.status === 429);
+    const accepted = calls.filter((c) => c.status === 200);
+    assert.equal(refused.length + accepted.length, calls.length, `only 200 and 429: ${calls.map((c) => c.status).join(',')}`);
+    assert.ok(refused.length >= 1, 'some calls found the waiting budget spent');
+    assert.ok(accepted.length >= 2, 'calls within the budget were accepted');
+    for (const c of refused) {
+      assert.equal(c.headers['retry-after'], '1');
+      assert.match(c.body.Message, /Too many large requests are waiting/);
+    }
+    const [row] = await small.sql<{ messages: number; recipients: number }>(
+      'SELECT (SELECT count(*) FROM messages)::int AS messages, (SELECT count(*) FROM recipients)::int AS recipients');
+    assert.deepEqual(row, { messages: accepted.length * 10, recipients: accepted.length * 20 }, 'exactly the accepted calls were written');
+  } finally {
+    await small.settle();
+    await small.stop();
+  }
+});
+
 test('POST /v2/messages: large calls (over 2 KB, which take turns) and small ones side by side get the same answers', async () => {
   const large = (k: number) => Array.from({ length: 10 }, (_, m) => ({ body: `large ${k}.${m}`, to: to(...Array.from({ length: 10 }, () => TEST_NUMBER)) }));
   assert.ok(Buffer.byteLength(JSON.stringify(large(0))) > 2048);
