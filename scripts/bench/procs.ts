@@ -268,15 +268,15 @@ export function machineCpuSeconds(): { busy: number; total: number } {
 
 export type PgKind = 'bench' | 'shared' | 'other';
 
+/** Pids seen in the last sample that are not Postgres processes (see `postgresProcesses`). */
+let notPostgres = new Set<number>();
+
 /**
  * Every postgres process with its cumulative CPU, classified: `bench` = a backend (or autovacuum
  * worker) of one of `databases`; `shared` = the postmaster and the cluster's auxiliary processes
  * (checkpointer, WAL writer, background writer, launchers), which work for every database;
  * `other` = backends of other databases (other users of the machine: a noise indicator).
  */
-/** Pids seen in the last sample that are not Postgres processes (see `postgresProcesses`). */
-let notPostgres = new Set<number>();
-
 export function postgresProcesses(databases: Set<string>): Array<{ pid: number; kind: PgKind; cpu: number; w: number }> {
   const found: Array<{ pid: number; cmdline: string; cpu: number }> = [];
   // Processes that are not Postgres are remembered as such: sampling every 250 ms read the name
