@@ -148,7 +148,7 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
       if (job.messages.length === 1) {
         laterOnly = at;
       } else {
-        await deps.enqueueLater({ messageId: msg.id, step: job.step, recipientIds: item.recipientIds, lane: msg.lane, flow: msg.flow }, at);
+        await deps.enqueueLater({ messageId: msg.id, step: job.step, recipientIds: item.recipientIds, lane: msg.lane, channel: stepChannel(msg.flow[job.step]!).channel }, at);
       }
       continue;
     }
@@ -319,7 +319,7 @@ async function runDispatchTx(
     for (const p of written) {
       const { msg } = p.part;
       if (p.reject?.fallback === true && step + 1 < msg.flow.length) {
-        nextSteps.push({ messageId: msg.id, step: step + 1, recipientId: p.recipient.id, lane: msg.lane, flow: msg.flow });
+        nextSteps.push({ messageId: msg.id, step: step + 1, recipientId: p.recipient.id, lane: msg.lane, channel: stepChannel(msg.flow[step + 1]!).channel });
       } else if (!p.reject && p.carrier) {
         toHand.push({ carrier: p.carrier, attempt: { ...p.attempt, attemptId: attemptIdOf.get(p.recipient.id)! }, part: p.part });
       }

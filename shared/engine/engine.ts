@@ -5,12 +5,11 @@
 import type { Db, Tx } from '../db/pool.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
-import type { CarrierSink, InboundReport, OutboundAttempt, StatusReport } from '../carriers/types.js';
+import type { CarrierSink, Channel, InboundReport, OutboundAttempt, StatusReport } from '../carriers/types.js';
 import {
   Queues, LANE_OF_NUMBER, DISPATCH_JOB_OPTIONS, STATUS_JOB_OPTIONS, dispatchJobId, ttlJobId, statusPartitionOf,
   type DispatchJob, type StatusJob, type Lane,
 } from '../queues.js';
-import { stepChannel, type FlowStep } from '../sending/message-schema.js';
 import { poolOfChannel } from '../sending/accept.js';
 import { CarrierRegistry } from './routing.js';
 import { dispatchStep, type DispatchOutcome } from './dispatch.js';
@@ -35,7 +34,8 @@ export interface NextStep {
   step: number;
   recipientId: number;
   lane: number;
-  flow: FlowStep[];
+  /** The channel of step `step` (it decides the dispatch queue). */
+  channel: Channel;
 }
 
 export interface EngineDeps {
@@ -83,14 +83,14 @@ export class Engine {
           return;
         }
         await Promise.all(steps.map((s) => {
-          const pool = poolOfChannel(stepChannel(s.flow[s.step]!).channel);
+          const pool = poolOfChannel(s.channel);
           const lane = LANE_OF_NUMBER[s.lane] ?? 'promotional';
           return queues.dispatchQueue(pool, lane).add('dispatch', { step: s.step, messages: [{ messageId: s.messageId, recipientIds: [s.recipientId] }] },
             { ...DISPATCH_JOB_OPTIONS, jobId: dispatchJobId(s.messageId, s.step, s.recipientId) });
         }));
       },
       enqueueLater: async (s, at) => {
-        const pool = poolOfChannel(stepChannel(s.flow[s.step]!).channel);
+        const pool = poolOfChannel(s.channel);
         const lane = LANE_OF_NUMBER[s.lane] ?? 'promotional';
         await queues.dispatchQueue(pool, lane).add('dispatch', { step: s.step, messages: [{ messageId: s.messageId, recipientIds: s.recipientIds }] },
           { ...DISPATCH_JOB_OPTIONS, jobId: dispatchJobId(s.messageId, s.step), delay: Math.max(0, at.getTime() - Date.now()) });

@@ -9,7 +9,7 @@
 import { prepared, withTx, type Tx } from '../db/pool.js';
 import { boolArray, numberArray, textArray, timestampArray } from '../db/arrays.js';
 import type { AttemptState, Channel, StatusReport } from '../carriers/types.js';
-import type { FlowStep } from '../sending/message-schema.js';
+import { stepChannel, type FlowStep } from '../sending/message-schema.js';
 import { planTransition, isStepFailure, ttlExpiryApplies, defaultResultInfo } from './transitions.js';
 import { eventsCtes, eventParams, sentMessageEvent, type OutboxEvent } from './events.js';
 import type { EngineDeps, NextStep } from './engine.js';
@@ -45,7 +45,12 @@ interface AttemptRow {
   request_id: string;
   payload: string | null;
   callback: string | null;
-  flow: FlowStep[];
+  /** Steps in the message's flow. */
+  flow_len: number;
+  /** The SMS gateway of this attempt's step (null for other channels). */
+  sms_gateway: string | null;
+  /** The flow step after this attempt's (null when it is the last). */
+  next_step: FlowStep | null;
   lane: number;
   message_id: string;
   source: string;
@@ -83,7 +88,10 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
     const { rows } = await tx.query<AttemptRow>(prepared(
       `SELECT a.id, a.recipient_id, a.step, a.channel, a.state, a.phone, a.sender, a.parts, a.country, a.operator,
               a.price_czk, a.price_eur, a.charged, a.payer_kind, a.payer_id, a.charged_currency, a.refunded, a.reached_sent,
-              a.ttl_expired, r.public_id, r.step AS current_step, r.account_id, r.key_id, m.request_id, m.payload, m.callback, m.flow,
+              a.ttl_expired, r.public_id, r.step AS current_step, r.account_id, r.key_id, m.request_id, m.payload, m.callback,
+              jsonb_array_length(m.flow) AS flow_len,
+              CASE WHEN a.channel = 'sms' THEN COALESCE(m.flow -> a.step::int -> 'sms' ->> 'gateway', 'high') END AS sms_gateway,
+              m.flow -> (a.step::int + 1) AS next_step,
               m.lane, m.id AS message_id, m.source, k.default_callback_url
          FROM attempts a
          JOIN recipients r ON r.id = a.recipient_id
@@ -124,8 +132,7 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
       if (move.ttl) {
         a.ttl_expired = true;
       }
-      const smsGateway = a.channel === 'sms' ? gatewayOf(a.flow[a.step]) : null;
-      const change = changed.get(a.id) ?? { resultInfo: '', sent: null, delivered: null };
+            const change = changed.get(a.id) ?? { resultInfo: '', sent: null, delivered: null };
       for (const state of path) {
         a.state = state;
         const resultInfo = state === move.state ? move.resultInfo : defaultResultInfo(state);
@@ -135,7 +142,7 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
           body: sentMessageEvent({
             requestId: a.request_id, publicId: a.public_id, channel: a.channel, payload: a.payload, phone: a.phone,
             state, resultInfo, at: move.at, sender: a.sender, country: a.country, operator: a.operator,
-            priceCzk: a.price_czk, priceEur: a.price_eur, count: a.parts, smsGateway,
+            priceCzk: a.price_czk, priceEur: a.price_eur, count: a.parts, smsGateway: a.sms_gateway,
           }),
         });
         change.resultInfo = resultInfo;
@@ -161,10 +168,10 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
       if (a.step !== a.current_step) {
         continue; // an abandoned step: reported above, never moves the recipient (D3)
       }
-      if (isStepFailure(a.state) && a.step + 1 < a.flow.length) {
+      if (isStepFailure(a.state) && a.step + 1 < a.flow_len && a.next_step !== null) {
         fallbacks.set(a.recipient_id, { step: a.step + 1, due: new Date(now) });
         a.current_step = a.step + 1;
-        nextSteps.push({ messageId: a.message_id, step: a.step + 1, recipientId: a.recipient_id, lane: a.lane, flow: a.flow });
+        nextSteps.push({ messageId: a.message_id, step: a.step + 1, recipientId: a.recipient_id, lane: a.lane, channel: stepChannel(a.next_step).channel });
       }
     }
 
@@ -209,10 +216,6 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
   return { transitions: outcome.transitions, events: outcome.events.length };
 }
 
-function gatewayOf(step: FlowStep | undefined): string {
-  return step && 'sms' in step ? (step.sms.gateway ?? 'high') : 'high';
-}
-
 /** What a batch says about one (carrier, ref): the attempt registering it, and its latest receipt. */
 interface RefRow {
   ref: string;
@@ -245,7 +248,7 @@ function refRows(reports: StatusReport[]): RefRow[] {
 /**
  * Turn carrier reports into moves on attempt ids. Reports that name a carrier ref are matched
  * through `carrier_refs`, in one statement that both registers refs (submit responses) and
- * records receipts. A receipt whose ref is not registered yet (it overtook its submit response)
+ * records receipts (those of registered one-part attempts are only looked up). A receipt whose ref is not registered yet (it overtook its submit response)
  * stays parked in that row without an attempt; registering the ref later returns it, and it is
  * applied then. Both sides write the same unique key in one sorted statement, so concurrent batches
  * are serialised by the index itself and cannot deadlock on each other's keys. For multi-part SMS
@@ -262,14 +265,27 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
   if (rows.length === 0) {
     return moves;
   }
+  // A receipt whose ref is registered already (committed before this statement began) to a
+  // one-part attempt is applied without writing its row: nothing reads a one-part ref's receipt
+  // again (a repeated receipt is no move), so only the attempt changes. Every other row goes
+  // through the upsert: registrations, receipts of long messages (their parts are counted below),
+  // and receipts not registered yet, which may meet a registration committing meanwhile.
   const { rows: stored } = await tx.query<{
-    ref: string; carrier: string; attempt_id: number | null; state: AttemptState; result_info: string | null; reported_at: Date | null; parts: number | null;
+    ref: string; carrier: string; attempt_id: number | null; state: AttemptState; result_info: string | null; reported_at: Date | null;
+    parts: number | null; registered: boolean;
   }>(prepared(
-    `WITH c AS (
+    `WITH u AS (
+       SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[], $5::text[], $6::text[], $7::timestamptz[]) WITH ORDINALITY
+           AS u(ref, carrier, attempt_id, part, state, result_info, reported_at, n)),
+     registered AS (
+       SELECT u.ref, u.carrier, r.attempt_id
+         FROM u JOIN carrier_refs r ON r.ref = u.ref AND r.carrier = u.carrier JOIN attempts a ON a.id = r.attempt_id
+        WHERE u.attempt_id IS NULL AND a.parts = 1),
+     c AS (
        INSERT INTO carrier_refs AS c (ref, carrier, attempt_id, part, state, result_info, reported_at)
        SELECT u.ref, u.carrier, u.attempt_id, u.part, COALESCE(u.state, 'sent'), u.result_info, u.reported_at
-         FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[], $5::text[], $6::text[], $7::timestamptz[]) WITH ORDINALITY
-           AS u(ref, carrier, attempt_id, part, state, result_info, reported_at, n)
+         FROM u
+        WHERE NOT EXISTS (SELECT 1 FROM registered g WHERE g.ref = u.ref AND g.carrier = u.carrier)
         ORDER BY u.n
        ON CONFLICT (ref, carrier) DO UPDATE SET
          attempt_id = COALESCE(c.attempt_id, EXCLUDED.attempt_id),
@@ -278,8 +294,10 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
          result_info = COALESCE(EXCLUDED.result_info, c.result_info),
          reported_at = COALESCE(EXCLUDED.reported_at, c.reported_at)
        RETURNING c.ref, c.carrier, c.attempt_id, c.state, c.result_info, c.reported_at)
-     SELECT c.ref, c.carrier, c.attempt_id, c.state, c.result_info, c.reported_at, a.parts
-       FROM c LEFT JOIN attempts a ON a.id = c.attempt_id`,
+     SELECT c.ref, c.carrier, c.attempt_id, c.state, c.result_info, c.reported_at, a.parts, false AS registered
+       FROM c LEFT JOIN attempts a ON a.id = c.attempt_id
+     UNION ALL
+     SELECT g.ref, g.carrier, g.attempt_id, NULL, NULL, NULL, 1, true FROM registered g`,
     [textArray(rows.map((r) => r.ref)), textArray(rows.map((r) => r.carrier)), numberArray(rows.map((r) => r.attemptId)),
       numberArray(rows.map((r) => r.part)), textArray(rows.map((r) => r.receipt?.state ?? null)),
       textArray(rows.map((r) => r.receipt?.resultInfo ?? null)), timestampArray(rows.map((r) => r.receipt?.at ?? null))]),
@@ -289,10 +307,18 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
   const receiptOf = new Map(rows.map((r) => [`${r.ref}\u0000${r.carrier}`, r.receipt]));
   const receipts: Array<{ attemptId: number; parts: number; report: StatusReport }> = [];
   for (const row of stored) {
-    if (row.attempt_id === null || row.result_info === null) {
-      continue; // parked until its ref is registered, or registered without a receipt yet
+    if (row.attempt_id === null) {
+      continue; // parked until its ref is registered
     }
-    const report = receiptOf.get(`${row.ref}\u0000${row.carrier}`)
+    const own = receiptOf.get(`${row.ref}\u0000${row.carrier}`);
+    if (row.registered) {
+      receipts.push({ attemptId: row.attempt_id, parts: 1, report: own! });
+      continue;
+    }
+    if (row.result_info === null) {
+      continue; // registered without a receipt yet
+    }
+    const report = own
       ?? { carrier: row.carrier, ref: row.ref, state: row.state, resultInfo: row.result_info, at: row.reported_at?.getTime() ?? Date.now() };
     receipts.push({ attemptId: row.attempt_id, parts: row.parts ?? 1, report });
   }

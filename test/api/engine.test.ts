@@ -94,9 +94,12 @@ const RECIPIENT_STATE = `SELECT (SELECT string_agg(a.channel, ',' ORDER BY a.ste
                           FROM recipient_states rs WHERE rs.public_id = $1`;
 
 test('viber → sms fallback for a number that is not a Viber user', async () => {
-  const id = await send({ body: 'Fallback', to: [{ phone_number: '420777000404' }], flow: [{ viber: { sender: 'Shop' } }, { sms: { sender: 'Shop' } }] });
+  const id = await send({ body: 'Fallback', to: [{ phone_number: '420777000404' }], flow: [{ viber: { sender: 'Shop' } }, { sms: { sender: 'Shop', gateway: 'direct' } }] });
   const evs = await waitTrail(`${id}-0`, ['viber:sending', 'viber:undelivered', 'sms:sending', 'sms:sent', 'sms:delivered']);
   assert.match(evs[1]!.result_info, /Not a Viber user/);
+  // Every event of the second step names that step's SMS gateway (the status path reads it from the flow).
+  assert.deepEqual(evs.slice(2).map((e) => e.sms?.gateway), ['direct', 'direct', 'direct']);
+  assert.equal(evs[1]!.sms, undefined);
   const [recipient] = await svc.sql<{ flow_taken: string; state: string; step: number }>(RECIPIENT_STATE, [`${id}-0`]);
   assert.deepEqual(recipient, { flow_taken: 'viber,sms', state: 'delivered', step: 1 });
 });
