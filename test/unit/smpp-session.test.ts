@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import v8 from 'node:v8';
+import { receiptResultInfo } from '../../shared/carriers/smpp/carrier.js';
 import { describe, it } from 'node:test';
 import smpp from 'smpp';
 import {
@@ -587,6 +589,18 @@ describe('parseReceipt', () => {
       assert.equal(r.messageId, '0A1B');
     });
   }
+
+  it('gives one-byte result texts (a two-byte one made a status batch\'s joined event bodies two-byte)', () => {
+    // v8.serialize tags a one-byte string '"' and a two-byte one 'c' (its third byte).
+    const twoByte = (s: string) => v8.serialize(s)[2] === 0x63;
+    assert.equal(twoByte('\u010d'), true, 'the probe sees a two-byte string');
+    for (const [stat] of stats) {
+      const r = parseReceipt(receiptPdu(text('0A1B', stat)));
+      assert.ok(r);
+      assert.equal(twoByte(receiptResultInfo(r)), false, stat);
+      assert.equal(twoByte(r.stat ?? ''), false, stat);
+    }
+  });
 
   it('reads every text field (keys case-insensitive, text to the end)', () => {
     const r = parseReceipt(receiptPdu('ID:12345 SUB:001 DLVRD:000 SUBMIT DATE:2311221530 DONE DATE:2311221540 STAT:UNDELIV ERR:034 TEXT:id:999 stat:DELIVRD'));
