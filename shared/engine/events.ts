@@ -140,9 +140,20 @@ export const BODY_SEPARATOR = '\u0001';
 
 /** The six parameters of `eventsCtes`. */
 export function eventParams(events: OutboxEvent[]): unknown[] {
-  return [numberArray(events.map((e) => e.accountId)), numberArray(events.map((e) => e.keyId)),
-    textArray(events.map((e) => e.callbackUrl)), numberArray(events.map((e) => e.recipientId)), textArray(events.map((e) => e.kind)),
-    events.map((e) => stringifyEvent(e.body)).join(BODY_SEPARATOR)];
+  // One loop, no per-call closures: V8 keeps a closure's optimised code only weakly, so short-lived
+  // arrows were optimised again after every full collection (see attemptColumns in dispatch.ts).
+  const accountId: number[] = [], keyId: Array<number | null> = [], callbackUrl: Array<string | null> = [];
+  const recipientId: Array<number | null> = [], kind: string[] = [], bodies: string[] = [];
+  for (const e of events) {
+    accountId.push(e.accountId);
+    keyId.push(e.keyId);
+    callbackUrl.push(e.callbackUrl);
+    recipientId.push(e.recipientId);
+    kind.push(e.kind);
+    bodies.push(stringifyEvent(e.body));
+  }
+  return [numberArray(accountId), numberArray(keyId), textArray(callbackUrl), numberArray(recipientId), textArray(kind),
+    bodies.join(BODY_SEPARATOR)];
 }
 
 /** Append events in one statement (see `eventsCtes`). */

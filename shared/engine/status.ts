@@ -84,7 +84,7 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
     if (moves.length === 0) {
       return { transitions: 0, events: [] as OutboxEvent[], nextSteps: [] as NextStep[], delivered: [] as number[], sources: [] as string[] };
     }
-    const ids = [...new Set(moves.map((m) => m.attemptId))].sort((a, b) => a - b);
+    const ids = attemptIdsOf(moves);
     const { rows } = await tx.query<AttemptRow>(prepared(
       `SELECT a.id, a.recipient_id, a.step, a.channel, a.state, a.phone, a.sender, a.parts, a.country, a.operator,
               a.price_czk, a.price_eur, a.charged, a.payer_kind, a.payer_id, a.charged_currency, a.refunded, a.reached_sent,
@@ -102,10 +102,13 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
           FOR UPDATE OF a`,
       [ids]),
     );
-    const attempts = new Map(rows.map((row) => [row.id, row]));
+    const attempts = new Map<number, AttemptRow>();
+    for (const row of rows) {
+      attempts.set(row.id, row);
+    }
     // Apply each attempt's moves along the state path (a parked receipt can carry an earlier
     // carrier time than the submit response that releases it); ttl expiries come last.
-    moves.sort((a, b) => (a.ttl ? 9 : STATE_RANK[a.state]) - (b.ttl ? 9 : STATE_RANK[b.state]));
+    moves.sort(byStateRank);
 
     const events: OutboxEvent[] = [];
     /** Attempt id → the result_info of the last state it entered in this batch, and when it reached sent / delivered. */
@@ -179,9 +182,6 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
       return { transitions: 0, events, nextSteps, delivered, sources };
     }
     // Attempts, fallbacks and events in one statement: one round trip for the whole batch.
-    const list = [...changed.keys()].map((id) => attempts.get(id)!);
-    const changes = [...changed.values()];
-    const falls = [...fallbacks.values()];
     await tx.query(prepared(
       `WITH attempts_up AS (
          UPDATE attempts a SET state = u.state, result_info = u.result_info, reached_sent = u.reached_sent,
@@ -196,11 +196,7 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
           WHERE r.id = u.id AND r.id = ANY($9)),
        ${eventsCtes(12)}
        SELECT 1`,
-      [numberArray(list.map((a) => a.id)), textArray(list.map((a) => a.state)), textArray(changes.map((c) => c.resultInfo)),
-        boolArray(list.map((a) => a.reached_sent)), boolArray(list.map((a) => a.refunded)), boolArray(list.map((a) => a.ttl_expired)),
-        timestampArray(changes.map((c) => c.sent)), timestampArray(changes.map((c) => c.delivered)),
-        numberArray([...fallbacks.keys()]), numberArray(falls.map((f) => f.step)), timestampArray(falls.map((f) => f.due)),
-        ...eventParams(events)]),
+      [...changeColumns(changed, attempts), ...fallbackColumns(fallbacks), ...eventParams(events)]),
     );
     await refund(tx, refunds);
     if (deps.hooks.onDelivered && delivered.length > 0) {
@@ -214,6 +210,56 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
   deps.enqueueNextSteps(outcome.nextSteps).catch((err: unknown) =>
     deps.logger.error({ err: (err as Error).message, count: outcome.nextSteps.length }, 'next flow steps not enqueued; left to the recovery sweep'));
   return { transitions: outcome.transitions, events: outcome.events.length };
+}
+
+// Module-level helpers and loops instead of per-call arrows on this path: V8 keeps a closure's
+// optimised code only weakly, so short-lived arrows were optimised again after every full
+// collection (see attemptColumns in dispatch.ts).
+
+/** The distinct attempt ids of a batch's moves, ascending (rows are locked in this order). */
+function attemptIdsOf(moves: Move[]): number[] {
+  const ids = new Set<number>();
+  for (const m of moves) {
+    ids.add(m.attemptId);
+  }
+  return [...ids].sort(ascending);
+}
+
+const ascending = (a: number, b: number): number => a - b;
+
+/** Moves along the state path; ttl expiries last. */
+const byStateRank = (a: Move, b: Move): number => (a.ttl ? 9 : STATE_RANK[a.state]) - (b.ttl ? 9 : STATE_RANK[b.state]);
+
+/** $1..$8 of the update: each changed attempt's new state, in the order of `changed`. */
+function changeColumns(
+  changed: Map<number, { resultInfo: string; sent: Date | null; delivered: Date | null }>, attempts: Map<number, AttemptRow>,
+): string[] {
+  const id: number[] = [], state: string[] = [], resultInfo: string[] = [], sent: Array<Date | null> = [], delivered: Array<Date | null> = [];
+  const reachedSent: boolean[] = [], refunded: boolean[] = [], ttlExpired: boolean[] = [];
+  for (const [attemptId, change] of changed) {
+    const a = attempts.get(attemptId)!;
+    id.push(a.id);
+    state.push(a.state);
+    resultInfo.push(change.resultInfo);
+    reachedSent.push(a.reached_sent);
+    refunded.push(a.refunded);
+    ttlExpired.push(a.ttl_expired);
+    sent.push(change.sent);
+    delivered.push(change.delivered);
+  }
+  return [numberArray(id), textArray(state), textArray(resultInfo), boolArray(reachedSent), boolArray(refunded), boolArray(ttlExpired),
+    timestampArray(sent), timestampArray(delivered)];
+}
+
+/** $9..$11 of the update: recipients moving on to their next step. */
+function fallbackColumns(fallbacks: Map<number, { step: number; due: Date }>): string[] {
+  const id: number[] = [], step: number[] = [], due: Date[] = [];
+  for (const [recipientId, f] of fallbacks) {
+    id.push(recipientId);
+    step.push(f.step);
+    due.push(f.due);
+  }
+  return [numberArray(id), numberArray(step), timestampArray(due)];
 }
 
 /** What a batch says about one (carrier, ref): the attempt registering it, and its latest receipt. */
@@ -304,7 +350,10 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
   );
   // A receipt to apply: one of this batch, or one parked earlier that this batch's register found
   // (replaying a receipt applied before is no move, so a repeated register changes nothing).
-  const receiptOf = new Map(rows.map((r) => [`${r.ref}\u0000${r.carrier}`, r.receipt]));
+  const receiptOf = new Map<string, StatusReport | null>();
+  for (const r of rows) {
+    receiptOf.set(`${r.ref}\u0000${r.carrier}`, r.receipt);
+  }
   const receipts: Array<{ attemptId: number; parts: number; report: StatusReport }> = [];
   for (const row of stored) {
     if (row.attempt_id === null) {

@@ -988,18 +988,24 @@ const DEC_RE = /^[0-9]+$/;
 export function normalizeMessageId(id: string, form: MessageIdForm = 'auto'): string[] {
   const s = id.replace(/\0+$/, '').trim();
   if (s === '') return [];
-  const lower = s.toLowerCase();
-  const asHex = (): string => `hex:${BigInt(`0x${s}`).toString(16)}`;
-  const asDec = (): string => `hex:${BigInt(s).toString(16)}`;
-  if (form === 'string') return [`str:${lower}`];
-  if (form === 'hex' && HEX_RE.test(s)) return [asHex()];
-  if (form === 'dec' && DEC_RE.test(s)) return [asDec()];
+  if (form === 'string') return [`str:${s.toLowerCase()}`];
+  if (form === 'hex' && HEX_RE.test(s)) return [hexReading(s)];
+  if (form === 'dec' && DEC_RE.test(s)) return [decReading(s)];
   if (DEC_RE.test(s)) {
-    const keys = [asHex(), asDec()];
+    const keys = [hexReading(s), decReading(s)];
     return keys[0] === keys[1] ? [keys[0] as string] : keys;
   }
-  if (HEX_RE.test(s)) return [asHex()];
-  return [`str:${lower}`];
+  if (HEX_RE.test(s)) return [hexReading(s)];
+  return [`str:${s.toLowerCase()}`];
+}
+
+// Module-level rather than closures per call (their optimised code was dropped at every full
+// collection; see attemptColumns in engine/dispatch.ts).
+function hexReading(s: string): string {
+  return `hex:${BigInt(`0x${s}`).toString(16)}`;
+}
+function decReading(s: string): string {
+  return `hex:${BigInt(s).toString(16)}`;
 }
 
 /** Whether two ids name the same message under the rule of `normalizeMessageId`. */
