@@ -296,7 +296,10 @@ async function runDispatchTx(
       ]),
     );
 
-    const attemptIdOf = new Map(inserted.map((row) => [row.recipient_id, row.id]));
+    const attemptIdOf = new Map<number, number>();
+    for (const row of inserted) {
+      attemptIdOf.set(row.recipient_id, row.id);
+    }
     const written = inserted.length === planned.length ? planned : planned.filter((p) => attemptIdOf.has(p.recipient.id));
     const toHand: ToHand[] = [];
     const nextSteps: NextStep[] = [];
@@ -333,7 +336,7 @@ async function runDispatchTx(
     // optimistic mode a balance that cannot cover its debit fails the commit (CREDIT_NOT_COVERED);
     // allocation never takes more than it read under the lock.
     return {
-      result: { toHand, nextSteps, rejected: written.filter((p) => p.reject).length },
+      result: { toHand, nextSteps, rejected: countRejected(written) },
       lastStatements: debitsOf(written).map((d) => changeCreditStatement(d.payerKind, d.payerId, d.currency, -d.total)),
     };
   }, { indexOnly: true });
@@ -378,6 +381,16 @@ function attemptColumns(deps: EngineDeps, planned: PlannedInPart[]): string[] {
   return [numberArray(recipientId), textArray(channel), textArray(family), textArray(state), textArray(resultInfo), textArray(phone),
     textArray(sender), textArray(carrier), numberArray(count), textArray(encoding), numberArray(country), numberArray(priceCzk),
     numberArray(priceEur), numberArray(charged), textArray(currency), textArray(payerKind), numberArray(payerId), textArray(body)];
+}
+
+function countRejected(written: PlannedInPart[]): number {
+  let n = 0;
+  for (const p of written) {
+    if (p.reject) {
+      n++;
+    }
+  }
+  return n;
 }
 
 type SmsPlanner = (text: string, type: 'utf' | 'sms') => SmsPlan;

@@ -241,7 +241,12 @@ export class StatusIntake {
         taken.push(entry);
         count += entry.reports.length;
       }
-      const reports = taken.flatMap((t) => t.reports);
+      const reports: StatusReport[] = [];
+      for (const t of taken) {
+        for (const r of t.reports) {
+          reports.push(r);
+        }
+      }
       // Once more after a pause (a deadlock victim, a dropped connection), then to the queues.
       let applied = false;
       for (let attempt = 0; attempt < 2 && !applied; attempt++) {

@@ -288,7 +288,12 @@ function refRows(reports: StatusReport[]): RefRow[] {
     }
     keyed.set(key, row);
   }
-  return [...keyed.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, row]) => row);
+  const keys = [...keyed.keys()].sort();
+  const sorted: RefRow[] = [];
+  for (const key of keys) {
+    sorted.push(keyed.get(key)!);
+  }
+  return sorted;
 }
 
 /**

@@ -175,8 +175,16 @@ export class SmppRedisStore {
   });
 
   private readonly reads = new TickBatcher<string, string | null>(async (keys) => {
-    const values = await this.redis.mget(...keys.map((k) => `${this.base}:id:${k}`));
-    return keys.map((_, i) => values[i] ?? null);
+    const names: string[] = [];
+    for (const k of keys) {
+      names.push(`${this.base}:id:${k}`);
+    }
+    const values = await this.redis.mget(...names);
+    const found: Array<string | null> = [];
+    for (let i = 0; i < keys.length; i++) {
+      found.push(values[i] ?? null);
+    }
+    return found;
   });
 
   /** Stores one MO part; returns all parts (seq → stored value) when the message is complete. */
