@@ -135,7 +135,7 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
       if (move.ttl) {
         a.ttl_expired = true;
       }
-            const change = changed.get(a.id) ?? { resultInfo: '', sent: null, delivered: null };
+      const change = changed.get(a.id) ?? { resultInfo: '', sent: null, delivered: null };
       for (const state of path) {
         a.state = state;
         const resultInfo = state === move.state ? move.resultInfo : defaultResultInfo(state);
