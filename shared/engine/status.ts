@@ -45,11 +45,9 @@ interface AttemptRow {
   request_id: string;
   payload: string | null;
   callback: string | null;
-  /** Steps in the message's flow. */
-  flow_len: number;
   /** The SMS gateway of this attempt's step (null for other channels). */
   sms_gateway: string | null;
-  /** The flow step after this attempt's (null when it is the last). */
+  /** The flow step after this attempt's (null when it is the last: no fallback). */
   next_step: FlowStep | null;
   lane: number;
   message_id: string;
@@ -89,7 +87,6 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
       `SELECT a.id, a.recipient_id, a.step, a.channel, a.state, a.phone, a.sender, a.parts, a.country, a.operator,
               a.price_czk, a.price_eur, a.charged, a.payer_kind, a.payer_id, a.charged_currency, a.refunded, a.reached_sent,
               a.ttl_expired, r.public_id, r.step AS current_step, r.account_id, r.key_id, m.request_id, m.payload, m.callback,
-              jsonb_array_length(m.flow) AS flow_len,
               CASE WHEN a.channel = 'sms' THEN COALESCE(m.flow -> a.step::int -> 'sms' ->> 'gateway', 'high') END AS sms_gateway,
               m.flow -> (a.step::int + 1) AS next_step,
               m.lane, m.id AS message_id, m.source, k.default_callback_url
@@ -171,7 +168,7 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
       if (a.step !== a.current_step) {
         continue; // an abandoned step: reported above, never moves the recipient (D3)
       }
-      if (isStepFailure(a.state) && a.step + 1 < a.flow_len && a.next_step !== null) {
+      if (isStepFailure(a.state) && a.next_step !== null) {
         fallbacks.set(a.recipient_id, { step: a.step + 1, due: new Date(now) });
         a.current_step = a.step + 1;
         nextSteps.push({ messageId: a.message_id, step: a.step + 1, recipientId: a.recipient_id, lane: a.lane, channel: stepChannel(a.next_step).channel });
@@ -271,14 +268,19 @@ interface RefRow {
   receipt: StatusReport | null;
 }
 
-/** One row per (ref, carrier), in key order: concurrent batches then take the keys in one order. */
-function refRows(reports: StatusReport[]): RefRow[] {
+const refKey = (ref: string, carrier: string): string => `${ref}\u0000${carrier}`;
+
+/**
+ * One row per (ref, carrier), in key order (concurrent batches then take the keys in one order),
+ * and the same rows by key.
+ */
+function refRows(reports: StatusReport[]): { rows: RefRow[]; byKey: Map<string, RefRow> } {
   const keyed = new Map<string, RefRow>();
   for (const r of reports) {
     if (r.ref === undefined || r.carrier === undefined) {
       continue;
     }
-    const key = `${r.ref}\u0000${r.carrier}`;
+    const key = refKey(r.ref, r.carrier);
     const row = keyed.get(key) ?? { ref: r.ref, carrier: r.carrier, attemptId: null, part: 0, receipt: null };
     if (r.attemptId === undefined) {
       row.receipt = r;
@@ -293,17 +295,18 @@ function refRows(reports: StatusReport[]): RefRow[] {
   for (const key of keys) {
     sorted.push(keyed.get(key)!);
   }
-  return sorted;
+  return { rows: sorted, byKey: keyed };
 }
 
 /**
  * Turn carrier reports into moves on attempt ids. Reports that name a carrier ref are matched
  * through `carrier_refs`, in one statement that both registers refs (submit responses) and
- * records receipts (those of registered one-part attempts are only looked up). A receipt whose ref is not registered yet (it overtook its submit response)
- * stays parked in that row without an attempt; registering the ref later returns it, and it is
- * applied then. Both sides write the same unique key in one sorted statement, so concurrent batches
- * are serialised by the index itself and cannot deadlock on each other's keys. For multi-part SMS
- * the attempt is `delivered` only when every part is; the first failed part decides a failure.
+ * records receipts (those of registered one-part attempts are only looked up). A receipt whose
+ * ref is not registered yet (it overtook its submit response) stays parked in that row without an
+ * attempt; registering the ref later returns it, and it is applied then. Both sides write the
+ * same unique key in one sorted statement, so concurrent batches are serialised by the index
+ * itself and cannot deadlock on each other's keys. For multi-part SMS the attempt is `delivered`
+ * only when every part is; the first failed part decides a failure.
  */
 async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
   const moves: Move[] = [];
@@ -312,7 +315,7 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
       moves.push({ attemptId: r.attemptId, state: r.state, resultInfo: r.resultInfo, at: r.at, ttl: false });
     }
   }
-  const rows = refRows(reports);
+  const { rows, byKey } = refRows(reports);
   if (rows.length === 0) {
     return moves;
   }
@@ -355,16 +358,12 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
   );
   // A receipt to apply: one of this batch, or one parked earlier that this batch's register found
   // (replaying a receipt applied before is no move, so a repeated register changes nothing).
-  const receiptOf = new Map<string, StatusReport | null>();
-  for (const r of rows) {
-    receiptOf.set(`${r.ref}\u0000${r.carrier}`, r.receipt);
-  }
   const receipts: Array<{ attemptId: number; parts: number; report: StatusReport }> = [];
   for (const row of stored) {
     if (row.attempt_id === null) {
       continue; // parked until its ref is registered
     }
-    const own = receiptOf.get(`${row.ref}\u0000${row.carrier}`);
+    const own = byKey.get(refKey(row.ref, row.carrier))?.receipt;
     if (row.registered) {
       receipts.push({ attemptId: row.attempt_id, parts: 1, report: own! });
       continue;
