@@ -280,6 +280,48 @@ describe('SmppCarrier', () => {
     assert.equal(found.get(7)?.concatRef, null, 'no legacy hash: the reference is derived');
   });
 
+  it('records the parts accepted in one tick in one hash per 1024 consecutive attempts, with an expiry', T, async () => {
+    const base = `${prefix}:smpp:store-hash`;
+    const store = new SmppRedisStore(redis, base);
+    await Promise.all([
+      store.recordAccepted({ attemptId: 2047, part: 0, ref: 'hex:a', idKeys: null, idTtlSeconds: 60 }),
+      store.recordAccepted({ attemptId: 2048, part: 0, ref: 'hex:b', idKeys: null, idTtlSeconds: 60 }),
+      store.recordAccepted({ attemptId: 2048, part: 1, ref: 'hex:c', idKeys: null, idTtlSeconds: 60 }),
+    ]);
+    assert.deepEqual(await redis.hgetall(`${base}:acc:1`), { '2047:0': 'hex:a' });
+    assert.deepEqual(await redis.hgetall(`${base}:acc:2`), { '2048:0': 'hex:b', '2048:1': 'hex:c' });
+    for (const key of [`${base}:acc:1`, `${base}:acc:2`]) {
+      const ttl = await redis.ttl(key);
+      assert.ok(ttl > 6 * 3600 - 60 && ttl <= 6 * 3600, `${key} expires in 6 h (ttl ${ttl})`);
+    }
+    assert.equal(await redis.exists(`${base}:id:hex:a`), 0, 'no id index without idKeys');
+    const found = await store.acceptedParts([{ attemptId: 2047, partCount: 1 }, { attemptId: 2048, partCount: 3 }]);
+    assert.deepEqual([...found.get(2047)!.parts], [[0, 'hex:a']]);
+    assert.deepEqual([...found.get(2048)!.parts], [[0, 'hex:b'], [1, 'hex:c']]);
+  });
+
+  it('reads the accepted parts the version before recorded as one string per part (kept 6 h, so an upgrade resumes them)', T, async () => {
+    const base = `${prefix}:smpp:store-strings`;
+    const store = new SmppRedisStore(redis, base);
+    await redis.set(`${base}:att:31:1`, 'hex:old', 'EX', 60);
+    await store.recordAccepted({ attemptId: 31, part: 0, ref: 'hex:new', idKeys: null, idTtlSeconds: 60 });
+    const found = await store.acceptedParts([{ attemptId: 31, partCount: 3 }]);
+    assert.deepEqual([...found.get(31)!.parts].sort(), [[0, 'hex:new'], [1, 'hex:old']]);
+  });
+
+  it('indexes every reading of an accepted id for receipts, an alias never overwriting a first reading', T, async () => {
+    const base = `${prefix}:smpp:store-ids`;
+    const store = new SmppRedisStore(redis, base);
+    await Promise.all([
+      store.recordAccepted({ attemptId: 40, part: 0, ref: 'hex:10', idKeys: ['hex:10', 'hex:a'], idTtlSeconds: 120 }),
+      store.recordAccepted({ attemptId: 41, part: 0, ref: 'hex:a', idKeys: ['hex:a'], idTtlSeconds: 120 }),
+      store.recordAccepted({ attemptId: 42, part: 0, ref: '', idKeys: ['hex:b'], idTtlSeconds: 120 }),
+    ]);
+    assert.deepEqual(await store.lookupIds(['hex:10', 'hex:a', 'hex:b']), ['hex:10', 'hex:a', null]);
+    const ttl = await redis.ttl(`${base}:id:hex:10`);
+    assert.ok(ttl > 60 && ttl <= 120, `the id index keeps the step's ttl (${ttl})`);
+  });
+
   it('looks up accepted parts only for re-handed attempts: an accepted part is not resubmitted, a fresh attempt is', T, async () => {
     await withCarrier({}, 'window=10', {}, async ({ sim, sink, carrier }) => {
       const store = (carrier as unknown as { store: SmppRedisStore }).store;

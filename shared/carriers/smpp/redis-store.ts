@@ -2,13 +2,16 @@
  * What an SMPP connection keeps in Redis, shared by every process bound over it. All keys start
  * with `<redisPrefix>:smpp:<connection>:` and expire on their own:
  *
- * - `att:<attemptId>:<part>` (string, 6 h): the ref of a part the SMSC accepted ('' when it gave
- *   no message_id). A re-hand of the same attempt (dispatch job retried after a crash or a failed
- *   send) skips those parts, so the SMSC never gets an accepted part twice; the concatenation
- *   reference is derived from the attempt id, so the resumed parts still join on the handset. One
- *   plain SET per part: a hash per attempt cost two commands (HSET, EXPIRE). Versions before
- *   2026-11-25 wrote a hash `att:<attemptId>` (`p<index>` → ref, `c` → reference); a re-hand still
- *   reads it until those have expired.
+ * - `acc:<bucket>` (hash, 6 h after its last write): the refs of the parts the SMSC accepted,
+ *   field `<attemptId>:<part>` → ref ('' when it gave no message_id), for the attempts numbered
+ *   `bucket * 1024` to `bucket * 1024 + 1023`. A re-hand of the same attempt (dispatch job retried
+ *   after a crash or a failed send) skips those parts, so the SMSC never gets an accepted part
+ *   twice; the concatenation reference is derived from the attempt id, so the resumed parts still
+ *   join on the handset. Attempt ids are consecutive, so the parts accepted in one tick fall in
+ *   one or two hashes: one HSET each instead of a SET with its own expiry per part (measured in
+ *   docs/benchmarks.md). Earlier versions wrote `att:<attemptId>:<part>` strings (until
+ *   2026-11-25) and before that a hash `att:<attemptId>` (`p<index>` → ref, `c` → reference); a
+ *   re-hand still reads both until those have expired.
  * - `id:<key>` (string, step ttl + 1 day): receipt-id index, written only when a connection's id
  *   forms are `auto`. Each canonical key of a submit_sm_resp id (see `normalizeMessageId`) points
  *   at the ref registered with the engine, so a receipt naming the same message in another form
@@ -20,6 +23,8 @@ import type { Redis } from 'ioredis';
 import { luaScript, runScript } from './token-bucket.js';
 
 const ATTEMPT_TTL_S = 6 * 3600;
+/** Consecutive attempt ids that share one `acc:` hash. */
+const ATTEMPTS_PER_HASH = 1024;
 /** Parts one concatenated SMS can have (8-bit part count). */
 const MAX_PARTS = 255;
 const MO_TTL_S = 10 * 60;
@@ -35,28 +40,26 @@ return false
 `);
 
 /**
- * Records accepted parts. ARGV[1]: ttl of the part keys; then per part: the number of id keys
- * that follow its part key in KEYS, ref, id ttl. The first id key (same representation) always
- * points at the ref; the others only when no other id claimed them first (NX), so a primary key
- * is never overwritten by an alias.
+ * Indexes accepted ids for receipts (`auto` id forms). Per part, ARGV holds the number of id keys
+ * it has in KEYS, its ref and their ttl. The first id key (same representation) always points at the
+ * ref; the others only when no other id claimed them first (NX), so a primary key is never
+ * overwritten by an alias.
  */
-const RECORD_ACCEPTED_LUA = luaScript(`
-local ttl = tonumber(ARGV[1])
+const INDEX_IDS_LUA = luaScript(`
 local k = 1
-local a = 2
+local a = 1
 while a <= #ARGV do
   local ids = tonumber(ARGV[a])
   local ref = ARGV[a + 1]
-  local idTtl = tonumber(ARGV[a + 2])
-  redis.call('SET', KEYS[k], ref, 'EX', ttl)
-  for i = 1, ids do
-    if i == 1 then
-      redis.call('SET', KEYS[k + i], ref, 'EX', idTtl)
+  local ttl = tonumber(ARGV[a + 2])
+  for i = 0, ids - 1 do
+    if i == 0 then
+      redis.call('SET', KEYS[k + i], ref, 'EX', ttl)
     else
-      redis.call('SET', KEYS[k + i], ref, 'EX', idTtl, 'NX')
+      redis.call('SET', KEYS[k + i], ref, 'EX', ttl, 'NX')
     end
   end
-  k = k + 1 + ids
+  k = k + ids
   a = a + 3
 end
 return #KEYS
@@ -82,26 +85,31 @@ export interface AcceptedPart {
  * `run` returns one result per input, in order; when it throws, every call of the batch rejects.
  */
 class TickBatcher<I, O> {
-  private pending: Array<{ input: I; resolve(value: O): void; reject(err: unknown): void }> = [];
+  private inputs: I[] = [];
+  private waiters: Array<{ resolve(value: O): void; reject(err: unknown): void }> = [];
 
   constructor(private readonly run: (inputs: I[]) => Promise<O[]>) {}
 
   add(input: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
-      if (this.pending.push({ input, resolve, reject }) === 1) setImmediate(() => void this.flush());
+      this.inputs.push(input);
+      if (this.waiters.push({ resolve, reject }) === 1) setImmediate(this.flush);
     });
   }
 
-  private async flush(): Promise<void> {
-    const batch = this.pending;
-    this.pending = [];
+  // Loops rather than arrows made per call (see attemptColumns in engine/dispatch.ts).
+  private readonly flush = async (): Promise<void> => {
+    const inputs = this.inputs;
+    const waiters = this.waiters;
+    this.inputs = [];
+    this.waiters = [];
     try {
-      const results = await this.run(batch.map((b) => b.input));
-      batch.forEach((b, i) => b.resolve(results[i]!));
+      const results = await this.run(inputs);
+      for (let i = 0; i < waiters.length; i++) waiters[i]!.resolve(results[i]!);
     } catch (err) {
-      for (const b of batch) b.reject(err);
+      for (const w of waiters) w.reject(err);
     }
-  }
+  };
 }
 
 export class SmppRedisStore {
@@ -117,21 +125,30 @@ export class SmppRedisStore {
     if (attempts.length === 0) return out;
     const pipeline = this.redis.pipeline();
     for (const { attemptId, partCount } of attempts) {
-      // At least one key (MGET takes one or more) and at most the 255 parts a message can have.
-      const keys = Math.min(MAX_PARTS, Math.max(1, partCount));
-      pipeline.mget(Array.from({ length: keys }, (_, part) => `${this.base}:att:${attemptId}:${part}`));
-      pipeline.hgetall(`${this.base}:att:${attemptId}`); // legacy hash (see the top of this file)
+      // At least one field (HMGET and MGET take one or more) and at most the 255 parts a message can have.
+      const count = Math.min(MAX_PARTS, Math.max(1, partCount));
+      const fields: string[] = [];
+      const legacyKeys: string[] = [];
+      for (let part = 0; part < count; part++) {
+        fields.push(`${attemptId}:${part}`);
+        legacyKeys.push(`${this.base}:att:${attemptId}:${part}`);
+      }
+      pipeline.hmget(this.acceptedKey(attemptId), ...fields);
+      pipeline.mget(legacyKeys); // written until 2026-11-25 (see the top of this file)
+      pipeline.hgetall(`${this.base}:att:${attemptId}`); // written before that
     }
     const results = (await pipeline.exec()) ?? [];
     attempts.forEach(({ attemptId }, i) => {
-      const [errParts, refs] = results[2 * i] ?? [null, null];
-      const [errLegacy, legacy] = results[2 * i + 1] ?? [null, null];
-      if (errParts) throw errParts;
-      if (errLegacy) throw errLegacy;
       const parts = new Map<number, string>();
-      ((refs ?? []) as Array<string | null>).forEach((ref, part) => {
-        if (ref !== null) parts.set(part, ref);
-      });
+      for (let form = 0; form < 2; form++) {
+        const [err, refs] = results[3 * i + form] ?? [null, null];
+        if (err) throw err;
+        ((refs ?? []) as Array<string | null>).forEach((ref, part) => {
+          if (ref !== null && !parts.has(part)) parts.set(part, ref);
+        });
+      }
+      const [errLegacy, legacy] = results[3 * i + 2] ?? [null, null];
+      if (errLegacy) throw errLegacy;
       const hash = (legacy ?? {}) as Record<string, string>;
       for (const [field, ref] of Object.entries(hash)) {
         const m = /^p(\d+)$/.exec(field);
@@ -142,6 +159,10 @@ export class SmppRedisStore {
       out.set(attemptId, { concatRef: hash.c !== undefined && Number.isInteger(c) ? c : null, parts });
     });
     return out;
+  }
+
+  private acceptedKey(attemptId: number): string {
+    return `${this.base}:acc:${Math.floor(attemptId / ATTEMPTS_PER_HASH)}`;
   }
 
   /**
@@ -157,21 +178,35 @@ export class SmppRedisStore {
   /** The refs indexed under each key (null where none); lookups of one tick share one MGET. */
   async lookupIds(keys: string[]): Promise<Array<string | null>> {
     if (keys.length === 0) return [];
-    return Promise.all(keys.map((k) => this.reads.add(k)));
+    const lookups: Array<Promise<string | null>> = [];
+    for (const k of keys) lookups.push(this.reads.add(k));
+    return Promise.all(lookups);
   }
 
   private readonly writes = new TickBatcher<AcceptedPart, void>(async (inputs) => {
-    // One script call per tick's worth of parts: three or four commands per part cost more in the
-    // client (building and encoding each command) than in Redis.
-    const keys: string[] = [];
-    const args: Array<string | number> = [ATTEMPT_TTL_S];
+    // One HSET per hash of consecutive attempts, not a command per part: building and encoding
+    // each command costs more in the client than the command costs in Redis.
+    const byHash = new Map<string, string[]>();
+    const idKeys: string[] = [];
+    const idArgs: Array<string | number> = [];
     for (const input of inputs) {
-      const idKeys = input.idKeys && input.ref !== '' ? input.idKeys : [];
-      keys.push(`${this.base}:att:${input.attemptId}:${input.part}`, ...idKeys.map((k) => `${this.base}:id:${k}`));
-      args.push(idKeys.length, input.ref, input.idTtlSeconds);
+      const key = this.acceptedKey(input.attemptId);
+      let fields = byHash.get(key);
+      if (!fields) byHash.set(key, (fields = []));
+      fields.push(`${input.attemptId}:${input.part}`, input.ref);
+      if (input.idKeys && input.idKeys.length > 0 && input.ref !== '') {
+        for (const k of input.idKeys) idKeys.push(`${this.base}:id:${k}`);
+        idArgs.push(input.idKeys.length, input.ref, input.idTtlSeconds);
+      }
     }
-    await runScript(this.redis, RECORD_ACCEPTED_LUA, keys, args);
-    return inputs.map(() => undefined);
+    const pipeline = this.redis.pipeline();
+    for (const [key, fields] of byHash) {
+      pipeline.hset(key, ...fields);
+      pipeline.expire(key, ATTEMPT_TTL_S);
+    }
+    const [results] = await Promise.all([pipeline.exec(), idKeys.length > 0 ? runScript(this.redis, INDEX_IDS_LUA, idKeys, idArgs) : null]);
+    for (const [err] of results ?? []) if (err) throw err;
+    return new Array<void>(inputs.length);
   });
 
   private readonly reads = new TickBatcher<string, string | null>(async (keys) => {
