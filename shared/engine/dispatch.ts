@@ -8,7 +8,7 @@
  * A second run of the same job writes nothing and only re-hands attempts that never reached a
  * carrier (a crash between commit and hand-over).
  */
-import { prepared, withTxEnding, type Tx } from '../db/pool.js';
+import { prepared, withTxEnding, type Tx, type TxEnd } from '../db/pool.js';
 import { changeCreditStatement, CREDIT_NOT_COVERED } from '../domain/accounts.js';
 import { numberArray, textArray, timestampArray } from '../db/arrays.js';
 import type { Carrier, Channel, OutboundAttempt } from '../carriers/types.js';
@@ -167,8 +167,21 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
     return { delayUntil: null, handed: 0, rejected: 0 };
   }
   // Recipients whose flow moved on to another step (a late duplicate job) are not this job's.
-  const partOf = new Map(due.map((p) => [p.msg.id, p]));
-  const atStep = recipients.filter((r) => r.step === job.step && partOf.has(r.message_id));
+  const partOf = new Map<string, Part>();
+  for (const p of due) partOf.set(p.msg.id, p);
+  const atStep: RecipientRow[] = [];
+  const dueRecipients: number[] = [];
+  for (const r of recipients) {
+    if (r.step !== job.step || !partOf.has(r.message_id)) continue;
+    atStep.push(r);
+    if (r.due) dueRecipients.push(r.id);
+  }
+  const flaggedMessages: string[] = [];
+  if (job.step === 0) {
+    for (const p of due) {
+      if (p.msg.dispatch_pending) flaggedMessages.push(p.msg.id);
+    }
+  }
   const prices = await currentPrices(deps.db);
 
   // Optimistic first: write everything as charged and take the credit with one conditional debit per
@@ -179,19 +192,15 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
   // the credit runs out.
   let result: DispatchTxResult;
   try {
-    result = await runDispatchTx(deps, partOf, atStep, job.step, prices, now, 'optimistic');
+    result = await runDispatchTx({ deps, partOf, recipients: atStep, step: job.step, prices, now, mode: 'optimistic' });
   } catch (err) {
     if ((err as { code?: string } | null)?.code !== CREDIT_NOT_COVERED) {
       throw err;
     }
-    result = await runDispatchTx(deps, partOf, atStep, job.step, prices, now, 'allocate');
+    result = await runDispatchTx({ deps, partOf, recipients: atStep, step: job.step, prices, now, mode: 'allocate' });
   }
 
-  await handOver(deps, result.toHand, {
-    step: job.step,
-    flaggedMessages: job.step === 0 ? due.filter((p) => p.msg.dispatch_pending).map((p) => p.msg.id) : [],
-    dueRecipients: atStep.filter((r) => r.due).map((r) => r.id),
-  });
+  await handOver(deps, result.toHand, { step: job.step, flaggedMessages, dueRecipients });
   await deps.enqueueNextSteps(result.nextSteps);
   return { delayUntil: null, handed: result.toHand.length, rejected: result.rejected };
 }
@@ -208,138 +217,156 @@ interface DispatchTxResult {
   rejected: number;
 }
 
-async function runDispatchTx(
-  deps: EngineDeps, partOf: Map<string, Part>, recipients: RecipientRow[], step: number,
-  prices: Awaited<ReturnType<typeof currentPrices>>, now: Date, mode: 'optimistic' | 'allocate',
-): Promise<DispatchTxResult> {
-  return withTxEnding(deps.db, async (tx) => {
-    const texts = new Map<number, string>();
-    if (deps.hooks.resolveTexts) {
-      for (const part of partOf.values()) {
-        const ids = recipients.filter((r) => r.message_id === part.msg.id).map((r) => r.id);
-        if (ids.length) {
-          const resolved = await deps.hooks.resolveTexts(tx, part.msg.source, ids);
-          resolved?.forEach((text, id) => texts.set(id, text));
+interface DispatchTxInput {
+  deps: EngineDeps;
+  partOf: Map<string, Part>;
+  recipients: RecipientRow[];
+  step: number;
+  prices: Awaited<ReturnType<typeof currentPrices>>;
+  now: Date;
+  mode: 'optimistic' | 'allocate';
+}
+
+function runDispatchTx(input: DispatchTxInput): Promise<DispatchTxResult> {
+  return withTxEnding(input.deps.db, dispatchInTx, { indexOnly: true }, input);
+}
+
+// A module-level function, not an arrow per job: V8 keeps a function's optimised code only while
+// the function lives, and this one is the largest of the send path (see attemptColumns).
+async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<DispatchTxResult>> {
+  const { deps, partOf, recipients, step, prices, now, mode } = input;
+  const texts = new Map<number, string>();
+  if (deps.hooks.resolveTexts) {
+    for (const part of partOf.values()) {
+      const ids: number[] = [];
+      for (const r of recipients) {
+        if (r.message_id === part.msg.id) ids.push(r.id);
+      }
+      if (ids.length) {
+        const resolved = await deps.hooks.resolveTexts(tx, part.msg.source, ids);
+        if (resolved) {
+          for (const [id, text] of resolved) texts.set(id, text);
         }
       }
     }
+  }
 
-    // Allocating charges attempt by attempt: recipients whose attempt exists already are left out
-    // first, so that their price does not count against the credit.
-    let candidates = recipients;
-    if (mode === 'allocate') {
-      const { rows } = await tx.query<{ recipient_id: number }>(
-        'SELECT recipient_id FROM attempts WHERE recipient_id = ANY($1) AND step = $2', [numberArray(recipients.map((r) => r.id)), step]);
-      const existing = new Set(rows.map((row) => row.recipient_id));
-      candidates = recipients.filter((r) => !existing.has(r.id));
-    }
-    const planSmsOf = smsPlanner();
-    const planned: PlannedInPart[] = [];
-    for (const r of candidates) {
-      const part = partOf.get(r.message_id)!;
-      planned.push({ part, ...planAttempt(deps, part.msg, part.channel, part.stepConfig, part.ttlMinutes, r, texts.get(r.id), prices, planSmsOf) });
-    }
-    if (mode === 'optimistic') {
-      assignCharges(planned);
-    } else {
-      await allocateCharges(tx, planned);
-    }
+  // Allocating charges attempt by attempt: recipients whose attempt exists already are left out
+  // first, so that their price does not count against the credit.
+  let candidates = recipients;
+  if (mode === 'allocate') {
+    const { rows } = await tx.query<{ recipient_id: number }>(
+      'SELECT recipient_id FROM attempts WHERE recipient_id = ANY($1) AND step = $2', [numberArray(recipients.map((r) => r.id)), step]);
+    const existing = new Set(rows.map((row) => row.recipient_id));
+    candidates = recipients.filter((r) => !existing.has(r.id));
+  }
+  const planSmsOf = smsPlanner();
+  const planned: PlannedInPart[] = [];
+  for (const r of candidates) {
+    const part = partOf.get(r.message_id)!;
+    planned.push({ part, ...planAttempt(deps, part.msg, part.channel, part.stepConfig, part.ttlMinutes, r, texts.get(r.id), prices, planSmsOf) });
+  }
+  if (mode === 'optimistic') {
+    assignCharges(planned);
+  } else {
+    await allocateCharges(tx, planned);
+  }
 
-    const events: OutboxEvent[] = [];
-    const fall = { id: [] as number[], step: [] as number[], due: [] as Date[] };
-    for (const p of planned) {
-      const { msg, stepConfig } = p.part;
-      const state = p.reject ? 'rejected' : 'sending';
-      events.push({
-        accountId: msg.account_id, keyId: msg.key_id, callbackUrl: msg.callback ?? msg.default_callback_url,
-        recipientId: p.recipient.id, kind: 'sentMessage',
-        body: sentMessageEvent({
-          requestId: msg.request_id, publicId: p.recipient.public_id, channel: p.channel, payload: msg.payload,
-          phone: p.recipient.phone ?? '', state, resultInfo: p.reject?.info ?? 'Sending', at: now.getTime(),
-          sender: p.sender, country: p.country, operator: 0, priceCzk: p.priceCzk, priceEur: p.priceEur,
-          count: p.count, smsGateway: p.channel === 'sms' ? (stepConfig.gateway ?? 'high') : null,
-        }),
-      });
-      if (p.reject?.fallback === true && step + 1 < msg.flow.length) {
-        fall.id.push(p.recipient.id);
-        fall.step.push(step + 1);
-        fall.due.push(now);
-      }
+  const events: OutboxEvent[] = [];
+  const fall = { id: [] as number[], step: [] as number[], due: [] as Date[] };
+  for (const p of planned) {
+    const { msg, stepConfig } = p.part;
+    const state = p.reject ? 'rejected' : 'sending';
+    events.push({
+      accountId: msg.account_id, keyId: msg.key_id, callbackUrl: msg.callback ?? msg.default_callback_url,
+      recipientId: p.recipient.id, kind: 'sentMessage',
+      body: sentMessageEvent({
+        requestId: msg.request_id, publicId: p.recipient.public_id, channel: p.channel, payload: msg.payload,
+        phone: p.recipient.phone ?? '', state, resultInfo: p.reject?.info ?? 'Sending', at: now.getTime(),
+        sender: p.sender, country: p.country, operator: 0, priceCzk: p.priceCzk, priceEur: p.priceEur,
+        count: p.count, smsGateway: p.channel === 'sms' ? (stepConfig.gateway ?? 'high') : null,
+      }),
+    });
+    if (p.reject?.fallback === true && step + 1 < msg.flow.length) {
+      fall.id.push(p.recipient.id);
+      fall.step.push(step + 1);
+      fall.due.push(now);
     }
-    // Attempts, the fallbacks of recipients refused before leaving, and events in one statement: one
-    // round trip for the whole job. An attempt that exists already (the job ran before) is not
-    // written again, and neither is anything else of its recipient.
-    const { rows: inserted } = planned.length === 0 ? { rows: [] } : await tx.query<{ id: number; recipient_id: number }>(prepared(
-      `WITH attempts_in AS (
-       INSERT INTO attempts (recipient_id, step, channel, family, state, result_info, phone, sender, carrier, parts, encoding,
-                               country, operator, price_czk, price_eur, charged, charged_currency, payer_kind, payer_id, handed_at, body)
-         SELECT u.recipient_id, $1, u.channel, u.family, u.state, u.result_info, u.phone, u.sender, u.carrier, u.parts, u.encoding,
-                u.country, 0, u.price_czk, u.price_eur, u.charged, u.charged_currency, u.payer_kind, u.payer_id,
-                CASE WHEN u.state = 'sending' THEN NULL ELSE now() END, u.body
-           FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::int[],
-                       $11::text[], $12::int[], $13::numeric[], $14::numeric[], $15::numeric[], $16::text[], $17::text[], $18::bigint[],
-                       $19::text[])
-             AS u(recipient_id, channel, family, state, result_info, phone, sender, carrier, parts, encoding, country, price_czk,
-                  price_eur, charged, charged_currency, payer_kind, payer_id, body)
-       ON CONFLICT (recipient_id, step) DO NOTHING
-       RETURNING id, recipient_id),
-       recipients_on AS (
-       UPDATE recipients r SET step = u.step, due_at = u.due_at
-         FROM unnest($20::bigint[], $21::smallint[], $22::timestamptz[]) AS u(id, step, due_at)
-        WHERE r.id = u.id AND r.id IN (SELECT recipient_id FROM attempts_in)),
-       ${eventsCtes(23, 'attempts_in')}
-       SELECT id, recipient_id FROM attempts_in`,
-      [step,
-        ...attemptColumns(deps, planned),
-        numberArray(fall.id), numberArray(fall.step), timestampArray(fall.due),
-        ...eventParams(events),
-      ]),
+  }
+  // Attempts, the fallbacks of recipients refused before leaving, and events in one statement: one
+  // round trip for the whole job. An attempt that exists already (the job ran before) is not
+  // written again, and neither is anything else of its recipient.
+  const { rows: inserted } = planned.length === 0 ? { rows: [] } : await tx.query<{ id: number; recipient_id: number }>(prepared(
+    `WITH attempts_in AS (
+     INSERT INTO attempts (recipient_id, step, channel, family, state, result_info, phone, sender, carrier, parts, encoding,
+                             country, operator, price_czk, price_eur, charged, charged_currency, payer_kind, payer_id, handed_at, body)
+       SELECT u.recipient_id, $1, u.channel, u.family, u.state, u.result_info, u.phone, u.sender, u.carrier, u.parts, u.encoding,
+              u.country, 0, u.price_czk, u.price_eur, u.charged, u.charged_currency, u.payer_kind, u.payer_id,
+              CASE WHEN u.state = 'sending' THEN NULL ELSE now() END, u.body
+         FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::int[],
+                     $11::text[], $12::int[], $13::numeric[], $14::numeric[], $15::numeric[], $16::text[], $17::text[], $18::bigint[],
+                     $19::text[])
+           AS u(recipient_id, channel, family, state, result_info, phone, sender, carrier, parts, encoding, country, price_czk,
+                price_eur, charged, charged_currency, payer_kind, payer_id, body)
+     ON CONFLICT (recipient_id, step) DO NOTHING
+     RETURNING id, recipient_id),
+     recipients_on AS (
+     UPDATE recipients r SET step = u.step, due_at = u.due_at
+       FROM unnest($20::bigint[], $21::smallint[], $22::timestamptz[]) AS u(id, step, due_at)
+      WHERE r.id = u.id AND r.id IN (SELECT recipient_id FROM attempts_in)),
+     ${eventsCtes(23, 'attempts_in')}
+     SELECT id, recipient_id FROM attempts_in`,
+    [step,
+      ...attemptColumns(deps, planned),
+      numberArray(fall.id), numberArray(fall.step), timestampArray(fall.due),
+      ...eventParams(events),
+    ]),
+  );
+
+  const attemptIdOf = new Map<number, number>();
+  for (const row of inserted) {
+    attemptIdOf.set(row.recipient_id, row.id);
+  }
+  const written = inserted.length === planned.length ? planned : planned.filter((p) => attemptIdOf.has(p.recipient.id));
+  const toHand: ToHand[] = [];
+  const nextSteps: NextStep[] = [];
+  for (const p of written) {
+    const { msg } = p.part;
+    if (p.reject?.fallback === true && step + 1 < msg.flow.length) {
+      nextSteps.push({ messageId: msg.id, step: step + 1, recipientId: p.recipient.id, lane: msg.lane, channel: stepChannel(msg.flow[step + 1]!).channel });
+    } else if (!p.reject && p.carrier) {
+      toHand.push({ carrier: p.carrier, attempt: { ...p.attempt, attemptId: attemptIdOf.get(p.recipient.id)! }, part: p.part });
+    }
+  }
+
+  // Attempts of an earlier run that were charged and recorded but never reached a carrier (a
+  // crash before the hand-over, a carrier that failed): handed again.
+  if (written.length < recipients.length) {
+    const { rows } = await tx.query<{ id: number; recipient_id: number }>(
+      `SELECT id, recipient_id FROM attempts WHERE recipient_id = ANY($1) AND step = $2 AND state = 'sending' AND handed_at IS NULL`,
+      [numberArray(recipients.filter((r) => !attemptIdOf.has(r.id)).map((r) => r.id)), step],
     );
-
-    const attemptIdOf = new Map<number, number>();
-    for (const row of inserted) {
-      attemptIdOf.set(row.recipient_id, row.id);
-    }
-    const written = inserted.length === planned.length ? planned : planned.filter((p) => attemptIdOf.has(p.recipient.id));
-    const toHand: ToHand[] = [];
-    const nextSteps: NextStep[] = [];
-    for (const p of written) {
-      const { msg } = p.part;
-      if (p.reject?.fallback === true && step + 1 < msg.flow.length) {
-        nextSteps.push({ messageId: msg.id, step: step + 1, recipientId: p.recipient.id, lane: msg.lane, channel: stepChannel(msg.flow[step + 1]!).channel });
-      } else if (!p.reject && p.carrier) {
-        toHand.push({ carrier: p.carrier, attempt: { ...p.attempt, attemptId: attemptIdOf.get(p.recipient.id)! }, part: p.part });
+    const byId = new Map(recipients.map((r) => [r.id, r]));
+    for (const row of rows) {
+      const r = byId.get(row.recipient_id)!;
+      const part = partOf.get(r.message_id)!;
+      const resolved = deps.hooks.resolveTexts ? await deps.hooks.resolveTexts(tx, part.msg.source, [r.id]) : null;
+      const p = planAttempt(deps, part.msg, part.channel, part.stepConfig, part.ttlMinutes, r, resolved?.get(r.id), prices, planSmsOf);
+      if (p.carrier) {
+        // Handed before (its send may have got part way): the carrier checks what it already accepted.
+        toHand.push({ carrier: p.carrier, attempt: { ...p.attempt, attemptId: row.id, rehand: true }, part });
       }
     }
+  }
 
-    // Attempts of an earlier run that were charged and recorded but never reached a carrier (a
-    // crash before the hand-over, a carrier that failed): handed again.
-    if (written.length < recipients.length) {
-      const { rows } = await tx.query<{ id: number; recipient_id: number }>(
-        `SELECT id, recipient_id FROM attempts WHERE recipient_id = ANY($1) AND step = $2 AND state = 'sending' AND handed_at IS NULL`,
-        [numberArray(recipients.filter((r) => !attemptIdOf.has(r.id)).map((r) => r.id)), step],
-      );
-      const byId = new Map(recipients.map((r) => [r.id, r]));
-      for (const row of rows) {
-        const r = byId.get(row.recipient_id)!;
-        const part = partOf.get(r.message_id)!;
-        const resolved = deps.hooks.resolveTexts ? await deps.hooks.resolveTexts(tx, part.msg.source, [r.id]) : null;
-        const p = planAttempt(deps, part.msg, part.channel, part.stepConfig, part.ttlMinutes, r, resolved?.get(r.id), prices, planSmsOf);
-        if (p.carrier) {
-          // Handed before (its send may have got part way): the carrier checks what it already accepted.
-          toHand.push({ carrier: p.carrier, attempt: { ...p.attempt, attemptId: row.id, rehand: true }, part });
-        }
-      }
-    }
-
-    // The debits travel with the COMMIT: the balance rows are locked for no client round trip. In
-    // optimistic mode a balance that cannot cover its debit fails the commit (CREDIT_NOT_COVERED);
-    // allocation never takes more than it read under the lock.
-    return {
-      result: { toHand, nextSteps, rejected: countRejected(written) },
-      lastStatements: debitsOf(written).map((d) => changeCreditStatement(d.payerKind, d.payerId, d.currency, -d.total)),
-    };
-  }, { indexOnly: true });
+  // The debits travel with the COMMIT: the balance rows are locked for no client round trip. In
+  // optimistic mode a balance that cannot cover its debit fails the commit (CREDIT_NOT_COVERED);
+  // allocation never takes more than it read under the lock.
+  const lastStatements: string[] = [];
+  for (const d of debitsOf(written)) {
+    lastStatements.push(changeCreditStatement(d.payerKind, d.payerId, d.currency, -d.total));
+  }
+  return { result: { toHand, nextSteps, rejected: countRejected(written) }, lastStatements };
 }
 
 /**
@@ -543,7 +570,13 @@ function debitsOf(written: PlannedInPart[]): Debit[] {
     debit.total += Math.round(p.charge.amount * UNITS);
     debits.set(key, debit);
   }
-  return [...debits.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, d]) => d).filter((d) => d.total > 0);
+  const payers = [...debits.keys()].sort();
+  const out: Debit[] = [];
+  for (const key of payers) {
+    const d = debits.get(key)!;
+    if (d.total > 0) out.push(d);
+  }
+  return out;
 }
 
 /** What lets the recovery sweep find a job's work until it is handed over (see `handOver`). */
@@ -570,7 +603,10 @@ async function handOver(deps: EngineDeps, toHand: ToHand[], marks: SweepMarks): 
   // A carrier that settles on send has had every attempt's report applied by now, which records
   // its hand-over; the others' is recorded here. A recipient that a fast report already moved on to
   // its next step keeps that step's due_at (hence `step =`).
-  const unsettled = toHand.filter((t) => !t.carrier.settlesOnSend).map((t) => t.attempt.attemptId);
+  const unsettled: number[] = [];
+  for (const t of toHand) {
+    if (!t.carrier.settlesOnSend) unsettled.push(t.attempt.attemptId);
+  }
   if (unsettled.length > 0 || marks.flaggedMessages.length > 0 || marks.dueRecipients.length > 0) {
     await deps.db.query(prepared(
       `WITH handed AS (UPDATE attempts SET handed_at = COALESCE(handed_at, now()) WHERE id = ANY($1)),

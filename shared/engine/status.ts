@@ -74,139 +74,158 @@ export interface ApplyOutcome {
 
 export async function applyReports(deps: EngineDeps, reports: StatusReport[], ttlAttemptIds: number[] = []): Promise<ApplyOutcome> {
   const now = Date.now();
-  const outcome = await withTx(deps.db, async (tx) => {
-    const moves = await resolveMoves(tx, reports);
-    for (const attemptId of ttlAttemptIds) {
-      moves.push({ attemptId, state: 'undelivered', resultInfo: '[1] TTL expired', at: now, ttl: true });
-    }
-    if (moves.length === 0) {
-      return { transitions: 0, events: [] as OutboxEvent[], nextSteps: [] as NextStep[], delivered: [] as number[], sources: [] as string[] };
-    }
-    const ids = attemptIdsOf(moves);
-    const { rows } = await tx.query<AttemptRow>(prepared(
-      `SELECT a.id, a.recipient_id, a.step, a.channel, a.state, a.phone, a.sender, a.parts, a.country, a.operator,
-              a.price_czk, a.price_eur, a.charged, a.payer_kind, a.payer_id, a.charged_currency, a.refunded, a.reached_sent,
-              a.ttl_expired, r.public_id, r.step AS current_step, r.account_id, r.key_id, m.request_id, m.payload, m.callback,
-              CASE WHEN a.channel = 'sms' THEN COALESCE(m.flow -> a.step::int -> 'sms' ->> 'gateway', 'high') END AS sms_gateway,
-              m.flow -> (a.step::int + 1) AS next_step,
-              m.lane, m.id AS message_id, m.source, k.default_callback_url
-         FROM attempts a
-         JOIN recipients r ON r.id = a.recipient_id
-         JOIN messages m ON m.id = r.message_id
-         JOIN api_keys k ON k.id = r.key_id
-        WHERE a.id = ANY($1)
-        ORDER BY a.id
-          FOR UPDATE OF a`,
-      [ids]),
-    );
-    const attempts = new Map<number, AttemptRow>();
-    for (const row of rows) {
-      attempts.set(row.id, row);
-    }
-    // Apply each attempt's moves along the state path (a parked receipt can carry an earlier
-    // carrier time than the submit response that releases it); ttl expiries come last.
-    moves.sort(byStateRank);
-
-    const events: OutboxEvent[] = [];
-    /** Attempt id → the result_info of the last state it entered in this batch, and when it reached sent / delivered. */
-    const changed = new Map<number, { resultInfo: string; sent: Date | null; delivered: Date | null }>();
-    /** Recipients moving on to their next flow step. */
-    const fallbacks = new Map<number, { step: number; due: Date }>();
-    const nextSteps: NextStep[] = [];
-    const refunds: AttemptRow[] = [];
-    const delivered: number[] = [];
-    const sources: string[] = [];
-
-    for (const move of moves) {
-      const a = attempts.get(move.attemptId);
-      if (!a) {
-        continue;
-      }
-      if (move.ttl && !ttlExpiryApplies(a.channel, a.state)) {
-        continue;
-      }
-      const path = planTransition(a.state, move.state, a.ttl_expired);
-      if (!path) {
-        continue;
-      }
-      if (move.ttl) {
-        a.ttl_expired = true;
-      }
-      const change = changed.get(a.id) ?? { resultInfo: '', sent: null, delivered: null };
-      for (const state of path) {
-        a.state = state;
-        const resultInfo = state === move.state ? move.resultInfo : defaultResultInfo(state);
-        events.push({
-          accountId: a.account_id, keyId: a.key_id, callbackUrl: a.callback ?? a.default_callback_url,
-          recipientId: a.recipient_id, kind: 'sentMessage',
-          body: sentMessageEvent({
-            requestId: a.request_id, publicId: a.public_id, channel: a.channel, payload: a.payload, phone: a.phone,
-            state, resultInfo, at: move.at, sender: a.sender, country: a.country, operator: a.operator,
-            priceCzk: a.price_czk, priceEur: a.price_eur, count: a.parts, smsGateway: a.sms_gateway,
-          }),
-        });
-        change.resultInfo = resultInfo;
-        if (state === 'sent') {
-          change.sent = new Date(move.at);
-        } else if (state === 'delivered') {
-          change.delivered = new Date(move.at);
-        }
-      }
-      changed.set(a.id, change);
-      if (a.state === 'sent' || a.state === 'delivered' || a.state === 'seen') {
-        a.reached_sent = true;
-      }
-      // D3: an attempt that ends failed or rejected without reaching `sent` is refunded.
-      if ((a.state === 'failed' || a.state === 'rejected') && !a.reached_sent && !a.refunded && a.charged > 0) {
-        a.refunded = true;
-        refunds.push(a);
-      }
-      if (a.state === 'delivered') {
-        delivered.push(a.recipient_id);
-        sources.push(a.source);
-      }
-      if (a.step !== a.current_step) {
-        continue; // an abandoned step: reported above, never moves the recipient (D3)
-      }
-      if (isStepFailure(a.state) && a.next_step !== null) {
-        fallbacks.set(a.recipient_id, { step: a.step + 1, due: new Date(now) });
-        a.current_step = a.step + 1;
-        nextSteps.push({ messageId: a.message_id, step: a.step + 1, recipientId: a.recipient_id, lane: a.lane, channel: stepChannel(a.next_step).channel });
-      }
-    }
-
-    if (changed.size === 0) {
-      return { transitions: 0, events, nextSteps, delivered, sources };
-    }
-    // Attempts, fallbacks and events in one statement: one round trip for the whole batch.
-    await tx.query(prepared(
-      `WITH attempts_up AS (
-         UPDATE attempts a SET state = u.state, result_info = u.result_info, reached_sent = u.reached_sent,
-                refunded = u.refunded, ttl_expired = u.ttl_expired, handed_at = COALESCE(a.handed_at, now()),
-                sent_at = COALESCE(a.sent_at, u.sent_at), delivered_at = COALESCE(a.delivered_at, u.delivered_at), updated_at = now()
-           FROM unnest($1::bigint[], $2::text[], $3::text[], $4::boolean[], $5::boolean[], $6::boolean[], $7::timestamptz[], $8::timestamptz[])
-             AS u(id, state, result_info, reached_sent, refunded, ttl_expired, sent_at, delivered_at)
-          WHERE a.id = u.id AND a.id = ANY($1)),
-       recipients_on AS (
-         UPDATE recipients r SET step = u.step, due_at = u.due_at
-           FROM unnest($9::bigint[], $10::smallint[], $11::timestamptz[]) AS u(id, step, due_at)
-          WHERE r.id = u.id AND r.id = ANY($9)),
-       ${eventsCtes(12)}
-       SELECT 1`,
-      [...changeColumns(changed, attempts), ...fallbackColumns(fallbacks), ...eventParams(events)]),
-    );
-    await refund(tx, refunds);
-    if (deps.hooks.onDelivered && delivered.length > 0) {
-      await deps.hooks.onDelivered(tx, delivered, sources);
-    }
-    return { transitions: changed.size, events, nextSteps, delivered, sources };
-  }, { indexOnly: true, timeoutMs: STATUS_TX_TIMEOUT_MS });
+  const outcome = await withTx(deps.db, applyInTx, { indexOnly: true, timeoutMs: STATUS_TX_TIMEOUT_MS }, { deps, reports, ttlAttemptIds, now });
   // The reports are durable from here on: whoever waits for them need not wait for Redis too. A
   // next step that cannot be enqueued now is found by the recovery sweep (its recipient is queued
   // and due).
   deps.enqueueNextSteps(outcome.nextSteps).catch((err: unknown) =>
     deps.logger.error({ err: (err as Error).message, count: outcome.nextSteps.length }, 'next flow steps not enqueued; left to the recovery sweep'));
   return { transitions: outcome.transitions, events: outcome.events.length };
+}
+
+interface ApplyTxInput {
+  deps: EngineDeps;
+  reports: StatusReport[];
+  ttlAttemptIds: number[];
+  now: number;
+}
+
+interface ApplyTxResult {
+  transitions: number;
+  events: OutboxEvent[];
+  nextSteps: NextStep[];
+  delivered: number[];
+  sources: string[];
+}
+
+// A module-level function, not an arrow per batch (see the helpers below).
+async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
+  const { deps, reports, ttlAttemptIds, now } = input;
+  const moves = await resolveMoves(tx, reports);
+  for (const attemptId of ttlAttemptIds) {
+    moves.push({ attemptId, state: 'undelivered', resultInfo: '[1] TTL expired', at: now, ttl: true });
+  }
+  if (moves.length === 0) {
+    return { transitions: 0, events: [] as OutboxEvent[], nextSteps: [] as NextStep[], delivered: [] as number[], sources: [] as string[] };
+  }
+  const ids = attemptIdsOf(moves);
+  const { rows } = await tx.query<AttemptRow>(prepared(
+    `SELECT a.id, a.recipient_id, a.step, a.channel, a.state, a.phone, a.sender, a.parts, a.country, a.operator,
+            a.price_czk, a.price_eur, a.charged, a.payer_kind, a.payer_id, a.charged_currency, a.refunded, a.reached_sent,
+            a.ttl_expired, r.public_id, r.step AS current_step, r.account_id, r.key_id, m.request_id, m.payload, m.callback,
+            CASE WHEN a.channel = 'sms' THEN COALESCE(m.flow -> a.step::int -> 'sms' ->> 'gateway', 'high') END AS sms_gateway,
+            m.flow -> (a.step::int + 1) AS next_step,
+            m.lane, m.id AS message_id, m.source, k.default_callback_url
+       FROM attempts a
+       JOIN recipients r ON r.id = a.recipient_id
+       JOIN messages m ON m.id = r.message_id
+       JOIN api_keys k ON k.id = r.key_id
+      WHERE a.id = ANY($1)
+      ORDER BY a.id
+        FOR UPDATE OF a`,
+    [ids]),
+  );
+  const attempts = new Map<number, AttemptRow>();
+  for (const row of rows) {
+    attempts.set(row.id, row);
+  }
+  // Apply each attempt's moves along the state path (a parked receipt can carry an earlier
+  // carrier time than the submit response that releases it); ttl expiries come last.
+  moves.sort(byStateRank);
+
+  const events: OutboxEvent[] = [];
+  /** Attempt id → the result_info of the last state it entered in this batch, and when it reached sent / delivered. */
+  const changed = new Map<number, { resultInfo: string; sent: Date | null; delivered: Date | null }>();
+  /** Recipients moving on to their next flow step. */
+  const fallbacks = new Map<number, { step: number; due: Date }>();
+  const nextSteps: NextStep[] = [];
+  const refunds: AttemptRow[] = [];
+  const delivered: number[] = [];
+  const sources: string[] = [];
+
+  for (const move of moves) {
+    const a = attempts.get(move.attemptId);
+    if (!a) {
+      continue;
+    }
+    if (move.ttl && !ttlExpiryApplies(a.channel, a.state)) {
+      continue;
+    }
+    const path = planTransition(a.state, move.state, a.ttl_expired);
+    if (!path) {
+      continue;
+    }
+    if (move.ttl) {
+      a.ttl_expired = true;
+    }
+    const change = changed.get(a.id) ?? { resultInfo: '', sent: null, delivered: null };
+    for (const state of path) {
+      a.state = state;
+      const resultInfo = state === move.state ? move.resultInfo : defaultResultInfo(state);
+      events.push({
+        accountId: a.account_id, keyId: a.key_id, callbackUrl: a.callback ?? a.default_callback_url,
+        recipientId: a.recipient_id, kind: 'sentMessage',
+        body: sentMessageEvent({
+          requestId: a.request_id, publicId: a.public_id, channel: a.channel, payload: a.payload, phone: a.phone,
+          state, resultInfo, at: move.at, sender: a.sender, country: a.country, operator: a.operator,
+          priceCzk: a.price_czk, priceEur: a.price_eur, count: a.parts, smsGateway: a.sms_gateway,
+        }),
+      });
+      change.resultInfo = resultInfo;
+      if (state === 'sent') {
+        change.sent = new Date(move.at);
+      } else if (state === 'delivered') {
+        change.delivered = new Date(move.at);
+      }
+    }
+    changed.set(a.id, change);
+    if (a.state === 'sent' || a.state === 'delivered' || a.state === 'seen') {
+      a.reached_sent = true;
+    }
+    // D3: an attempt that ends failed or rejected without reaching `sent` is refunded.
+    if ((a.state === 'failed' || a.state === 'rejected') && !a.reached_sent && !a.refunded && a.charged > 0) {
+      a.refunded = true;
+      refunds.push(a);
+    }
+    if (a.state === 'delivered') {
+      delivered.push(a.recipient_id);
+      sources.push(a.source);
+    }
+    if (a.step !== a.current_step) {
+      continue; // an abandoned step: reported above, never moves the recipient (D3)
+    }
+    if (isStepFailure(a.state) && a.next_step !== null) {
+      fallbacks.set(a.recipient_id, { step: a.step + 1, due: new Date(now) });
+      a.current_step = a.step + 1;
+      nextSteps.push({ messageId: a.message_id, step: a.step + 1, recipientId: a.recipient_id, lane: a.lane, channel: stepChannel(a.next_step).channel });
+    }
+  }
+
+  if (changed.size === 0) {
+    return { transitions: 0, events, nextSteps, delivered, sources };
+  }
+  // Attempts, fallbacks and events in one statement: one round trip for the whole batch.
+  await tx.query(prepared(
+    `WITH attempts_up AS (
+       UPDATE attempts a SET state = u.state, result_info = u.result_info, reached_sent = u.reached_sent,
+              refunded = u.refunded, ttl_expired = u.ttl_expired, handed_at = COALESCE(a.handed_at, now()),
+              sent_at = COALESCE(a.sent_at, u.sent_at), delivered_at = COALESCE(a.delivered_at, u.delivered_at), updated_at = now()
+         FROM unnest($1::bigint[], $2::text[], $3::text[], $4::boolean[], $5::boolean[], $6::boolean[], $7::timestamptz[], $8::timestamptz[])
+           AS u(id, state, result_info, reached_sent, refunded, ttl_expired, sent_at, delivered_at)
+        WHERE a.id = u.id AND a.id = ANY($1)),
+     recipients_on AS (
+       UPDATE recipients r SET step = u.step, due_at = u.due_at
+         FROM unnest($9::bigint[], $10::smallint[], $11::timestamptz[]) AS u(id, step, due_at)
+        WHERE r.id = u.id AND r.id = ANY($9)),
+     ${eventsCtes(12)}
+     SELECT 1`,
+    [...changeColumns(changed, attempts), ...fallbackColumns(fallbacks), ...eventParams(events)]),
+  );
+  await refund(tx, refunds);
+  if (deps.hooks.onDelivered && delivered.length > 0) {
+    await deps.hooks.onDelivered(tx, delivered, sources);
+  }
+  return { transitions: changed.size, events, nextSteps, delivered, sources };
 }
 
 // Module-level helpers and loops instead of per-call arrows on this path: V8 keeps a closure's
@@ -298,6 +317,22 @@ function refRows(reports: StatusReport[]): { rows: RefRow[]; byKey: Map<string, 
   return { rows: sorted, byKey: keyed };
 }
 
+/** $1..$7 of the ref statement below. */
+function refColumns(rows: RefRow[]): string[] {
+  const ref: string[] = [], carrier: string[] = [], attemptId: Array<number | null> = [], part: number[] = [];
+  const state: Array<string | null> = [], resultInfo: Array<string | null> = [], at: Array<Date | number | null> = [];
+  for (const r of rows) {
+    ref.push(r.ref);
+    carrier.push(r.carrier);
+    attemptId.push(r.attemptId);
+    part.push(r.part);
+    state.push(r.receipt?.state ?? null);
+    resultInfo.push(r.receipt?.resultInfo ?? null);
+    at.push(r.receipt?.at ?? null);
+  }
+  return [textArray(ref), textArray(carrier), numberArray(attemptId), numberArray(part), textArray(state), textArray(resultInfo), timestampArray(at)];
+}
+
 /**
  * Turn carrier reports into moves on attempt ids. Reports that name a carrier ref are matched
  * through `carrier_refs`, in one statement that both registers refs (submit responses) and
@@ -352,9 +387,7 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
        FROM c LEFT JOIN attempts a ON a.id = c.attempt_id
      UNION ALL
      SELECT g.ref, g.carrier, g.attempt_id, NULL, NULL, NULL, 1, true FROM registered g`,
-    [textArray(rows.map((r) => r.ref)), textArray(rows.map((r) => r.carrier)), numberArray(rows.map((r) => r.attemptId)),
-      numberArray(rows.map((r) => r.part)), textArray(rows.map((r) => r.receipt?.state ?? null)),
-      textArray(rows.map((r) => r.receipt?.resultInfo ?? null)), timestampArray(rows.map((r) => r.receipt?.at ?? null))]),
+    refColumns(rows)),
   );
   // A receipt to apply: one of this batch, or one parked earlier that this batch's register found
   // (replaying a receipt applied before is no move, so a repeated register changes nothing).
@@ -376,7 +409,11 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
     receipts.push({ attemptId: row.attempt_id, parts: row.parts ?? 1, report });
   }
   const complete = new Map<number, boolean>();
-  const multiPart = [...new Set(receipts.filter((r) => r.parts > 1 && r.report.state === 'delivered').map((r) => r.attemptId))];
+  const delivering = new Set<number>();
+  for (const r of receipts) {
+    if (r.parts > 1 && r.report.state === 'delivered') delivering.add(r.attemptId);
+  }
+  const multiPart = [...delivering];
   if (multiPart.length > 0) {
     // Receipts for different parts of one message may be applied by concurrent batches, each
     // counting the delivered parts below: they take turns per attempt, or none would see them all.

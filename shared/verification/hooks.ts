@@ -97,7 +97,10 @@ export function verificationHooks(db: Db, config: Config): EngineHooks {
     },
 
     async onDelivered(tx: Tx, recipientIds: number[], sources: string[]): Promise<void> {
-      const ids = recipientIds.filter((_, i) => sources[i] === VERIFY_SOURCE);
+      const ids: number[] = [];
+      for (let i = 0; i < recipientIds.length; i++) {
+        if (sources[i] === VERIFY_SOURCE) ids.push(recipientIds[i]!);
+      }
       if (ids.length === 0) {
         return;
       }

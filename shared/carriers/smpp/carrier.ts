@@ -26,6 +26,7 @@
  * answers each deliver_sm only after the sink resolved (temporary error otherwise, so the SMSC
  * sends it again).
  */
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import type { Carrier, CarrierSink, OutboundAttempt, StatusReport } from '../types.js';
 import { planSms } from '../../sms/gsm7.js';
@@ -182,6 +183,11 @@ const ALT_READING_GRACE_MS = 250;
  * process resumes with the reference of the parts already accepted, and consecutive attempts
  * (one per recipient) get different references.
  */
+/** Bound per attempt rather than an arrow per attempt (see attemptColumns in engine/dispatch.ts). */
+function forgetActive(active: Map<number, Promise<WorkOutcome>>, attemptId: number, done: Promise<WorkOutcome>): void {
+  if (active.get(attemptId) === done) active.delete(attemptId);
+}
+
 function concatRefOf(attemptId: number): number {
   return attemptId & 0xff;
 }
@@ -353,17 +359,17 @@ export class SmppCarrier implements Carrier {
       let resolve!: (outcome: WorkOutcome) => void;
       const done = new Promise<WorkOutcome>((r) => (resolve = r));
       this.active.set(attempt.attemptId, done);
-      void done.then(() => {
-        if (this.active.get(attempt.attemptId) === done) this.active.delete(attempt.attemptId);
-      });
+      void done.then(forgetActive.bind(null, this.active, attempt.attemptId, done));
       mine.push({ attempt, done, resolve });
     }
 
     // Only an attempt handed before can have accepted parts: a first hand-over skips the lookup.
     let accepted: Awaited<ReturnType<SmppRedisStore['acceptedParts']>> = new Map();
     try {
-      const rehanded = mine.filter((m) => m.attempt.rehand === true)
-        .map((m) => ({ attemptId: m.attempt.attemptId, partCount: partCountOf(m.attempt) }));
+      const rehanded: Array<{ attemptId: number; partCount: number }> = [];
+      for (const m of mine) {
+        if (m.attempt.rehand === true) rehanded.push({ attemptId: m.attempt.attemptId, partCount: partCountOf(m.attempt) });
+      }
       if (rehanded.length > 0) accepted = await this.store.acceptedParts(rehanded);
     } catch (err) {
       const error = err instanceof Error ? err : new Error(String(err));
@@ -402,7 +408,10 @@ export class SmppCarrier implements Carrier {
         reports.push(held(this.sink.report([...prior.parts].map(([part, ref]) => this.sentReport(attempt.attemptId, part, fields.length, ref, now)),
           { priority: attempt.priority === true })));
       }
-      const pending = fields.map((_, i) => i).filter((i) => !prior?.parts.has(i));
+      const pending: number[] = [];
+      for (let i = 0; i < fields.length; i++) {
+        if (!prior?.parts.has(i)) pending.push(i);
+      }
       if (pending.length === 0) {
         resolve({ kind: 'done' });
         continue;
@@ -426,10 +435,16 @@ export class SmppCarrier implements Carrier {
 
     const results = await Promise.all(outcomes);
     await Promise.all(reports);
-    const givenBack = results.filter((r): r is Extract<WorkOutcome, { kind: 'give-back' }> => r.kind === 'give-back');
-    if (givenBack.length > 0) {
+    let givenBack = 0;
+    let firstError: Error | null = null;
+    for (const r of results) {
+      if (r.kind !== 'give-back') continue;
+      givenBack++;
+      firstError ??= r.error;
+    }
+    if (firstError) {
       throw new SmppCarrierError(
-        `${givenBack.length} of ${attempts.length} attempts were not submitted over ${this.name} (${givenBack[0]!.error.message}); they will be handed again`,
+        `${givenBack} of ${attempts.length} attempts were not submitted over ${this.name} (${firstError.message}); they will be handed again`,
       );
     }
   }
@@ -512,20 +527,27 @@ export class SmppCarrier implements Carrier {
     }
     this.inFlight++;
     this.counters.submitted++;
-    this.session
-      .submit(fields)
-      .then(
-        (result) => this.onSubmitResult(work, part, result),
-        (err: unknown) => this.onSubmitError(work, part, err),
-      )
-      .catch((err: unknown) => {
-        this.logger.error({ err, carrier: this.name, attemptId: work.attempt.attemptId }, 'SMPP submit handling failed');
-        work.finish({ kind: 'give-back', error: err instanceof Error ? err : new Error(String(err)) });
-      })
-      .finally(() => {
-        this.inFlight--;
-        this.pump();
-      });
+    void this.submitPart(work, part, fields);
+  }
+
+  // A method rather than arrows per PDU (see attemptColumns in engine/dispatch.ts).
+  private async submitPart(work: Work, part: number, fields: SubmitSmFields): Promise<void> {
+    try {
+      let result: SubmitResult;
+      try {
+        result = await this.session.submit(fields);
+      } catch (err) {
+        this.onSubmitError(work, part, err);
+        return;
+      }
+      this.onSubmitResult(work, part, result);
+    } catch (err) {
+      this.logger.error({ err, carrier: this.name, attemptId: work.attempt.attemptId }, 'SMPP submit handling failed');
+      work.finish({ kind: 'give-back', error: err instanceof Error ? err : new Error(String(err)) });
+    } finally {
+      this.inFlight--;
+      this.pump();
+    }
   }
 
   private requeue(work: Work): void {
@@ -710,26 +732,30 @@ export class SmppCarrier implements Carrier {
     if (!this.indexIds) return keys[0] ?? null;
     // A submit_sm_resp read in the same socket chunk is handled in promise callbacks queued before
     // this one: let them index their id first.
-    await new Promise<void>((resolve) => setImmediate(resolve));
-    const order = keys.length === 2 && (this.keyHits[1] ?? 0) > (this.keyHits[0] ?? 0) ? [1, 0] : keys.map((_, i) => i);
-    const preferred = order[0] ?? 0;
+    await nextTurn();
+    // At most two readings (hex and decimal); the one seen matching more often goes first.
+    const order = keys.length < 2 ? [0] : (this.keyHits[1] ?? 0) > (this.keyHits[0] ?? 0) ? [1, 0] : [0, 1];
+    const preferred = order[0]!;
     const started = Date.now();
     const deadline = started + this.receiptIdWaitMs;
     const altAfter = started + Math.min(ALT_READING_GRACE_MS, this.receiptIdWaitMs);
     for (;;) {
       const found = await this.refStore.lookupIds(keys);
-      const settle = (index: number): string | null => {
-        const hits = found.flatMap((ref, i) => (ref ? [i] : []));
-        if (hits.length === 1 && index < this.keyHits.length) this.keyHits[index]!++;
-        return found[index] ?? null;
-      };
-      if (found[preferred]) return settle(preferred);
-      const other = order.slice(1).find((i) => found[i]);
-      if (other !== undefined && (Date.now() >= altAfter || this.closed)) return settle(other);
+      if (found[preferred]) return this.settleReading(found, preferred);
+      const other = order.length > 1 && found[order[1]!] ? order[1]! : undefined;
+      if (other !== undefined && (Date.now() >= altAfter || this.closed)) return this.settleReading(found, other);
       if (Date.now() >= deadline || this.closed) break;
       await sleep(Math.min(50, Math.max(5, deadline - Date.now())));
     }
     return keys[preferred] ?? null;
+  }
+
+  /** The ref of the reading taken; an unambiguous match (one reading indexed) teaches the preference. */
+  private settleReading(found: Array<string | null>, index: number): string | null {
+    let hits = 0;
+    for (const ref of found) if (ref) hits++;
+    if (hits === 1 && index < this.keyHits.length) this.keyHits[index]!++;
+    return found[index] ?? null;
   }
 
   private async onMo(pdu: DeliverSm): Promise<void> {

@@ -932,23 +932,33 @@ interface ReceiptTextFields {
   text: string | null;
 }
 
+const RECEIPT_ID_RE = /(?:^|\s)id:\s*([^\s]+)/i;
+const RECEIPT_SUB_RE = /(?:^|\s)sub:\s*([^\s]+)/i;
+const RECEIPT_DLVRD_RE = /(?:^|\s)dlvrd:\s*([^\s]+)/i;
+const RECEIPT_SUBMIT_DATE_RE = /(?:^|\s)submit[ _]date:\s*(\d+)/i;
+const RECEIPT_DONE_DATE_RE = /(?:^|\s)done[ _]date:\s*(\d+)/i;
+const RECEIPT_STAT_RE = /(?:^|\s)stat:\s*([A-Za-z_]+)/i;
+const RECEIPT_ERR_RE = /(?:^|\s)err:\s*([^\s]+)/i;
+
+// Module-level rather than a closure per receipt (see hexReading below). The expressions are not
+// global, so exec keeps no lastIndex between calls.
+function firstGroup(re: RegExp, text: string): string | null {
+  return re.exec(text)?.[1] ?? null;
+}
+
 /** Reads the SMPP 3.4 Appendix B receipt text (keys case-insensitive; `text:` taken to the end). */
 export function parseReceiptText(text: string): ReceiptTextFields {
   const textAt = text.search(/(?:^|\s)text:/i);
   const head = textAt >= 0 ? text.slice(0, textAt) : text;
   const tail = textAt >= 0 ? text.slice(textAt).replace(/^\s*text:/i, '') : null;
-  const pick = (re: RegExp): string | null => {
-    const m = re.exec(head);
-    return m?.[1] ?? null;
-  };
   return {
-    id: pick(/(?:^|\s)id:\s*([^\s]+)/i),
-    sub: pick(/(?:^|\s)sub:\s*([^\s]+)/i),
-    dlvrd: pick(/(?:^|\s)dlvrd:\s*([^\s]+)/i),
-    submitDate: pick(/(?:^|\s)submit[ _]date:\s*(\d+)/i),
-    doneDate: pick(/(?:^|\s)done[ _]date:\s*(\d+)/i),
-    stat: pick(/(?:^|\s)stat:\s*([A-Za-z_]+)/i),
-    err: pick(/(?:^|\s)err:\s*([^\s]+)/i),
+    id: firstGroup(RECEIPT_ID_RE, head),
+    sub: firstGroup(RECEIPT_SUB_RE, head),
+    dlvrd: firstGroup(RECEIPT_DLVRD_RE, head),
+    submitDate: firstGroup(RECEIPT_SUBMIT_DATE_RE, head),
+    doneDate: firstGroup(RECEIPT_DONE_DATE_RE, head),
+    stat: firstGroup(RECEIPT_STAT_RE, head),
+    err: firstGroup(RECEIPT_ERR_RE, head),
     text: tail,
   };
 }

@@ -236,6 +236,8 @@ interface Waiter {
   /** With the whole response PDU. */
   resolve(raw: Buffer): void;
   reject(err: Error): void;
+  /** The response timeout: cleared when the response comes (`onPdu`) or the link drops (`onClose`). */
+  timer: NodeJS.Timeout;
 }
 
 interface Connection {
@@ -685,12 +687,13 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
    * Sends a request PDU, encoded with the next sequence number, and resolves with its response
    * (any status, generic_nack included); rejects on timeout / loss.
    */
-  private request(
+  private request<A = undefined>(
     conn: Connection,
     command: string,
-    encode: (sequence: number) => Buffer,
+    encode: (sequence: number, arg: A) => Buffer,
     timeoutMs: number,
     phase: SmppTimeoutPhase,
+    arg?: A,
   ): Promise<Buffer> {
     return new Promise((resolve, reject) => {
       if (conn.closed || !conn.socket.writable) {
@@ -699,25 +702,17 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
       }
       // SMPP 3.4 §5.1.4: sequence numbers run 0x00000001..0x7FFFFFFF.
       const seq = (conn.sequence = conn.sequence === 0x7fffffff ? 1 : conn.sequence + 1);
-      const pdu = encode(seq);
+      const pdu = encode(seq, arg as A);
       this.send(conn, pdu);
-      const timer = this.timer(conn, timeoutMs, () => {
+      // The waiter is the response's only other closure-free path (see `onPdu`): per submit, one
+      // executor and one timer callback are the closures made.
+      const timer: NodeJS.Timeout = setTimeout(() => {
+        conn.timers.delete(timer);
         conn.waiters.delete(seq);
         reject(new SmppTimeoutError(`no ${command}_resp within ${timeoutMs} ms`, { sent: true, phase }));
-      });
-      conn.waiters.set(seq, {
-        expects: responseCommandId(decodeHeader(pdu).commandId),
-        resolve: (resp) => {
-          clearTimeout(timer);
-          conn.timers.delete(timer);
-          resolve(resp);
-        },
-        reject: (err) => {
-          clearTimeout(timer);
-          conn.timers.delete(timer);
-          reject(err);
-        },
-      });
+      }, timeoutMs);
+      conn.timers.add(timer);
+      conn.waiters.set(seq, { expects: responseCommandId(decodeHeader(pdu).commandId), resolve, reject, timer });
     });
   }
 
@@ -746,33 +741,34 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
     this.inFlight++;
     this.counters.maxInFlight = Math.max(this.counters.maxInFlight, this.inFlight);
     this.counters.submitsSent++;
-    const encode = (sequence: number): Buffer => encodeSubmitSm(item.fields, sequence, item.options.tlvs);
-    this.request(conn, 'submit_sm', encode, item.options.timeoutMs ?? this.responseTimeoutMs, 'response')
-      .then(
-        (raw) => {
-          this.counters.submitResponses++;
-          const resp = decodeSubmitSmResp(raw);
-          const result: SubmitResult = { commandStatus: resp.commandStatus, sequenceNumber: resp.sequenceNumber };
-          if (resp.messageId) result.messageId = resp.messageId;
-          item.resolve(result);
-        },
-        (err: Error) => {
-          if (err instanceof SmppConnectionError && !err.sent && !this.closing) {
-            // Never written: keep its place at the head of the queue for the next bind.
-            this.counters.submitsSent--;
-            this.queue.unshift(item);
-            this.destroyConn(conn, 'socket not writable');
-            return;
-          }
-          if (err instanceof SmppTimeoutError) this.counters.submitTimeouts++;
-          item.reject(err);
-        },
-      )
-      .finally(() => {
-        this.inFlight--;
-        if (this.inFlight === 0) for (const done of this.idleWaiters.splice(0)) done();
-        this.pump();
-      });
+    void this.awaitSubmitResp(conn, item);
+  }
+
+  // Methods rather than arrows per submit: V8 keeps a function's optimised code only while the
+  // function lives (see attemptColumns in engine/dispatch.ts).
+  private async awaitSubmitResp(conn: Connection, item: QueuedSubmit): Promise<void> {
+    try {
+      const raw = await this.request(conn, 'submit_sm', encodeQueuedSubmit, item.options.timeoutMs ?? this.responseTimeoutMs, 'response', item);
+      this.counters.submitResponses++;
+      const resp = decodeSubmitSmResp(raw);
+      const result: SubmitResult = { commandStatus: resp.commandStatus, sequenceNumber: resp.sequenceNumber };
+      if (resp.messageId) result.messageId = resp.messageId;
+      item.resolve(result);
+    } catch (err) {
+      if (err instanceof SmppConnectionError && !err.sent && !this.closing) {
+        // Never written: keep its place at the head of the queue for the next bind.
+        this.counters.submitsSent--;
+        this.queue.unshift(item);
+        this.destroyConn(conn, 'socket not writable');
+      } else {
+        if (err instanceof SmppTimeoutError) this.counters.submitTimeouts++;
+        item.reject(err as Error);
+      }
+    } finally {
+      this.inFlight--;
+      if (this.inFlight === 0) for (const done of this.idleWaiters.splice(0)) done();
+      this.pump();
+    }
   }
 
   /**
@@ -814,6 +810,8 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
         return;
       }
       conn.waiters.delete(sequenceNumber);
+      clearTimeout(waiter.timer);
+      conn.timers.delete(waiter.timer);
       waiter.resolve(commandId === COMMAND_ID.generic_nack ? nackAsFailure(raw) : raw);
       return;
     }
@@ -845,33 +843,44 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
   }
 
   private handleDeliver(conn: Connection, raw: Buffer, sequenceNumber: number): void {
-    const respond = (status: number): void => {
-      if (!conn.closed) this.send(conn, encodeDeliverSmResp(sequenceNumber, status));
-    };
     let view: DeliverSm;
     try {
       view = parseSmPdu(raw);
     } catch (err) {
       this.options.logger?.warn({ err, sequenceNumber }, 'SMPP deliver_sm could not be parsed');
-      respond(SMPP_STATUS.ESME_RX_P_APPN);
+      this.respondToDeliver(conn, sequenceNumber, SMPP_STATUS.ESME_RX_P_APPN);
       return;
     }
     const handler = this.deliverHandler;
     if (!handler) {
       // Nobody to take it: temporary error so the SMSC redelivers later.
-      respond(SMPP_STATUS.ESME_RX_T_APPN);
+      this.respondToDeliver(conn, sequenceNumber, SMPP_STATUS.ESME_RX_T_APPN);
       return;
     }
-    Promise.resolve()
-      .then(() => handler(view))
-      .then(
-        () => respond(0),
-        (err: unknown) => {
-          this.options.logger?.warn({ err, sequenceNumber }, 'SMPP deliver_sm handler failed');
-          respond(SMPP_STATUS.ESME_RX_T_APPN);
-        },
-      );
+    void this.deliverAndRespond(conn, handler, view, sequenceNumber);
   }
+
+  private async deliverAndRespond(conn: Connection, handler: DeliverHandler, view: DeliverSm, sequenceNumber: number): Promise<void> {
+    let status = 0;
+    try {
+      // After the PDUs read with this one: a submit_sm_resp of the same chunk settles first.
+      await Promise.resolve();
+      await handler(view);
+    } catch (err) {
+      this.options.logger?.warn({ err, sequenceNumber }, 'SMPP deliver_sm handler failed');
+      status = SMPP_STATUS.ESME_RX_T_APPN;
+    }
+    this.respondToDeliver(conn, sequenceNumber, status);
+  }
+
+  private respondToDeliver(conn: Connection, sequenceNumber: number, status: number): void {
+    if (!conn.closed) this.send(conn, encodeDeliverSmResp(sequenceNumber, status));
+  }
+
+}
+
+function encodeQueuedSubmit(sequence: number, item: QueuedSubmit): Buffer {
+  return encodeSubmitSm(item.fields, sequence, item.options.tlvs);
 }
 
 // ---------------------------------------------------------------------------------------------
