@@ -70,7 +70,9 @@ const USAGE = `usage: node --import tsx scripts/bench/run.ts [options]
   --receivers N            receivers of the second webhooks phase, one slow (default 50)
   --verify-starts N        validations to start (default 5000; quick 200)
   --carrier auto|smpp|sandbox   carrier of e2e-smpp/priority-under-load (default auto)
-  --smpp-params Q          query of SMPP_URL (default "window=50")
+  --smpp-params Q          query of SMPP_URL (default "window=50&submit_id=hex&receipt_id=hex": the
+                           simulator's id forms, set as an operator sets a known SMSC's; "window=50"
+                           measures the default id forms, auto, with their Redis index)
   --receipt-delay MS       simulator receipt delay (default 50)
   --processes procfile|all|split   the Procfile's processes, as docker-compose runs them (default: web and
                            the workers of the Procfile, with their npm scripts' --pools/--lanes), one
@@ -192,7 +194,7 @@ export function parseOptions(argv: string[]): Options {
     verifyStarts: Math.min(1_000_000, positiveInt('verify-starts', values['verify-starts'], quick ? 200 : 5000)),
     verifySeconds: positiveInt('verify-seconds', values['verify-seconds'], quick ? 2 : 15),
     carrier: oneOf('carrier', values.carrier, ['auto', 'smpp', 'sandbox'] as const, 'auto'),
-    smppParams: values['smpp-params'] ?? 'window=50',
+    smppParams: values['smpp-params'] ?? 'window=50&submit_id=hex&receipt_id=hex',
     receiptDelayMs: receiptDelay,
     cpuProf: values['cpu-prof'] === true,
     pgActivity: values['pg-activity'] === true || values['cpu-prof'] === true,

@@ -30,6 +30,9 @@ const sim = new SmscSimulator({
   slowReceiptDelayMs: Number(values['slow-delay']),
   // The harness does not read records; a short list keeps memory flat and shift() cheap.
   maxRecords: 100,
+  // Named here because the harness's default SMPP_URL declares them (submit_id=hex&receipt_id=hex).
+  idForm: 'hex',
+  receiptIdForm: 'same',
 });
 
 let firstSubmitAt = 0;
