@@ -57,10 +57,10 @@ export function createPool(databaseUrl: string, max = 10): Db {
  * collection (see attemptColumns in engine/dispatch.ts).
  */
 export async function withTx<T, C = undefined>(db: Db, fn: (tx: Tx, ctx: C) => Promise<T>, opts: TxOptions = {}, ctx?: C): Promise<T> {
-  return withTxEnding(db, endingWithNothing<T, C>, opts, { fn, ctx: ctx as C });
+  return withTxEnding(db, withoutLastStatements<T, C>, opts, { fn, ctx: ctx as C });
 }
 
-async function endingWithNothing<T, C>(tx: Tx, plain: { fn: (tx: Tx, ctx: C) => Promise<T>; ctx: C }): Promise<TxEnd<T>> {
+async function withoutLastStatements<T, C>(tx: Tx, plain: { fn: (tx: Tx, ctx: C) => Promise<T>; ctx: C }): Promise<TxEnd<T>> {
   return { result: await plain.fn(tx, plain.ctx) };
 }
 

@@ -704,8 +704,8 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
       const seq = (conn.sequence = conn.sequence === 0x7fffffff ? 1 : conn.sequence + 1);
       const pdu = encode(seq, arg as A);
       this.send(conn, pdu);
-      // The waiter is the response's only other closure-free path (see `onPdu`): per submit, one
-      // executor and one timer callback are the closures made.
+      // The waiter holds the promise's own resolve and reject and its timer (`onPdu` clears it):
+      // per request the executor and the timer callback are the only closures made.
       const timer: NodeJS.Timeout = setTimeout(() => {
         conn.timers.delete(timer);
         conn.waiters.delete(seq);
