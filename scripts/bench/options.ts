@@ -11,6 +11,8 @@ export interface Options {
   scenarios: ScenarioName[];
   /** e2e-smpp: recipients through the whole pipeline. */
   recipients: number;
+  /** e2e-smpp: recipients sent through the whole path and waited for before the measured run (not counted). */
+  warmup: number;
   /** accept: at most this many recipients, for at most `acceptSeconds` (after warm-up). */
   acceptRecipients: number;
   acceptSeconds: number;
@@ -59,6 +61,8 @@ const USAGE = `usage: node --import tsx scripts/bench/run.ts [options]
   --quick                  ~20 s smoke run (small counts)
   --scenario NAME          accept | e2e-smpp | priority-under-load | webhooks | verify (repeat or comma-separate; default all)
   --recipients N           e2e-smpp recipients (default 100000; quick 1000)
+  --warmup N               e2e-smpp: recipients sent through the same path first and waited for, not
+                           measured (default 5000; quick 100; 0: measure from fresh processes)
   --accept-recipients N    accept: stop after N recipients (default 300000; quick 20000)
   --accept-seconds S       accept: stop after S seconds (default 20; quick 2)
   --accept-role web|all    accept against the API process alone (default) or the all-in-one process
@@ -119,6 +123,7 @@ export function parseOptions(argv: string[]): Options {
       quick: { type: 'boolean', default: false },
       scenario: { type: 'string', multiple: true },
       recipients: { type: 'string' },
+      warmup: { type: 'string' },
       'accept-recipients': { type: 'string' },
       'accept-seconds': { type: 'string' },
       'accept-role': { type: 'string' },
@@ -173,6 +178,10 @@ export function parseOptions(argv: string[]): Options {
   if (recipients > 1_000_000) {
     throw new Error('--recipients is bounded to 1,000,000');
   }
+  const warmup = values.warmup === undefined ? (quick ? 100 : 5000) : Number(values.warmup);
+  if (!Number.isInteger(warmup) || warmup < 0 || warmup > 100_000) {
+    throw new Error('--warmup must be an integer from 0 to 100,000');
+  }
   const receiptDelay = values['receipt-delay'] === undefined ? 50 : Number(values['receipt-delay']);
   if (!Number.isInteger(receiptDelay) || receiptDelay < 0) {
     throw new Error('--receipt-delay must be an integer >= 0');
@@ -181,6 +190,7 @@ export function parseOptions(argv: string[]): Options {
     quick,
     scenarios: scenarios.length ? [...new Set(scenarios as ScenarioName[])] : [...SCENARIOS],
     recipients,
+    warmup,
     acceptRecipients: positiveInt('accept-recipients', values['accept-recipients'], quick ? 20_000 : 300_000),
     acceptSeconds: positiveInt('accept-seconds', values['accept-seconds'], quick ? 2 : 20),
     acceptRole: oneOf('accept-role', values['accept-role'], ['web', 'all'] as const, 'web'),

@@ -28,7 +28,7 @@ function cells(r: ScenarioResult, x: Any): string[] {
         lat(x.latencyMs), cost(x.cpuUsPerRecipient), rss(x.rss), check];
     case 'e2e-smpp':
       return [`e2e-smpp (${x.carrier})`,
-        `${num(x.recipients)} recipients, last event after ${x.secondsUntil?.lastEvent} s: **${num(x.recipientsPerSEndToEnd)} recipients/s end to end**; ` +
+        `${num(x.recipients)} recipients${x.warmup ? ` (after a warm-up of ${num(x.warmup.recipients)})` : ''}, last event after ${x.secondsUntil?.lastEvent} s: **${num(x.recipientsPerSEndToEnd)} recipients/s end to end**; ` +
         `accepted ${num(x.acceptedPerS)}/s, submits ${num(x.submitsPerS)}/s, receipts applied ${num(x.receiptsAppliedPerS)}/s, ` +
         `webhook events ${num(x.webhookEventsPerS)}/s (${x.check?.ok}/${x.check?.recipients} recipients exactly right)`,
         `accept ${lat(x.acceptLatencyMs)}`, cost(x.cpuUsPerRecipient), rss(x.rss), check];

@@ -8,7 +8,7 @@ import { Receiver, byMessageId, byPhone, waitForAll } from './receiver.js';
 import { createAccount, startService, startSimulator, type Ctx, type Service, type Simulator } from './stack.js';
 import { resolveCarrier } from './options.js';
 import { summariseProfile, formatProfile, type ProfileSummary } from './profile.js';
-import { spawnChild } from './procs.js';
+import { processRssBytes, spawnChild } from './procs.js';
 import path from 'node:path';
 
 export interface ScenarioResult {
@@ -35,8 +35,10 @@ export function endingOf(i: number): string {
 
 /** E.164 digits of backlog recipient i (CZ, 9 national digits starting with 7). */
 export const backlogPhone = (i: number) => `4207${pad6(i)}${endingOf(i)}`;
-/** Priority message j: a number range of its own (6…), always delivered. */
+/** Priority message j: a number range of its own (60…), always delivered. */
 export const priorityPhone = (j: number) => `4206${pad6(j)}10`;
+/** Warm-up recipient k of e2e-smpp: a range of its own (65…, 66…), the backlog's outcomes. */
+export const warmupPhone = (k: number) => `4206${pad6(500_000 + k)}${endingOf(k)}`;
 
 export function expectedResults(phone: string): string[] {
   switch (phone.slice(-2)) {
@@ -311,6 +313,26 @@ interface PrioritySend {
   status: number;
 }
 
+/** Sends `opts.warmup` recipients through the whole path and waits for their events, then forgets them. */
+async function warmUp(
+  opts: Ctx['opts'], service: Service, receiver: Receiver, apiKey: string, clients: Client[],
+): Promise<{ recipients: number; seconds: number; complete: boolean }> {
+  const phones = Array.from({ length: opts.warmup }, (_, k) => warmupPhone(k));
+  const expected = phones.reduce((a, p) => a + expectedResults(p).length, 0);
+  const client = new Client(service.url, opts.concurrency, { 'x-api-key': apiKey });
+  clients.push(client);
+  const started = Date.now();
+  const deadline = started + 60_000 + opts.warmup * 10;
+  await runBounded(opts.concurrency, Math.ceil(phones.length / 100), deadline, async (i) => {
+    await client.request('POST', '/v2/messages', messagesBody(phones.slice(i * 100, i * 100 + 100), receiver.url, 'Your weekly offer: 20 % off everything'));
+  });
+  const complete = await waitWithStall(receiver, expected, deadline, opts.quick ? 8000 : 30_000);
+  // Late duplicates of the warm-up would count as unexpected recipients in the check.
+  await sleep(opts.quick ? 200 : 500);
+  receiver.reset();
+  return { recipients: phones.length, seconds: r1((Date.now() - started) / 1000), complete };
+}
+
 export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPriority: boolean): Promise<ScenarioResult[]> {
   const { opts } = ctx;
   const carrier = resolveCarrier(opts, ctx.root);
@@ -341,6 +363,22 @@ export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPrio
         notes.push('the service did not bind to the SMSC simulator within 10 s (is SMPP_URL wired in shared/runtime.ts?)');
       }
     }
+    // Warm-up: the same path for recipients of their own, waited for and then forgotten, so that
+    // the measured run, and the first quarter its RSS is compared with, starts from processes
+    // that have carried traffic (a service runs for days; its first seconds are not its size).
+    // RSS before the warm-up is reported as well.
+    const rssFresh: Record<string, number> = {};
+    for (const [name, pid] of Object.entries(service.rssPids)) {
+      const bytes = processRssBytes(pid);
+      if (bytes !== null) rssFresh[name] = r1(bytes / 1048576);
+    }
+    const warmup = opts.warmup > 0 ? await warmUp(opts, service, receiver, account.apiKey, clients) : null;
+    if (warmup && !warmup.complete) {
+      notes.push(`the warm-up's ${warmup.recipients} recipients did not all get their events within ${warmup.seconds} s`);
+    }
+    const simBase = sim ? (await sim.stats()).counters : null;
+    const measuredFrom = (await service.db.pool.query<{ at: Date }>('SELECT clock_timestamp() AS at')).rows[0]!.at;
+
     const n = opts.recipients;
     const phones = Array.from({ length: n }, (_, i) => backlogPhone(i));
     const bodies: string[] = [];
@@ -460,18 +498,21 @@ export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPrio
     const check = checkEvents(receiver, allPhones);
 
     const db = service.db.pool;
-    const { rows: states } = await db.query<{ state: string; n: string }>('SELECT state, count(*) AS n FROM attempts GROUP BY state ORDER BY state');
+    // Rows of the measured run only (the warm-up's were all written before `measuredFrom`).
+    const { rows: states } = await db.query<{ state: string; n: string }>(
+      'SELECT state, count(*) AS n FROM attempts WHERE created_at >= $1 GROUP BY state ORDER BY state', [measuredFrom]);
     const { rows: [handed] } = await db.query<{ n: string; last: string | null }>(
-      `SELECT count(*) AS n, (extract(epoch FROM max(handed_at)) * 1000)::bigint AS last FROM attempts WHERE handed_at IS NOT NULL`);
+      `SELECT count(*) AS n, (extract(epoch FROM max(handed_at)) * 1000)::bigint AS last FROM attempts
+        WHERE handed_at IS NOT NULL AND created_at >= $1`, [measuredFrom]);
     const { rows: [finals] } = await db.query<{ n: string; first: string | null; last: string | null }>(
       `SELECT count(*) AS n, (extract(epoch FROM min(updated_at)) * 1000)::bigint AS first, (extract(epoch FROM max(updated_at)) * 1000)::bigint AS last
-         FROM attempts WHERE state IN ('delivered', 'undelivered')`);
+         FROM attempts WHERE state IN ('delivered', 'undelivered') AND created_at >= $1`, [measuredFrom]);
     const { rows: [batches] } = await db.query<{ n: string; events: string | null }>(
-      'SELECT count(*) AS n, avg(cardinality(event_ids)) AS events FROM webhook_batches');
+      'SELECT count(*) AS n, avg(cardinality(event_ids)) AS events FROM webhook_batches WHERE created_at >= $1', [measuredFrom]);
     const simStats = sim ? await sim.stats() : null;
 
-    // Submits: simulator counters (SMPP), else hand-overs to the sandbox.
-    const submits = simStats ? simStats.counters.submitsAccepted : Number(handed!.n);
+    // Submits: simulator counters (SMPP, less the warm-up's), else hand-overs to the sandbox.
+    const submits = simStats ? simStats.counters.submitsAccepted - (simBase?.submitsAccepted ?? 0) : Number(handed!.n);
     const lastSubmitAt = simStats ? simStats.lastSubmitAt : Number(handed!.last ?? 0);
     if (sim && submits === 0) {
       notes.push('no submit_sm reached the simulator');
@@ -570,6 +611,7 @@ export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPrio
         smppUrl: smppUrl?.replace(/\/\/[^@]*@/, '//…@') ?? null,
         processes: opts.processes,
         recipients: n,
+        warmup,
         priorityMessages: priorityCount,
         concurrency: opts.concurrency,
         accepted,
@@ -581,7 +623,7 @@ export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPrio
         submits,
         submitsPerS: rate(submits, ms(lastSubmitAt)),
         peakSubmitsPerS: simStats ? Math.max(0, ...simStats.submitsPerSecond) : null,
-        receiptsSent: simStats?.counters.receiptsSent ?? null,
+        receiptsSent: simStats ? simStats.counters.receiptsSent - (simBase?.receiptsSent ?? 0) : null,
         receiptsApplied,
         receiptsAppliedPerS: rate(receiptsApplied, ms(lastReceiptAppliedAt)),
         webhookEvents: receiver.events,
@@ -603,6 +645,7 @@ export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPrio
         writeSyscallsPerRecipient: writesPer(cpu, total),
         workPerRecipient: workPer(cpu, total),
         rss,
+        rssBeforeWarmupMiB: warmup ? rssFresh : null,
         ...serviceFindings(done, pgActivity),
       });
     }
