@@ -338,6 +338,8 @@ export interface Simulator {
   child: Child;
   stats(): Promise<SimStats>;
   lookup(destinations: string[]): Promise<Record<string, number | null>>;
+  /** Zeroes the counters, the per-second submits and the submit times (after a warm-up). */
+  reset(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -367,6 +369,9 @@ export async function startSimulator(ctx: Ctx): Promise<Simulator> {
     stats: async () => (await control.json<SimStats>('GET', '/stats')).body,
     lookup: async (destinations) =>
       (await control.json<{ times: Record<string, number | null> }>('POST', '/lookup', { destinations })).body.times,
+    reset: async () => {
+      await control.json('POST', '/reset');
+    },
     stop: async () => {
       await control.close().catch(() => undefined);
       await stopChild(child, 5000);
