@@ -368,9 +368,11 @@ export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPrio
     // that have carried traffic (a service runs for days; its first seconds are not its size).
     // RSS before the warm-up is reported as well.
     const rssFresh: Record<string, number> = {};
-    for (const [name, pid] of Object.entries(service.rssPids)) {
-      const bytes = processRssBytes(pid);
-      if (bytes !== null) rssFresh[name] = r1(bytes / 1048576);
+    if (opts.warmup > 0) {
+      for (const [name, pid] of Object.entries(service.rssPids)) {
+        const bytes = processRssBytes(pid);
+        if (bytes !== null) rssFresh[name] = r1(bytes / 1048576);
+      }
     }
     const warmup = opts.warmup > 0 ? await warmUp(opts, service, receiver, account.apiKey, clients) : null;
     if (warmup && !warmup.complete) {

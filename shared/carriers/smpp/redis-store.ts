@@ -21,6 +21,7 @@
  */
 import type { Redis } from 'ioredis';
 import { luaScript, runScript } from './token-bucket.js';
+import { pushTo } from '../../collections.js';
 
 const ATTEMPT_TTL_S = 6 * 3600;
 /** Consecutive attempt ids that share one `acc:` hash. */
@@ -191,9 +192,8 @@ export class SmppRedisStore {
     const idArgs: Array<string | number> = [];
     for (const input of inputs) {
       const key = this.acceptedKey(input.attemptId);
-      let fields = byHash.get(key);
-      if (!fields) byHash.set(key, (fields = []));
-      fields.push(`${input.attemptId}:${input.part}`, input.ref);
+      pushTo(byHash, key, `${input.attemptId}:${input.part}`);
+      pushTo(byHash, key, input.ref);
       if (input.idKeys && input.idKeys.length > 0 && input.ref !== '') {
         for (const k of input.idKeys) idKeys.push(`${this.base}:id:${k}`);
         idArgs.push(input.idKeys.length, input.ref, input.idTtlSeconds);
