@@ -78,7 +78,9 @@ export async function startRuntime(opts: { role: Role; pools?: PoolName[]; lanes
   }
   // Connections add up over the Procfile's processes (about 72 with these defaults, under
   // Postgres' default max_connections of 100); pools open them only when needed.
-  const db = createPool(config.databaseUrl, config.dbPoolSize ?? { all: 20, web: 16, worker: 10 }[opts.role]);
+  // The engine's connections (workers; the all-in-one process's engine) plan with sequential scans
+  // off; the API's keep the planner's defaults for its listings.
+  const db = createPool(config.databaseUrl, config.dbPoolSize ?? { all: 20, web: 16, worker: 10 }[opts.role], { indexOnly: opts.role !== 'web' });
   if (config.migrateOnStart) {
     const applied = await migrate(db);
     if (applied.length) {
@@ -105,7 +107,7 @@ export async function startRuntime(opts: { role: Role; pools?: PoolName[]; lanes
   const dispatching = CHANNEL_POOLS.some((p) => pools.has(p));
   // A process that serves only the priority lane needs no pool apart for it.
   const enginePools: EnginePools = dispatching
-    ? { ...(lanes.includes('priority') && lanes.length > 1 && { priority: createPool(config.databaseUrl, 4) }), status: createPool(config.databaseUrl, 2) }
+    ? { ...(lanes.includes('priority') && lanes.length > 1 && { priority: createPool(config.databaseUrl, 4, { indexOnly: true }) }), status: createPool(config.databaseUrl, 2, { indexOnly: true }) }
     : {};
   // In the all-in-one process the HTTP API gets connections of its own, so an accept never waits
   // for the workers' transactions (and a priority message's accept is not queued behind them).

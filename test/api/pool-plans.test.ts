@@ -1,0 +1,66 @@
+/**
+ * `createPool({ indexOnly })`: a prepared statement whose generic plan was made while its table was
+ * small keeps that plan after the table has grown (until the table is analysed again). On the
+ * engine's connections that plan must still use the index; on default connections it scans.
+ */
+import { test, after, before } from 'node:test';
+import assert from 'node:assert/strict';
+import { createPool, migrate, type Db } from '../../shared/db/pool.js';
+import { createTestDatabase } from '../support/harness.js';
+
+let database: Awaited<ReturnType<typeof createTestDatabase>>;
+
+before(async () => {
+  database = await createTestDatabase();
+});
+
+after(async () => {
+  await database.drop();
+});
+
+/** The plan a connection of `db` runs `id = ANY($1)` with after 5,000 inserts, when its generic plan was made while it held 20 (analysed) rows. */
+async function planAfterGrowth(db: Db, table: string): Promise<string> {
+  const client = await db.connect();
+  try {
+    await client.query(`CREATE TABLE ${table} (id text PRIMARY KEY, n int NOT NULL)`);
+    // Postgres settles on the generic plan itself after five runs when it costs no more than the
+    // custom ones; forcing it makes the first run the one that plans.
+    await client.query('SET plan_cache_mode = force_generic_plan');
+    await client.query(`INSERT INTO ${table} SELECT 'first' || i, i FROM generate_series(1, 20) i`);
+    await client.query(`ANALYZE ${table}`); // as autovacuum does once a table has its first rows
+    await client.query(`PREPARE lookup_${table}(text[]) AS SELECT n FROM ${table} WHERE id = ANY($1)`);
+    await client.query(`EXECUTE lookup_${table}('{a,b}')`);
+    await client.query(`INSERT INTO ${table} SELECT 'id' || i, i FROM generate_series(1, 5000) i`);
+    const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN EXECUTE lookup_${table}('{id1,id2}')`);
+    return rows.map((r) => r['QUERY PLAN']).join('\n');
+  } finally {
+    client.release();
+  }
+}
+
+test('engine connections keep a statement planned on a small table on its index; default ones scan', async () => {
+  const engine = createPool(database.url, 2, { indexOnly: true });
+  const plain = createPool(database.url, 2);
+  try {
+    const { rows } = await engine.query<{ enable_seqscan: string }>('SHOW enable_seqscan');
+    assert.equal(rows[0]!.enable_seqscan, 'off');
+    assert.match(await planAfterGrowth(engine, 'grown_engine'), /Index/);
+    assert.match(await planAfterGrowth(plain, 'grown_plain'), /Seq Scan/, 'the default planner scans: the case indexOnly is for');
+  } finally {
+    await engine.end();
+    await plain.end();
+  }
+});
+
+test('an engine pool migrates a fresh database, and its connections stay index-only afterwards', async () => {
+  const engine = createPool(database.url, 1, { indexOnly: true });
+  try {
+    const applied = await migrate(engine);
+    assert.ok(applied.length > 0);
+    // The migration's own SET LOCAL ended with its transaction: the connection is index-only again.
+    const { rows } = await engine.query<{ enable_seqscan: string }>('SHOW enable_seqscan');
+    assert.equal(rows[0]!.enable_seqscan, 'off');
+  } finally {
+    await engine.end();
+  }
+});
