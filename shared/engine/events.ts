@@ -12,7 +12,8 @@ export interface OutboxEvent {
   callbackUrl: string | null;
   recipientId: number | null;
   kind: 'sentMessage' | 'incomingReplyMessage' | 'incomingMessage';
-  body: Record<string, unknown>;
+  /** The event object, or its JSON text already written (`sentMessageJson`). */
+  body: Record<string, unknown> | RawJson;
 }
 
 export interface SentMessageFacts {
@@ -77,7 +78,11 @@ export function payloadField(stored: string | null): RawJson | null {
   return stored === null ? null : new RawJson(stored);
 }
 
-/** A `sentMessage` event with exactly the spec's fields. `payload` is null when the message had none. */
+/**
+ * A `sentMessage` event with exactly the spec's fields, as an object. `payload` is null when the
+ * message had none. The send path writes the same text directly (`sentMessageJson`); this is its
+ * readable definition, and the tests hold the two to the same bytes.
+ */
 export function sentMessageEvent(f: SentMessageFacts): Record<string, unknown> {
   const channelObject: Record<string, unknown> = {
     sender: f.sender,
@@ -102,6 +107,30 @@ export function sentMessageEvent(f: SentMessageFacts): Record<string, unknown> {
     result_info: f.resultInfo,
     [eventChannelKey(f.channel)]: channelObject,
   };
+}
+
+const quote = JSON.stringify;
+
+/** A number as JSON.stringify writes it (non-finite numbers as null). */
+const jsonNumber = (n: number): string => (Number.isFinite(n) ? String(n) : 'null');
+
+/**
+ * The JSON text of `sentMessageEvent(f)`, byte for byte, written directly: the send path writes
+ * three of these per recipient, and building each event as objects first (the event, its channel
+ * object, a copy for the raw payload) and then stringifying it and splicing the payload in was
+ * the SMS worker's largest allocation after pg's rows and about 4 % of its CPU (`--cpu-prof`).
+ * Table-tested against `stringifyEvent(sentMessageEvent(f))`.
+ */
+export function sentMessageJson(f: SentMessageFacts): RawJson {
+  let channelObject = `{"sender":${quote(f.sender)},"country":${jsonNumber(f.country)},"operator":${jsonNumber(f.operator)},`
+    + `"price_czk":${jsonNumber(round4(f.priceCzk))},"price_eur":${jsonNumber(round4(f.priceEur))},"count":${jsonNumber(f.count)}`;
+  if (f.channel === 'sms') {
+    channelObject += `,"gateway":${quote(f.smsGateway ?? 'high')}`;
+  }
+  return new RawJson(`{"request_id":${quote(f.requestId)},"message_id":${quote(f.publicId)},"gateway":${quote(f.channel)},`
+    + `"timestamp":${jsonNumber(Math.floor(f.at / 1000))},"payload":${f.payload ?? 'null'},"type":"outgoing",`
+    + `"to":{"phone_number":${quote(f.phone)}},"result":${quote(f.state)},"result_info":${quote(f.resultInfo)},`
+    + `${quote(eventChannelKey(f.channel))}:${channelObject}}}`);
 }
 
 /**
@@ -150,7 +179,7 @@ export function eventParams(events: OutboxEvent[]): unknown[] {
     callbackUrl.push(e.callbackUrl);
     recipientId.push(e.recipientId);
     kind.push(e.kind);
-    bodies.push(stringifyEvent(e.body));
+    bodies.push(e.body instanceof RawJson ? e.body.text : stringifyEvent(e.body));
   }
   return [numberArray(accountId), numberArray(keyId), textArray(callbackUrl), numberArray(recipientId), textArray(kind),
     bodies.join(BODY_SEPARATOR)];

@@ -11,7 +11,7 @@ import { boolArray, numberArray, textArray, timestampArray } from '../db/arrays.
 import type { AttemptState, Channel, StatusReport } from '../carriers/types.js';
 import { stepChannel, type FlowStep } from '../sending/message-schema.js';
 import { planTransition, isStepFailure, ttlExpiryApplies, defaultResultInfo } from './transitions.js';
-import { eventsCtes, eventParams, sentMessageEvent, type OutboxEvent } from './events.js';
+import { eventsCtes, eventParams, sentMessageJson, type OutboxEvent } from './events.js';
 import type { EngineDeps, NextStep } from './engine.js';
 
 const STATE_RANK: Record<AttemptState, number> = {
@@ -165,7 +165,7 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
       events.push({
         accountId: a.account_id, keyId: a.key_id, callbackUrl: a.callback ?? a.default_callback_url,
         recipientId: a.recipient_id, kind: 'sentMessage',
-        body: sentMessageEvent({
+        body: sentMessageJson({
           requestId: a.request_id, publicId: a.public_id, channel: a.channel, payload: a.payload, phone: a.phone,
           state, resultInfo, at: move.at, sender: a.sender, country: a.country, operator: a.operator,
           priceCzk: a.price_czk, priceEur: a.price_eur, count: a.parts, smsGateway: a.sms_gateway,

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { BODY_SEPARATOR, RawJson, eventParams, payloadField, sentMessageEvent, stringifyEvent } from '../../shared/engine/events.js';
+import { BODY_SEPARATOR, RawJson, eventParams, payloadField, sentMessageEvent, sentMessageJson, stringifyEvent, type SentMessageFacts } from '../../shared/engine/events.js';
 
 test('stringifyEvent writes top-level RawJson values byte for byte and everything else as JSON.stringify does', () => {
   const cases: Array<{ name: string; body: Record<string, unknown>; expected: string }> = [
@@ -52,4 +52,43 @@ test('event bodies never contain the separator they travel with, whatever their 
   assert.equal(texts.length, bodies.length, 'one piece per body');
   texts.forEach((text, i) => assert.equal(text, stringifyEvent(bodies[i]!)));
   assert.deepEqual(JSON.parse(texts[0]!), { result_info: `a${BODY_SEPARATOR}b`, to: { phone_number: '\u0001\u0000\u001f' } });
+});
+
+test('sentMessageJson writes exactly what stringifyEvent(sentMessageEvent(...)) writes', () => {
+  const base: SentMessageFacts = {
+    requestId: 'req-1', publicId: 'abc-0', channel: 'sms', payload: null, phone: '+420777123456', state: 'sending',
+    resultInfo: 'Sending', at: 1_700_000_000_999, sender: 'Shop', country: 230, operator: 0, priceCzk: 0.9, priceEur: 0.036,
+    count: 1, smsGateway: null,
+  };
+  const cases: Array<{ name: string; facts: Partial<SentMessageFacts> }> = [
+    { name: 'sms, default gateway, no payload', facts: {} },
+    { name: 'sms on the low gateway, multi-part, delivered', facts: { smsGateway: 'low', count: 3, state: 'delivered', resultInfo: 'Delivered' } },
+    { name: 'payload kept byte for byte', facts: { payload: '{ "order" : 17, "tags": ["a", "ž"] }' } },
+    { name: 'payload that is a JSON string, number or null text', facts: { payload: '"x\\ny"' } },
+    { name: 'numeric payload', facts: { payload: '42' } },
+    { name: 'viber', facts: { channel: 'viber', smsGateway: null, priceCzk: 0.45, priceEur: 0.018 } },
+    { name: 'whatsapp, rejected', facts: { channel: 'whatsapp', state: 'rejected', resultInfo: '[3] Not enough credit' } },
+    { name: 'strings needing escapes', facts: { sender: 'A "quoted" \\ sender\t', resultInfo: 'line\nbreak \u2028 \u0001 ž', requestId: '</script>' } },
+    { name: 'prices rounded to four places', facts: { priceCzk: 0.123456, priceEur: 1e-7 } },
+    { name: 'large and odd numbers', facts: { at: 0, country: 0, operator: 123456789, count: 10 } },
+    { name: 'non-finite price written as null', facts: { priceCzk: Number.NaN } },
+  ];
+  for (const c of cases) {
+    const facts = { ...base, ...c.facts };
+    const direct = sentMessageJson(facts);
+    assert.ok(direct instanceof RawJson);
+    assert.equal(direct.text, stringifyEvent(sentMessageEvent(facts)), c.name);
+  }
+});
+
+test('eventParams writes a prepared body as it is and stringifies object bodies', () => {
+  const prepared = sentMessageJson({
+    requestId: 'r', publicId: 'p', channel: 'sms', payload: '{"a":1}', phone: '+1', state: 'sent', resultInfo: 'Sent',
+    at: 1_000, sender: 'S', country: 1, operator: 2, priceCzk: 1, priceEur: 2, count: 1, smsGateway: 'high',
+  });
+  const params = eventParams([
+    { accountId: 1, keyId: 2, callbackUrl: 'https://x.test/', recipientId: 3, kind: 'sentMessage', body: prepared },
+    { accountId: 1, keyId: null, callbackUrl: null, recipientId: null, kind: 'incomingMessage', body: { text: 'hi' } },
+  ]);
+  assert.deepEqual((params[5] as string).split(BODY_SEPARATOR), [prepared.text, '{"text":"hi"}']);
 });
