@@ -7,3 +7,23 @@ export function pushTo<K, V>(map: Map<K, V[]>, key: K, value: V): void {
     map.set(key, [value]);
   }
 }
+
+/**
+ * Ascending ids as runs of consecutive values: `lo[i]..hi[i]` holds exactly the ids of run i.
+ * A lookup of many ids can then read each run as one index range (events written by one statement
+ * take consecutive ids) instead of descending the index once per id. Duplicates fold into their run.
+ */
+export function consecutiveRuns(sortedIds: readonly number[]): { lo: number[]; hi: number[] } {
+  const lo: number[] = [];
+  const hi: number[] = [];
+  for (const id of sortedIds) {
+    const last = hi.length - 1;
+    if (last >= 0 && (id === hi[last] || id === hi[last]! + 1)) {
+      hi[last] = id;
+    } else {
+      lo.push(id);
+      hi.push(id);
+    }
+  }
+  return { lo, hi };
+}

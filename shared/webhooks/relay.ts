@@ -12,7 +12,7 @@ import { prepared, withTx, type Db } from '../db/pool.js';
 import type { Queues } from '../queues.js';
 import { webhookJobId, type WebhookJob } from '../queues.js';
 import type { JobsOptions } from 'bullmq';
-import { pushTo } from '../collections.js';
+import { consecutiveRuns, pushTo } from '../collections.js';
 import type { DirectDelivery, ReadyBatch } from './direct.js';
 
 /**
@@ -54,6 +54,8 @@ export interface RelayOptions {
 /** Outbox rows (statements' worth of events) claimed per pass. */
 const OUTBOX_ROWS_PER_PASS = 200;
 
+const ascending = (a: number, b: number): number => a - b;
+
 export interface RelayPass {
   /** Batches created. */
   batches: number;
@@ -85,10 +87,19 @@ export async function relayOnce(
     if (claimed.length === 0) {
       return { created: [], doneThrough: null, readAt };
     }
+    // The claimed rows' ids as runs of consecutive ids, each read as one range of the primary key:
+    // one statement's events are consecutive, so a pass of ~1,500 ids makes ~10-20 runs (per id,
+    // the index was descended ~1,500 times: 3.7-4.2 against ~2 ms per pass, EXPLAIN ANALYZE).
+    const ids: number[] = [];
+    for (const c of claimed) {
+      for (const id of c.event_ids) ids.push(Number(id)); // bigint[] elements arrive as text
+    }
+    const { lo, hi } = consecutiveRuns(ids.sort(ascending));
     const { rows } = await tx.query<EventRef>(prepared(
-      `SELECT id, account_id, key_id, callback_url, (extract(epoch FROM created_at) * 1000)::float8 AS created_ms${direct ? ', body' : ''}
-         FROM events WHERE id = ANY($1) ORDER BY id`,
-      [claimed.flatMap((c) => c.event_ids)]),
+      `SELECT e.id, e.account_id, e.key_id, e.callback_url, (extract(epoch FROM e.created_at) * 1000)::float8 AS created_ms${direct ? ', e.body' : ''}
+         FROM unnest($1::bigint[], $2::bigint[]) AS r(lo, hi) JOIN events e ON e.id BETWEEN r.lo AND r.hi
+        ORDER BY e.id`,
+      [lo, hi]),
     );
     const groups = new Map<string, EventRef[]>();
     for (const row of rows) {
