@@ -52,11 +52,20 @@ test('engine connections keep a statement planned on a small table on its index;
   }
 });
 
-test('an engine pool migrates a fresh database, and its connections stay index-only afterwards', async () => {
+test('an engine pool migrates a fresh database (identifiers in the C collation), and its connections stay index-only afterwards', async () => {
   const engine = createPool(database.url, 1, { indexOnly: true });
   try {
     const applied = await migrate(engine);
     assert.ok(applied.length > 0);
+    // Migration 014: identifiers compare byte by byte.
+    const identifiers = ['attempts.family', 'attempts.phone', 'attempts.sender', 'carrier_refs.carrier', 'carrier_refs.ref',
+      'messages.id', 'recipients.message_id', 'recipients.phone'];
+    const { rows: collations } = await engine.query<{ column: string; collation: string }>(
+      `SELECT c.relname || '.' || a.attname AS column, co.collname AS collation
+         FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_collation co ON co.oid = a.attcollation
+        WHERE c.relname || '.' || a.attname = ANY($1) AND c.relkind = 'r'
+        ORDER BY 1`, [identifiers]);
+    assert.deepEqual(collations, identifiers.map((column) => ({ column, collation: 'C' })));
     // The migration's own SET LOCAL ended with its transaction: the connection is index-only again.
     const { rows } = await engine.query<{ enable_seqscan: string }>('SHOW enable_seqscan');
     assert.equal(rows[0]!.enable_seqscan, 'off');
