@@ -132,6 +132,9 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
     loadMessages(deps.db, job.messages.map((m) => m.messageId)),
     loadRecipients(deps.db, job.messages.flatMap((m) => m.recipientIds)),
   ]);
+  for (const msg of messages.values()) {
+    deps.messageFacts.remember(msg); // for the status batches of these attempts
+  }
   const due: Part[] = [];
   let laterOnly: Date | null = null;
   for (const item of job.messages) {

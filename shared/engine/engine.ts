@@ -15,6 +15,7 @@ import { CarrierRegistry } from './routing.js';
 import { dispatchStep, type DispatchOutcome } from './dispatch.js';
 import { applyReports, type ApplyOutcome } from './status.js';
 import { pushTo } from '../collections.js';
+import { MessageFactsCache } from './message-facts.js';
 
 /** Extension points for features that ride on the engine (verification codes). */
 export interface EngineHooks {
@@ -45,6 +46,8 @@ export interface EngineDeps {
   logger: Logger;
   carriers: CarrierRegistry;
   hooks: EngineHooks;
+  /** Immutable message facts, remembered by dispatch and read by status batches (one per process). */
+  messageFacts: MessageFactsCache;
   enqueueNextSteps(steps: NextStep[]): Promise<void>;
   /** A message of a combined job that may not run yet gets a delayed job of its own. */
   enqueueLater(step: Omit<NextStep, 'recipientId'> & { recipientIds: number[] }, at: Date): Promise<void>;
@@ -78,6 +81,7 @@ export class Engine {
     this.deps = {
       ...base,
       hooks,
+      messageFacts: new MessageFactsCache(),
       enqueueNextSteps: async (steps) => {
         if (steps.length === 0) {
           return;

@@ -9,7 +9,8 @@
 import { prepared, withTx, type Tx } from '../db/pool.js';
 import { boolArray, numberArray, textArray, timestampArray } from '../db/arrays.js';
 import type { AttemptState, Channel, StatusReport } from '../carriers/types.js';
-import { stepChannel, type FlowStep } from '../sending/message-schema.js';
+import { stepChannel } from '../sending/message-schema.js';
+import { smsGatewayOf } from './message-facts.js';
 import { planTransition, isStepFailure, ttlExpiryApplies, defaultResultInfo } from './transitions.js';
 import { eventsCtes, eventParams, sentMessageJson, type OutboxEvent } from './events.js';
 import type { EngineDeps, NextStep } from './engine.js';
@@ -42,16 +43,7 @@ interface AttemptRow {
   current_step: number;
   account_id: number;
   key_id: number;
-  request_id: string;
-  payload: string | null;
-  callback: string | null;
-  /** The SMS gateway of this attempt's step (null for other channels). */
-  sms_gateway: string | null;
-  /** The flow step after this attempt's (null when it is the last: no fallback). */
-  next_step: FlowStep | null;
-  lane: number;
   message_id: string;
-  source: string;
   default_callback_url: string | null;
 }
 
@@ -109,16 +101,13 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
     return { transitions: 0, events: [] as OutboxEvent[], nextSteps: [] as NextStep[], delivered: [] as number[], sources: [] as string[] };
   }
   const ids = attemptIdsOf(moves);
+  // The message's facts come from the process's cache (see message-facts.ts), not from a join.
   const { rows } = await tx.query<AttemptRow>(prepared(
     `SELECT a.id, a.recipient_id, a.step, a.channel, a.state, a.phone, a.sender, a.parts, a.country, a.operator,
             a.price_czk, a.price_eur, a.charged, a.payer_kind, a.payer_id, a.charged_currency, a.refunded, a.reached_sent,
-            a.ttl_expired, r.public_id, r.step AS current_step, r.account_id, r.key_id, m.request_id, m.payload, m.callback,
-            CASE WHEN a.channel = 'sms' THEN COALESCE(m.flow -> a.step::int -> 'sms' ->> 'gateway', 'high') END AS sms_gateway,
-            m.flow -> (a.step::int + 1) AS next_step,
-            m.lane, m.id AS message_id, m.source, k.default_callback_url
+            a.ttl_expired, r.public_id, r.step AS current_step, r.account_id, r.key_id, r.message_id, k.default_callback_url
        FROM attempts a
        JOIN recipients r ON r.id = a.recipient_id
-       JOIN messages m ON m.id = r.message_id
        JOIN api_keys k ON k.id = r.key_id
       WHERE a.id = ANY($1)
       ORDER BY a.id
@@ -126,9 +115,12 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
     [ids]),
   );
   const attempts = new Map<number, AttemptRow>();
+  const messageIds = new Set<string>();
   for (const row of rows) {
     attempts.set(row.id, row);
+    messageIds.add(row.message_id);
   }
+  const messages = await deps.messageFacts.load(tx, messageIds);
   // Apply each attempt's moves along the state path (a parked receipt can carry an earlier
   // carrier time than the submit response that releases it); ttl expiries come last.
   moves.sort(byStateRank);
@@ -145,7 +137,8 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
 
   for (const move of moves) {
     const a = attempts.get(move.attemptId);
-    if (!a) {
+    const m = a && messages.get(a.message_id);
+    if (!a || !m) {
       continue;
     }
     if (move.ttl && !ttlExpiryApplies(a.channel, a.state)) {
@@ -163,12 +156,12 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
       a.state = state;
       const resultInfo = state === move.state ? move.resultInfo : defaultResultInfo(state);
       events.push({
-        accountId: a.account_id, keyId: a.key_id, callbackUrl: a.callback ?? a.default_callback_url,
+        accountId: a.account_id, keyId: a.key_id, callbackUrl: m.callback ?? a.default_callback_url,
         recipientId: a.recipient_id, kind: 'sentMessage',
         body: sentMessageJson({
-          requestId: a.request_id, publicId: a.public_id, channel: a.channel, payload: a.payload, phone: a.phone,
+          requestId: m.request_id, publicId: a.public_id, channel: a.channel, payload: m.payload, phone: a.phone,
           state, resultInfo, at: move.at, sender: a.sender, country: a.country, operator: a.operator,
-          priceCzk: a.price_czk, priceEur: a.price_eur, count: a.parts, smsGateway: a.sms_gateway,
+          priceCzk: a.price_czk, priceEur: a.price_eur, count: a.parts, smsGateway: a.channel === 'sms' ? smsGatewayOf(m.flow, a.step) : null,
         }),
       });
       change.resultInfo = resultInfo;
@@ -189,15 +182,16 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
     }
     if (a.state === 'delivered') {
       delivered.push(a.recipient_id);
-      sources.push(a.source);
+      sources.push(m.source);
     }
     if (a.step !== a.current_step) {
       continue; // an abandoned step: reported above, never moves the recipient (D3)
     }
-    if (isStepFailure(a.state) && a.next_step !== null) {
+    const nextStep = m.flow[a.step + 1];
+    if (isStepFailure(a.state) && nextStep !== undefined && nextStep !== null) {
       fallbacks.set(a.recipient_id, { step: a.step + 1, due: new Date(now) });
       a.current_step = a.step + 1;
-      nextSteps.push({ messageId: a.message_id, step: a.step + 1, recipientId: a.recipient_id, lane: a.lane, channel: stepChannel(a.next_step).channel });
+      nextSteps.push({ messageId: a.message_id, step: a.step + 1, recipientId: a.recipient_id, lane: m.lane, channel: stepChannel(nextStep).channel });
     }
   }
 
