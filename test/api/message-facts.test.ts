@@ -28,7 +28,7 @@ async function insertMessage(id: string, opts: { payload?: string | null; callba
 }
 
 test('load reads what is missing once, keeps the stored payload text, and serves it from memory afterwards', async () => {
-  await insertMessage('m-one', { payload: '{ "order" :  17 }', callback: 'https://example.test/cb', flow: [{ sms: { gateway: 'low' } }, { viber: {} }], lane: 1 });
+  await insertMessage('m-one', { payload: '{ "order" :  17 }', callback: 'https://example.test/cb', flow: [{ sms: { gateway: 'direct' } }, { viber: { sender: 'Shop' } }], lane: 1 });
   await insertMessage('m-two');
   const cache = new MessageFactsCache();
   const first = await cache.load(db, ['m-one', 'm-two', 'm-one', 'm-absent']);
@@ -36,7 +36,7 @@ test('load reads what is missing once, keeps the stored payload text, and serves
   const one = first.get('m-one')!;
   assert.equal(one.payload, '{ "order" :  17 }', 'the json column comes back byte for byte');
   assert.equal(one.callback, 'https://example.test/cb');
-  assert.deepEqual(one.flow, [{ sms: { gateway: 'low' } }, { viber: {} }]);
+  assert.deepEqual(one.flow, [{ sms: { gateway: 'direct' } }, { viber: { sender: 'Shop' } }]);
   assert.equal(one.lane, 1);
   assert.equal(one.source, 'v2');
   assert.match(one.request_id, /^[0-9a-f-]{36}$/);
@@ -62,9 +62,9 @@ test('the cache holds at most its byte bound, dropping the oldest entries first'
 test('smsGatewayOf reads a step as COALESCE(flow -> step -> sms ->> gateway, high) does', async () => {
   const flows: Array<{ flow: FlowStep[]; step: number }> = [
     { flow: [{ sms: {} }], step: 0 },
-    { flow: [{ sms: { gateway: 'low' } }], step: 0 },
-    { flow: [{ viber: {} }, { sms: { gateway: 'high' } }], step: 1 },
-    { flow: [{ viber: {} }, { sms: { gateway: 'low' } }], step: 0 },
+    { flow: [{ sms: { gateway: 'direct' } }], step: 0 },
+    { flow: [{ viber: { sender: 'Shop' } }, { sms: { gateway: 'high' } }], step: 1 },
+    { flow: [{ viber: { sender: 'Shop' } }, { sms: { gateway: 'direct' } }], step: 0 },
     { flow: [{ sms: {} }], step: 3 },
   ];
   for (const { flow, step } of flows) {
