@@ -313,11 +313,11 @@ interface PrioritySend {
   status: number;
 }
 
-/** Sends `opts.warmup` recipients through the whole path and waits for their events, then forgets them. */
 /** Warm-up priority message j: a range of its own within the priority numbers (…300000…), delivered. */
 const warmupPriorityPhone = (j: number) => priorityPhone(300_000 + j);
 
 /**
+ * Sends `opts.warmup` recipients through the whole path and waits for their events, then forgets them.
  * `priority`: single priority messages sent beside the bulk, when the measured run sends them too.
  * The priority lane has a process of its own (worker_priority), which otherwise met its first
  * traffic, and compiled its code, inside the measured interval: ~2 s of its CPU for 200 messages.
