@@ -8,6 +8,9 @@ export function pushTo<K, V>(map: Map<K, V[]>, key: K, value: V): void {
   }
 }
 
+/** Comparator for `Array.prototype.sort` of numbers, ascending (module-level: no arrow per call). */
+export const ascending = (a: number, b: number): number => a - b;
+
 /**
  * Ascending ids as runs of consecutive values: `lo[i]..hi[i]` holds exactly the ids of run i.
  * A lookup of many ids can then read each run as one index range (events written by one statement

@@ -14,6 +14,7 @@ import { smsGatewayOf } from './message-facts.js';
 import { planTransition, isStepFailure, ttlExpiryApplies, defaultResultInfo } from './transitions.js';
 import { eventsCtes, eventParams, sentMessageJson, type OutboxEvent } from './events.js';
 import type { EngineDeps, NextStep } from './engine.js';
+import { ascending } from '../collections.js';
 
 const STATE_RANK: Record<AttemptState, number> = {
   sending: 0, sent: 1, delivered: 2, undelivered: 2, rejected: 2, failed: 2, seen: 3,
@@ -234,8 +235,6 @@ function attemptIdsOf(moves: Move[]): number[] {
   }
   return [...ids].sort(ascending);
 }
-
-const ascending = (a: number, b: number): number => a - b;
 
 /** Moves along the state path; ttl expiries last. */
 const byStateRank = (a: Move, b: Move): number => (a.ttl ? 9 : STATE_RANK[a.state]) - (b.ttl ? 9 : STATE_RANK[b.state]);

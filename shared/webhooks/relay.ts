@@ -12,7 +12,7 @@ import { prepared, withTx, type Db } from '../db/pool.js';
 import type { Queues } from '../queues.js';
 import { webhookJobId, type WebhookJob } from '../queues.js';
 import type { JobsOptions } from 'bullmq';
-import { consecutiveRuns, pushTo } from '../collections.js';
+import { ascending, consecutiveRuns, pushTo } from '../collections.js';
 import type { DirectDelivery, ReadyBatch } from './direct.js';
 
 /**
@@ -53,8 +53,6 @@ export interface RelayOptions {
 
 /** Outbox rows (statements' worth of events) claimed per pass. */
 const OUTBOX_ROWS_PER_PASS = 200;
-
-const ascending = (a: number, b: number): number => a - b;
 
 export interface RelayPass {
   /** Batches created. */
@@ -125,7 +123,7 @@ export async function relayOnce(
     await tx.query(prepared(
       `WITH gone AS (DELETE FROM outbox WHERE id = ANY($1))
        INSERT INTO outbox (event_ids) SELECT $2::bigint[] WHERE cardinality($2::bigint[]) > 0`,
-      [claimed.map((c) => c.id), leftover.sort((a, b) => a - b)]),
+      [claimed.map((c) => c.id), leftover.sort(ascending)]),
     );
     const doneThrough = claimed[claimed.length - 1]!.id;
     if (batches.length === 0) {
