@@ -19,7 +19,7 @@ import { mccOfE164 } from '../phone/mcc.js';
 import { findPrice, currentPrices } from '../domain/prices.js';
 import { isInsideWindow, nextSendInstant, type DeliveryWindow } from '../schedule/window.js';
 import { defaultTtlMinutes, familyOf } from './transitions.js';
-import { eventsCtes, eventParams, sentMessageJson, type OutboxEvent } from './events.js';
+import { eventsCtes, eventParams, SentMessageBody, type OutboxEvent } from './events.js';
 import type { EngineDeps, NextStep } from './engine.js';
 import { pushTo } from '../collections.js';
 
@@ -283,7 +283,7 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
     events.push({
       accountId: msg.account_id, keyId: msg.key_id, callbackUrl: msg.callback ?? msg.default_callback_url,
       recipientId: p.recipient.id, kind: 'sentMessage',
-      body: sentMessageJson({
+      body: new SentMessageBody({
         requestId: msg.request_id, publicId: p.recipient.public_id, channel: p.channel, payload: msg.payload,
         phone: p.recipient.phone ?? '', state, resultInfo: p.reject?.info ?? 'Sending', at: now.getTime(),
         sender: p.sender, country: p.country, operator: 0, priceCzk: p.priceCzk, priceEur: p.priceEur,

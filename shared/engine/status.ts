@@ -12,7 +12,7 @@ import type { AttemptState, Channel, StatusReport } from '../carriers/types.js';
 import { stepChannel } from '../sending/message-schema.js';
 import { smsGatewayOf } from './message-facts.js';
 import { planTransition, isStepFailure, ttlExpiryApplies, defaultResultInfo } from './transitions.js';
-import { eventsCtes, eventParams, sentMessageJson, type OutboxEvent } from './events.js';
+import { eventsCtes, eventParams, SentMessageBody, type OutboxEvent } from './events.js';
 import type { EngineDeps, NextStep } from './engine.js';
 import { ascending } from '../collections.js';
 
@@ -159,7 +159,7 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
       events.push({
         accountId: a.account_id, keyId: a.key_id, callbackUrl: m.callback ?? a.default_callback_url,
         recipientId: a.recipient_id, kind: 'sentMessage',
-        body: sentMessageJson({
+        body: new SentMessageBody({
           requestId: m.request_id, publicId: a.public_id, channel: a.channel, payload: m.payload, phone: a.phone,
           state, resultInfo, at: move.at, sender: a.sender, country: a.country, operator: a.operator,
           priceCzk: a.price_czk, priceEur: a.price_eur, count: a.parts, smsGateway: a.channel === 'sms' ? smsGatewayOf(m.flow, a.step) : null,

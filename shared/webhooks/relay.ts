@@ -12,7 +12,7 @@ import { prepared, withTx, type Db } from '../db/pool.js';
 import type { Queues } from '../queues.js';
 import { webhookJobId, type WebhookJob } from '../queues.js';
 import type { JobsOptions } from 'bullmq';
-import { ascending, consecutiveRuns, pushTo } from '../collections.js';
+import { ascending, consecutiveRuns } from '../collections.js';
 import type { DirectDelivery, ReadyBatch } from './direct.js';
 
 /**
@@ -31,7 +31,7 @@ export function retryDelay(attemptsMade: number, schedule: number[], retryAfterM
   return retryAfterMs !== undefined ? Math.max(jittered, Math.min(retryAfterMs, 24 * 3600e3)) : jittered;
 }
 
-interface EventRef {
+export interface EventRef {
   id: number;
   account_id: number;
   key_id: number | null;
@@ -67,6 +67,33 @@ export interface RelayPass {
 }
 
 /**
+ * A pass's events by key and callback URL, in id order within each group. Rows of one statement
+ * mostly share both, so a row like the one before joins that one's list without a key string
+ * being built and hashed for it (that was 2.7 % of the webhook worker's busy time, `--cpu-prof`).
+ */
+export function groupByReceiver(rows: EventRef[]): Map<string, EventRef[]> {
+  const groups = new Map<string, EventRef[]>();
+  let last: EventRef | null = null;
+  let lastList: EventRef[] = [];
+  for (const row of rows) {
+    if (last !== null && row.key_id === last.key_id && row.callback_url === last.callback_url) {
+      lastList.push(row);
+    } else {
+      const key = `${row.key_id ?? 'none'} ${row.callback_url}`;
+      let list = groups.get(key);
+      if (!list) {
+        list = [];
+        groups.set(key, list);
+      }
+      list.push(row);
+      lastList = list;
+    }
+    last = row;
+  }
+  return groups;
+}
+
+/**
  * One pass over the outbox from `afterId` on (exclusive). The outbox's primary key is read in id
  * order; starting past the ids an earlier pass already handled keeps the pass from walking the
  * index entries of rows it deleted, which stay until vacuum.
@@ -99,10 +126,7 @@ export async function relayOnce(
         ORDER BY e.id`,
       [lo, hi]),
     );
-    const groups = new Map<string, EventRef[]>();
-    for (const row of rows) {
-      pushTo(groups, `${row.key_id ?? 'none'} ${row.callback_url}`, row);
-    }
+    const groups = groupByReceiver(rows);
     const batches: Array<{ accountId: number; keyId: number | null; url: string; events: EventRef[] }> = [];
     const leftover: number[] = [];
     const pageFull = rows.length >= pageSize;

@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { BODY_SEPARATOR, RawJson, eventParams, payloadField, sentMessageEvent, sentMessageJson, stringifyEvent, type SentMessageFacts } from '../../shared/engine/events.js';
+import { BODY_SEPARATOR, RawJson, SentMessageBody, eventParams, payloadField, sentMessageEvent, sentMessageJson, stringifyEvent, type SentMessageFacts } from '../../shared/engine/events.js';
+import { JsonBytes } from '../../shared/engine/event-json.js';
 
 test('stringifyEvent writes top-level RawJson values byte for byte and everything else as JSON.stringify does', () => {
   const cases: Array<{ name: string; body: Record<string, unknown>; expected: string }> = [
@@ -47,8 +48,8 @@ test('event bodies never contain the separator they travel with, whatever their 
     { s: String.fromCharCode(...Array.from({ length: 32 }, (_, i) => i)) },
   ];
   const joined = eventParams(bodies.map((body) => ({ accountId: 1, keyId: null, callbackUrl: null, recipientId: null, kind: 'sentMessage' as const, body })))[5];
-  assert.equal(typeof joined, 'string');
-  const texts = (joined as string).split(BODY_SEPARATOR);
+  assert.ok(Buffer.isBuffer(joined), 'the bodies travel as one Buffer of UTF-8');
+  const texts = (joined as Buffer).toString('utf8').split(BODY_SEPARATOR);
   assert.equal(texts.length, bodies.length, 'one piece per body');
   texts.forEach((text, i) => assert.equal(text, stringifyEvent(bodies[i]!)));
   assert.deepEqual(JSON.parse(texts[0]!), { result_info: `a${BODY_SEPARATOR}b`, to: { phone_number: '\u0001\u0000\u001f' } });
@@ -80,6 +81,42 @@ test('sentMessageJson writes exactly what stringifyEvent(sentMessageEvent(...)) 
     assert.ok(direct instanceof RawJson);
     assert.equal(direct.text, stringifyEvent(sentMessageEvent(facts)), c.name);
   }
+  // The same bodies written by eventParams, all in one parameter, next to other kinds of body.
+  const events = cases.map((c) => ({
+    accountId: 1, keyId: 2, callbackUrl: null, recipientId: 3, kind: 'sentMessage' as const, body: new SentMessageBody({ ...base, ...c.facts }),
+  }));
+  const mixed = [...events, { accountId: 1, keyId: null, callbackUrl: null, recipientId: null, kind: 'incomingMessage' as const, body: { text: 'ž' } }];
+  const texts = (eventParams(mixed)[5] as Buffer).toString('utf8').split(BODY_SEPARATOR);
+  assert.deepEqual(texts, [...cases.map((c) => stringifyEvent(sentMessageEvent({ ...base, ...c.facts }))), '{"text":"ž"}']);
+});
+
+test('JsonBytes writes strings and numbers exactly as JSON.stringify does', () => {
+  const strings: string[] = [
+    '', 'plain', 'with "quotes"', 'back\\slash', '\u0000\u0001\u001f', '\b\t\n\f\r', '\u007f DEL', 'Příliš žluťoučký kůň', 'こんにちは',
+    '😀 a𝄞b', '\u2028\u2029', '\ud800 lone high', 'lone low \udfff', '\udbff\udfff', '</script>', '\u00e9',
+  ];
+  // And random strings over the characters that matter: ASCII edges, escapes, non-ASCII, surrogates.
+  const alphabet = [0x00, 0x01, 0x1f, 0x20, 0x21, 0x22, 0x5c, 0x7e, 0x7f, 0x80, 0xe9, 0x17e, 0x2028, 0x3042, 0xd83d, 0xde00, 0xdc00, 0xfffd, 0x41, 0x7a];
+  let seed = 7;
+  const next = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31);
+  for (let i = 0; i < 2000; i++) {
+    const len = next() % 12;
+    let s = '';
+    for (let j = 0; j < len; j++) s += String.fromCharCode(alphabet[next() % alphabet.length]!);
+    strings.push(s);
+  }
+  const w = new JsonBytes(8); // small, so that writing grows it many times
+  for (const s of strings) {
+    w.reset();
+    w.string(s);
+    assert.equal(w.toString(), JSON.stringify(s), JSON.stringify(s));
+  }
+  const numbers = [0, 1, 9, 10, 99, 100, 230, 1_700_000_000, 2 ** 53 - 1, 2 ** 53, -1, -0, 0.5, 0.9, 0.036, 1e-7, 1e21, 123.456, Number.NaN, Infinity, -Infinity];
+  for (const n of numbers) {
+    w.reset();
+    w.number(n);
+    assert.equal(w.toString(), JSON.stringify(n), String(n));
+  }
 });
 
 test('eventParams writes a prepared body as it is and stringifies object bodies', () => {
@@ -91,5 +128,5 @@ test('eventParams writes a prepared body as it is and stringifies object bodies'
     { accountId: 1, keyId: 2, callbackUrl: 'https://x.test/', recipientId: 3, kind: 'sentMessage', body: prepared },
     { accountId: 1, keyId: null, callbackUrl: null, recipientId: null, kind: 'incomingMessage', body: { text: 'hi' } },
   ]);
-  assert.deepEqual((params[5] as string).split(BODY_SEPARATOR), [prepared.text, '{"text":"hi"}']);
+  assert.deepEqual((params[5] as Buffer).toString('utf8').split(BODY_SEPARATOR), [prepared.text, '{"text":"hi"}']);
 });

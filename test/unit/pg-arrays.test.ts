@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import pg from 'pg';
 import { PG_BASE } from '../support/harness.js';
 import { boolArray, numberArray, textArray, timestampArray } from '../../shared/db/arrays.js';
+import { RawJson, SentMessageBody, eventParams, sentMessageEvent, stringifyEvent, type OutboxEvent } from '../../shared/engine/events.js';
 
 let client: pg.Client;
 before(async () => {
@@ -139,4 +140,24 @@ test('unnest reads parallel arrays row by row, as the batch statements use them'
     [numberArray(ids), textArray(texts), boolArray(flags), timestampArray(times)],
   );
   assert.deepEqual(rows, ids.map((id, i) => ({ id: String(id), t: texts[i], f: flags[i], at: times[i] })));
+});
+
+test('event bodies travel as one Buffer of UTF-8 and split into their texts in Postgres, as eventsCtes splits them', async () => {
+  const bodies: OutboxEvent['body'][] = [
+    new SentMessageBody({
+      requestId: 'req', publicId: 'pub-1', channel: 'sms', payload: '{"note": "Příliš žluťoučký kůň 😀"}', phone: '+420777123456',
+      state: 'sent', resultInfo: 'Sent \u2028 "quoted" \\ \u0001 \ud800', at: 1_764_117_600_123, sender: 'Shop ž', country: 230, operator: 0,
+      priceCzk: 0.9, priceEur: 0.036, count: 2, smsGateway: 'low',
+    }),
+    { text: 'こんにちは', empty: '' },
+    new RawJson('{"raw": [1, 2]}'),
+  ];
+  const param = eventParams(bodies.map((body) => ({ accountId: 1, keyId: null, callbackUrl: null, recipientId: null, kind: 'sentMessage' as const, body })))[5];
+  assert.ok(Buffer.isBuffer(param));
+  const { rows } = await client.query<{ body: string; valid: boolean }>(
+    `SELECT b.body, b.body::json IS NOT NULL AS valid FROM unnest(string_to_array($1::text, chr(1))) WITH ORDINALITY AS b(body, n) ORDER BY n`,
+    [param],
+  );
+  const expected = bodies.map((b) => (b instanceof SentMessageBody ? stringifyEvent(sentMessageEvent(b.facts)) : b instanceof RawJson ? b.text : stringifyEvent(b)));
+  assert.deepEqual(rows, expected.map((body) => ({ body, valid: true })));
 });
