@@ -113,7 +113,7 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
       WHERE a.id = ANY($1)
       ORDER BY a.id
         FOR UPDATE OF a`,
-    [ids]),
+    [numberArray(ids)]),
   );
   const attempts = new Map<number, AttemptRow>();
   const messageIds = new Set<string>();
