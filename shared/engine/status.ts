@@ -353,8 +353,8 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
   // through the upsert: registrations, receipts of long messages (their parts are counted below),
   // and receipts not registered yet, which may meet a registration committing meanwhile.
   const { rows: stored } = await tx.query<{
-    ref: string; carrier: string; attempt_id: number | null; state: AttemptState; result_info: string | null; reported_at: Date | null;
-    parts: number | null; registered: boolean;
+    ref: string; carrier: string; attempt_id: number; state: AttemptState; result_info: string | null; reported_at: Date | null;
+    parts: number; registered: boolean;
   }>(prepared(
     `WITH u AS (
        SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[], $5::text[], $6::text[], $7::timestamptz[]) WITH ORDINALITY
@@ -377,29 +377,27 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
          reported_at = COALESCE(EXCLUDED.reported_at, c.reported_at)
        RETURNING c.ref, c.carrier, c.attempt_id, c.state, c.result_info, c.reported_at)
      SELECT c.ref, c.carrier, c.attempt_id, c.state, c.result_info, c.reported_at, a.parts, false AS registered
-       FROM c LEFT JOIN attempts a ON a.id = c.attempt_id
+       FROM c JOIN attempts a ON a.id = c.attempt_id
+      WHERE c.result_info IS NOT NULL
      UNION ALL
      SELECT g.ref, g.carrier, g.attempt_id, NULL, NULL, NULL, 1, true FROM registered g`,
     refColumns(rows)),
   );
   // A receipt to apply: one of this batch, or one parked earlier that this batch's register found
-  // (replaying a receipt applied before is no move, so a repeated register changes nothing).
+  // (replaying a receipt applied before is no move, so a repeated register changes nothing). The
+  // statement returns only those: not the refs registered without a receipt yet (half of its
+  // rows, which only echoed what was sent), nor the receipts parked until their ref is registered
+  // (no attempt to join).
   const receipts: Array<{ attemptId: number; parts: number; report: StatusReport }> = [];
   for (const row of stored) {
-    if (row.attempt_id === null) {
-      continue; // parked until its ref is registered
-    }
     const own = byKey.get(refKey(row.ref, row.carrier))?.receipt;
     if (row.registered) {
       receipts.push({ attemptId: row.attempt_id, parts: 1, report: own! });
       continue;
     }
-    if (row.result_info === null) {
-      continue; // registered without a receipt yet
-    }
     const report = own
-      ?? { carrier: row.carrier, ref: row.ref, state: row.state, resultInfo: row.result_info, at: row.reported_at?.getTime() ?? Date.now() };
-    receipts.push({ attemptId: row.attempt_id, parts: row.parts ?? 1, report });
+      ?? { carrier: row.carrier, ref: row.ref, state: row.state, resultInfo: row.result_info!, at: row.reported_at?.getTime() ?? Date.now() };
+    receipts.push({ attemptId: row.attempt_id, parts: row.parts, report });
   }
   const complete = new Map<number, boolean>();
   const delivering = new Set<number>();
