@@ -55,10 +55,6 @@ export class JsonBytes {
     this.len = 0;
   }
 
-  get length(): number {
-    return this.len;
-  }
-
   /** A copy of what was written: the caller may hand it to pg, which may serialise it later. */
   toBuffer(): Buffer {
     return Buffer.from(this.buf.subarray(0, this.len));

@@ -118,6 +118,8 @@ export function sentMessageEvent(f: SentMessageFacts): Record<string, unknown> {
 
 /** One writer per process for the bodies of a statement (reset per use; it keeps its buffer). */
 const bodyBytes = new JsonBytes();
+/** And one for `sentMessageJson`, so that neither can ever write over the other's bytes. */
+const textBytes = new JsonBytes(4096);
 
 /**
  * The JSON text of `sentMessageEvent(f)`, byte for byte (table-tested against
@@ -125,9 +127,9 @@ const bodyBytes = new JsonBytes();
  * `SentMessageBody` instead, whose bytes go straight into the statement (see event-json.ts).
  */
 export function sentMessageJson(f: SentMessageFacts): RawJson {
-  bodyBytes.reset();
-  bodyBytes.sentMessage(f);
-  return new RawJson(bodyBytes.toString());
+  textBytes.reset();
+  textBytes.sentMessage(f);
+  return new RawJson(textBytes.toString());
 }
 
 /**

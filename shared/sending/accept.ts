@@ -3,7 +3,8 @@
  * number validity, routing, price and credit are settled later by dispatch (D2 two-phase
  * acceptance). Accepted work is durable before the caller hears 200: one transaction writes
  * every message object and recipient of the call (one statement per table), then the dispatch
- * jobs are added in bulk. If Redis fails after the commit the recovery sweep enqueues them.
+ * jobs are added, one command per queue. If Redis fails after the commit the recovery sweep
+ * enqueues them.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Queue } from 'bullmq';
