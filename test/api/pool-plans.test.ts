@@ -1,7 +1,8 @@
 /**
  * `createPool({ indexOnly })`: a prepared statement whose generic plan was made while its table was
  * small keeps that plan after the table has grown (until the table is analysed again). On the
- * engine's connections that plan must still use the index; on default connections it scans.
+ * engine's connections that plan must still use the index; on default connections it scans. And
+ * the engine's connections run that generic plan from the first run, with plain index scans.
  */
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
@@ -46,6 +47,39 @@ test('engine connections keep a statement planned on a small table on its index;
     assert.equal(rows[0]!.enable_seqscan, 'off');
     assert.match(await planAfterGrowth(engine, 'grown_engine'), /Index/);
     assert.match(await planAfterGrowth(plain, 'grown_plain'), /Seq Scan/, 'the default planner scans: the case indexOnly is for');
+  } finally {
+    await engine.end();
+    await plain.end();
+  }
+});
+
+test('engine connections plan a prepared statement once, generically, with a plain index scan; default ones plan each run for its values', async () => {
+  const engine = createPool(database.url, 1, { indexOnly: true });
+  const plain = createPool(database.url, 1);
+  try {
+    const { rows: settings } = await engine.query<{ plan_cache_mode: string }>('SHOW plan_cache_mode');
+    assert.equal(settings[0]!.plan_cache_mode, 'force_generic_plan');
+    const { rows: bitmaps } = await engine.query<{ enable_bitmapscan: string }>('SHOW enable_bitmapscan');
+    assert.equal(bitmaps[0]!.enable_bitmapscan, 'off');
+    await plain.query('CREATE TABLE by_ids (id bigint PRIMARY KEY, n int NOT NULL)');
+    await plain.query('INSERT INTO by_ids SELECT i, i FROM generate_series(1, 2000) i');
+    await plain.query('ANALYZE by_ids');
+    const plans: string[] = [];
+    for (const db of [engine, plain]) {
+      const client = await db.connect();
+      try {
+        await client.query('PREPARE by_ids_lookup(bigint[]) AS SELECT n FROM by_ids WHERE id = ANY($1)');
+        const { rows } = await client.query<{ 'QUERY PLAN': string }>("EXPLAIN EXECUTE by_ids_lookup('{7}')");
+        plans.push(rows.map((r) => r['QUERY PLAN']).join('\n'));
+      } finally {
+        client.release();
+      }
+    }
+    const [generic, custom] = plans as [string, string];
+    assert.match(generic, /ANY \(\$1\)/, `the engine's plan is the generic one, made once for any array:\n${generic}`);
+    assert.match(generic, /Index Scan/);
+    assert.doesNotMatch(generic, /Bitmap/);
+    assert.match(custom, /'\{7\}'/, `the default plan is made for the values of this run:\n${custom}`);
   } finally {
     await engine.end();
     await plain.end();
