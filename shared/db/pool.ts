@@ -204,7 +204,7 @@ export async function migrate(db: Db): Promise<string[]> {
       const sql = readFileSync(path.join(MIGRATIONS_DIR, file), 'utf8');
       // A migration that rewrites a table plans with the defaults, not with an engine pool's
       // `indexOnly` (a full scan is what it needs).
-      await client.query('BEGIN; SET LOCAL enable_seqscan = on');
+      await client.query('BEGIN; SET LOCAL enable_seqscan = on; SET LOCAL enable_bitmapscan = on');
       try {
         await client.query(sql);
         await client.query('INSERT INTO schema_migrations (name) VALUES ($1)', [file]);

@@ -103,6 +103,8 @@ test('an engine pool migrates a fresh database (identifiers in the C collation),
     // The migration's own SET LOCAL ended with its transaction: the connection is index-only again.
     const { rows } = await engine.query<{ enable_seqscan: string }>('SHOW enable_seqscan');
     assert.equal(rows[0]!.enable_seqscan, 'off');
+    const { rows: bitmaps } = await engine.query<{ enable_bitmapscan: string }>('SHOW enable_bitmapscan');
+    assert.equal(bitmaps[0]!.enable_bitmapscan, 'off');
   } finally {
     await engine.end();
   }
