@@ -4,7 +4,8 @@
  * masked text, the copy is erased once the SMS reached its carrier, and a delivery receipt moves
  * the session from `pending` to `code_sent`.
  */
-import type { Db, Tx } from '../db/pool.js';
+import { prepared, type Db, type Tx } from '../db/pool.js';
+import { numberArray } from '../db/arrays.js';
 import type { Config } from '../config.js';
 import type { EngineHooks } from '../engine/engine.js';
 import { createLogger } from '../logger.js';
@@ -50,11 +51,14 @@ export function verificationHooks(db: Db, config: Config): EngineHooks {
         return null;
       }
       const keys = await verificationKeys(db);
-      const { rows } = await tx.query<{ recipient_id: number; token: string; code_enc: string; sms_template: string | null }>(
+      // Named statements here and below: each verification start runs them once, and unnamed
+      // ones were planned on every run (pg_stat_statements: planning was 0.1-0.2 ms each, more
+      // than running them).
+      const { rows } = await tx.query<{ recipient_id: number; token: string; code_enc: string; sms_template: string | null }>(prepared(
         `SELECT v.recipient_id, v.token, v.code_enc, COALESCE(v.sms_template, a.verification_template) AS sms_template
            FROM validations v JOIN accounts a ON a.id = v.account_id
           WHERE v.recipient_id = ANY($1) AND v.code_enc IS NOT NULL`,
-        [recipientIds],
+        [numberArray(recipientIds)]),
       );
       const texts = new Map<number, string>();
       for (const row of rows) {
@@ -85,11 +89,11 @@ export function verificationHooks(db: Db, config: Config): EngineHooks {
       // D8: the encrypted copy lives only until the SMS is handed to the carrier. A failure here
       // must not fail the dispatch; the copy is also erased on delivery and on any final status.
       try {
-        await db.query(
+        await db.query(prepared(
           `UPDATE validations v SET code_enc = NULL
              FROM attempts a
             WHERE a.id = ANY($1) AND v.recipient_id = a.recipient_id AND v.code_enc IS NOT NULL`,
-          [attempts.map((a) => a.attemptId)],
+          [numberArray(attempts.map((a) => a.attemptId))]),
         );
       } catch (err) {
         logger.error({ err: (err as Error).message }, 'could not erase handed verification code copies');
@@ -104,12 +108,12 @@ export function verificationHooks(db: Db, config: Config): EngineHooks {
       if (ids.length === 0) {
         return;
       }
-      await tx.query(
+      await tx.query(prepared(
         `UPDATE validations
             SET status = CASE WHEN status = 'pending' AND expires_at > now() THEN 'code_sent' ELSE status END,
                 code_enc = NULL
           WHERE recipient_id = ANY($1)`,
-        [ids],
+        [numberArray(ids)]),
       );
     },
   };

@@ -9,7 +9,7 @@
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { CountryCode } from 'libphonenumber-js';
-import { withTx, type Db, type Tx } from '../db/pool.js';
+import { prepared, withTx, type Db, type Tx } from '../db/pool.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { Redis } from '../redis.js';
@@ -132,14 +132,15 @@ export class VerificationService {
       throw invalidPhone();
     }
     const { db } = this.deps;
-    const { rows } = await db.query<StartSettings>(
+    // Named statements (this one, the insert below): unnamed ones were planned on every start.
+    const { rows } = await db.query<StartSettings>(prepared(
       `SELECT a.verification_attempts, a.verification_expiry_s, a.verification_template,
               a.verify_account_per_min, a.verify_phone_per_hour, a.verify_phone_cooldown_s,
               CASE WHEN NOT k.is_primary AND NOT k.shared THEN k.balance
                    WHEN k.currency = 'CZK' THEN a.credit_czk ELSE a.credit_eur END AS balance
          FROM api_keys k JOIN accounts a ON a.id = k.account_id
         WHERE k.id = $1`,
-      [key.id],
+      [key.id]),
     );
     const settings = rows[0];
     if (!settings) {
@@ -203,12 +204,12 @@ export class VerificationService {
       now,
       beforeCommit: async (tx, result) => {
         const entry = result.recipients[0]!;
-        await tx.query(
+        await tx.query(prepared(
           `INSERT INTO validations (token, account_id, key_id, phone, status, code_hash, code_enc, attempts_remaining,
                                     started_at, expires_at, recipient_id, sms_template, message_id)
            VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7, $8, $9, $10, $11, $12)`,
           [token, key.accountId, key.id, phoneNumber, hashCode(keys.codeHash, token, code), encryptCode(keys.codeEnc, token, code),
-            settings.verification_attempts, now, expiresAt, entry.recipientIds[0], template, entry.messageId],
+            settings.verification_attempts, now, expiresAt, entry.recipientIds[0], template, entry.messageId]),
         );
       },
     });
@@ -221,12 +222,12 @@ export class VerificationService {
     if (!parsed || parsed.accountId !== accountId) {
       throw validationNotFound();
     }
-    const { rows } = await q.query<SessionRow>(
+    const { rows } = await q.query<SessionRow>(prepared(
       `SELECT v.id, v.token, v.account_id, v.phone, v.status, v.code_hash, v.attempts_remaining, v.started_at, v.expires_at,
               v.verified_at, v.proof_mac, a.verification_secret
          FROM validations v JOIN accounts a ON a.id = v.account_id
         WHERE v.token = $1 AND v.account_id = $2${lock ? ' FOR UPDATE OF v' : ''}`,
-      [token, accountId],
+      [token, accountId]),
     );
     const row = rows[0];
     if (!row) {

@@ -3,7 +3,8 @@
  * is recorded so that integrators (and our tests) can read texts back; outcomes follow the table
  * in outcomes.ts and arrive asynchronously through the engine's common report path.
  */
-import type { Db } from '../../db/pool.js';
+import { prepared, type Db } from '../../db/pool.js';
+import { numberArray, textArray } from '../../db/arrays.js';
 import type { Logger } from '../../logger.js';
 import type { Carrier, CarrierSink, OutboundAttempt } from '../types.js';
 import { sandboxScript } from './outcomes.js';
@@ -27,7 +28,8 @@ export class SandboxCarrier implements Carrier {
       return;
     }
     // The read-back record; ON CONFLICT makes a re-hand after a crash harmless.
-    await this.db.query(
+    // A named statement (planned once per connection, not per call) with our array literals.
+    await this.db.query(prepared(
       `INSERT INTO sandbox_messages (account_id, recipient_id, attempt_id, gateway, sender, phone_number, body, parts, encoding)
        SELECT r.account_id, u.public_id, u.attempt_id, u.gateway, u.sender, u.phone, u.body, u.parts, u.encoding
          FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[])
@@ -36,9 +38,10 @@ export class SandboxCarrier implements Carrier {
          JOIN recipients r ON r.id = a.recipient_id
         WHERE a.id = ANY($1)
        ON CONFLICT (attempt_id) DO NOTHING`,
-      [attempts.map((a) => a.attemptId), attempts.map((a) => a.recipientPublicId), attempts.map((a) => a.channel),
-        attempts.map((a) => a.sender), attempts.map((a) => a.to), attempts.map((a) => a.text),
-        attempts.map((a) => a.parts?.length ?? 1), attempts.map((a) => a.encoding ?? null)],
+      [numberArray(attempts.map((a) => a.attemptId)), textArray(attempts.map((a) => a.recipientPublicId)),
+        textArray(attempts.map((a) => a.channel)), textArray(attempts.map((a) => a.sender)), textArray(attempts.map((a) => a.to)),
+        textArray(attempts.map((a) => a.text)), numberArray(attempts.map((a) => a.parts?.length ?? 1)),
+        textArray(attempts.map((a) => a.encoding ?? null))]),
     );
     for (const attempt of attempts) {
       for (const step of sandboxScript(attempt.channel, attempt.to, this.slowDeliveryMs)) {
