@@ -322,7 +322,7 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
     [step,
       ...attemptColumns(deps, planned),
       numberArray(fall.id), numberArray(fall.step), timestampArray(fall.due),
-      ...eventParams(events),
+      ...eventParams(events, 'borrow'), // the transaction's client is idle here (see eventParams)
     ]),
   );
 

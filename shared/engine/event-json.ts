@@ -60,6 +60,11 @@ export class JsonBytes {
     return Buffer.from(this.buf.subarray(0, this.len));
   }
 
+  /** What was written, in this writer's own memory: valid only until it is written again. */
+  view(): Buffer {
+    return this.buf.subarray(0, this.len);
+  }
+
   toString(): string {
     return this.buf.toString('utf8', 0, this.len);
   }

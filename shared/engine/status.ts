@@ -214,7 +214,8 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
         WHERE r.id = u.id AND r.id = ANY($9)),
      ${eventsCtes(12)}
      SELECT 1`,
-    [...changeColumns(changed, attempts), ...fallbackColumns(fallbacks), ...eventParams(events)]),
+    // The transaction's client is idle here, so the bodies' buffer may be lent (see eventParams).
+    [...changeColumns(changed, attempts), ...fallbackColumns(fallbacks), ...eventParams(events, 'borrow')]),
   );
   await refund(tx, refunds);
   if (deps.hooks.onDelivered && delivered.length > 0) {

@@ -130,3 +130,13 @@ test('eventParams writes a prepared body as it is and stringifies object bodies'
   ]);
   assert.deepEqual((params[5] as Buffer).toString('utf8').split(BODY_SEPARATOR), [prepared.text, '{"text":"hi"}']);
 });
+
+test('eventParams lends its bodies buffer only when asked: a borrowed one is the writer\'s memory, a copy is not', () => {
+  const event = (text: string) => ({ accountId: 1, keyId: null, callbackUrl: null, recipientId: null, kind: 'incomingMessage' as const, body: { text } });
+  const copy = eventParams([event('first')])[5] as Buffer;
+  const borrowed = eventParams([event('second')], 'borrow')[5] as Buffer;
+  assert.equal(borrowed.toString('utf8'), '{"text":"second"}');
+  eventParams([event('third!')]);
+  assert.equal(copy.toString('utf8'), '{"text":"first"}', 'a copy keeps its bytes');
+  assert.notEqual(borrowed.toString('utf8'), '{"text":"second"}', 'a borrowed buffer is written over by the next call');
+});

@@ -161,3 +161,14 @@ test('event bodies travel as one Buffer of UTF-8 and split into their texts in P
   const expected = bodies.map((b) => (b instanceof SentMessageBody ? stringifyEvent(sentMessageEvent(b.facts)) : b instanceof RawJson ? b.text : stringifyEvent(b)));
   assert.deepEqual(rows, expected.map((body) => ({ body, valid: true })));
 });
+
+test('a borrowed bodies buffer handed to an idle client is copied by pg before query returns', async () => {
+  const event = (text: string) => ({ accountId: 1, keyId: null, callbackUrl: null, recipientId: null, kind: 'incomingMessage' as const, body: { text } });
+  const pending = client.query<{ body: string }>(
+    'SELECT b.body FROM unnest(string_to_array($1::text, chr(1))) WITH ORDINALITY AS b(body, n) ORDER BY n',
+    [eventParams([event('lent'), event('ž')], 'borrow')[5]],
+  );
+  eventParams([event('written over before the answer came')], 'borrow'); // reuses the same memory at once
+  const { rows } = await pending;
+  assert.deepEqual(rows.map((r) => r.body), ['{"text":"lent"}', '{"text":"ž"}']);
+});
