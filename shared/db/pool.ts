@@ -69,7 +69,7 @@ export interface PoolOptions {
 }
 
 /** The settings of `PoolOptions.indexOnly`, for every connection of such a pool. */
-export const INDEX_ONLY_OPTIONS = '-c enable_seqscan=off -c enable_bitmapscan=off -c plan_cache_mode=force_generic_plan';
+const INDEX_ONLY_OPTIONS = '-c enable_seqscan=off -c enable_bitmapscan=off -c plan_cache_mode=force_generic_plan';
 
 export function createPool(databaseUrl: string, max = 10, opts: PoolOptions = {}): Db {
   const pool = new pg.Pool({

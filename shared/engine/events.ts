@@ -165,7 +165,7 @@ export function eventsCtes(first: number, onlyRecipientsOf?: string): string {
  * was stored in a json column, whose input check rejects an unescaped control character.
  */
 export const BODY_SEPARATOR = '\u0001';
-const BODY_SEPARATOR_BYTE = 0x01;
+const BODY_SEPARATOR_BYTE = BODY_SEPARATOR.charCodeAt(0);
 
 /**
  * The six parameters of `eventsCtes`. The bodies, joined by BODY_SEPARATOR, are one Buffer of
