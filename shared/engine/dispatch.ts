@@ -96,7 +96,8 @@ interface Planned {
   sender: string;
   text: string;
   carrier: Carrier | null;
-  attempt: Omit<OutboundAttempt, 'attemptId'>;
+  /** What the carrier is handed; `attemptId` is 0 until the attempt's row is written. */
+  attempt: OutboundAttempt;
   count: number;
   priceCzk: number;
   priceEur: number;
@@ -266,8 +267,7 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
   const planSmsOf = smsPlanner();
   const planned: PlannedInPart[] = [];
   for (const r of candidates) {
-    const part = partOf.get(r.message_id)!;
-    planned.push({ part, ...planAttempt(deps, part.msg, part.channel, part.stepConfig, part.ttlMinutes, r, texts.get(r.id), prices, planSmsOf) });
+    planned.push(planAttempt(deps, partOf.get(r.message_id)!, r, texts.get(r.id), prices, planSmsOf));
   }
   if (mode === 'optimistic') {
     assignCharges(planned);
@@ -338,7 +338,8 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
     if (p.reject?.fallback === true && step + 1 < msg.flow.length) {
       nextSteps.push({ messageId: msg.id, step: step + 1, recipientId: p.recipient.id, lane: msg.lane, channel: stepChannel(msg.flow[step + 1]!).channel });
     } else if (!p.reject && p.carrier) {
-      toHand.push({ carrier: p.carrier, attempt: { ...p.attempt, attemptId: attemptIdOf.get(p.recipient.id)! }, part: p.part });
+      p.attempt.attemptId = attemptIdOf.get(p.recipient.id)!;
+      toHand.push({ carrier: p.carrier, attempt: p.attempt, part: p.part });
     }
   }
 
@@ -354,7 +355,7 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
       const r = byId.get(row.recipient_id)!;
       const part = partOf.get(r.message_id)!;
       const resolved = deps.hooks.resolveTexts ? await deps.hooks.resolveTexts(tx, part.msg.source, [r.id]) : null;
-      const p = planAttempt(deps, part.msg, part.channel, part.stepConfig, part.ttlMinutes, r, resolved?.get(r.id), prices, planSmsOf);
+      const p = planAttempt(deps, part, r, resolved?.get(r.id), prices, planSmsOf);
       if (p.carrier) {
         // Handed before (its send may have got part way): the carrier checks what it already accepted.
         toHand.push({ carrier: p.carrier, attempt: { ...p.attempt, attemptId: row.id, rehand: true }, part });
@@ -442,33 +443,44 @@ function smsPlanner(): SmsPlanner {
 
 type PlannedWithCharge = Planned & { charge?: { amount: number; payerKind: 'account' | 'key'; payerId: number } };
 
+/**
+ * What one recipient's attempt at this step will be. Each object is written out whole, in one
+ * shape, not spread from a base object and spread again into the job's list: with four spreads per
+ * recipient this was the SMS worker's largest function of our own (3.4 % of its busy time under
+ * `--cpu-prof`; 2.6 against 0.15 µs per recipient in a loop of 100-recipient jobs). Measured with
+ * `npm run bench`, 4 alternating pairs: worker_sms 86.7 -> 80.2 µs per recipient (less garbage too).
+ */
 function planAttempt(
-  deps: EngineDeps, msg: MessageRow, channel: Channel,
-  cfg: ReturnType<typeof stepChannel>['config'], ttlMinutes: number, r: RecipientRow,
-  resolvedText: string | undefined, prices: Awaited<ReturnType<typeof currentPrices>>, planSmsOf: SmsPlanner,
-): PlannedWithCharge {
+  deps: EngineDeps, part: Part, r: RecipientRow, resolvedText: string | undefined,
+  prices: Awaited<ReturnType<typeof currentPrices>>, planSmsOf: SmsPlanner,
+): PlannedInPart {
+  const { msg, channel, stepConfig: cfg, ttlMinutes } = part;
   const sender = cfg.sender ?? (channel === 'sms' ? (msg.default_sender ?? deps.config.defaultSender) : '');
   const text = channel === 'whatsapp_template' ? (cfg.body ?? msg.body ?? cfg.template_name) : (resolvedText ?? cfg.body ?? msg.body ?? '');
-  const base = {
-    recipient: r, channel, sender, text, carrier: null, count: 1, priceCzk: 0, priceEur: 0, country: 0,
-    attempt: { recipientPublicId: r.public_id, channel, to: r.phone ?? '', sender, text, ttlMinutes },
-  } satisfies Planned;
-  if (!r.phone) {
-    return { ...base, reject: { info: '[302] Invalid phone number', fallback: false } };
+  const phone = r.phone;
+  if (!phone) {
+    return {
+      part, recipient: r, channel, sender, text, carrier: null, count: 1, priceCzk: 0, priceEur: 0, country: 0,
+      attempt: { attemptId: 0, recipientPublicId: r.public_id, channel, to: '', sender, text, ttlMinutes },
+      reject: { info: '[302] Invalid phone number', fallback: false }, charge: undefined,
+    };
   }
-  let attempt: Omit<OutboundAttempt, 'attemptId'> = base.attempt;
+  let attempt: OutboundAttempt;
   let count = 1;
   let sentText = text;
   if (channel === 'sms') {
     const plan = planSmsOf(text, cfg.type ?? 'utf');
     count = plan.parts.length;
     sentText = plan.text;
-    attempt = { ...attempt, text: plan.text, encoding: plan.encoding, parts: plan.parts, smsGateway: cfg.gateway ?? 'high' };
+    attempt = {
+      attemptId: 0, recipientPublicId: r.public_id, channel, to: phone, sender, text: plan.text, ttlMinutes,
+      encoding: plan.encoding, parts: plan.parts, smsGateway: cfg.gateway ?? 'high',
+    };
   } else if (channel === 'viber' && cfg.buttons?.[0]) {
-    attempt = { ...attempt, viberButton: cfg.buttons[0] };
+    attempt = { attemptId: 0, recipientPublicId: r.public_id, channel, to: phone, sender, text, ttlMinutes, viberButton: cfg.buttons[0] };
   } else if (channel === 'whatsapp_template') {
     attempt = {
-      ...attempt,
+      attemptId: 0, recipientPublicId: r.public_id, channel, to: phone, sender, text, ttlMinutes,
       whatsappTemplate: {
         templateName: cfg.template_name,
         ...(cfg.language !== undefined && { language: cfg.language }),
@@ -477,18 +489,16 @@ function planAttempt(
         ...(cfg.params_buttons !== undefined && { paramsButtons: cfg.params_buttons }),
       },
     };
+  } else {
+    attempt = { attemptId: 0, recipientPublicId: r.public_id, channel, to: phone, sender, text, ttlMinutes };
   }
-  const country = mccOfE164(r.phone);
-  const carrier = deps.carriers.pick(channel, r.phone);
-  const price = findPrice(prices, channel, r.phone);
-  const planned: PlannedWithCharge = {
-    ...base, text: sentText, attempt, count, country, carrier,
-    priceCzk: (price?.price_czk ?? 0) * count, priceEur: (price?.price_eur ?? 0) * count,
+  const carrier = deps.carriers.pick(channel, phone);
+  const price = findPrice(prices, channel, phone);
+  return {
+    part, recipient: r, channel, sender, text: sentText, carrier, count,
+    priceCzk: (price?.price_czk ?? 0) * count, priceEur: (price?.price_eur ?? 0) * count, country: mccOfE164(phone), attempt,
+    reject: !carrier || !price ? { info: '[303] No route', fallback: true } : undefined, charge: undefined,
   };
-  if (!carrier || !price) {
-    return { ...planned, reject: { info: '[303] No route', fallback: true } };
-  }
-  return planned;
 }
 
 interface Debit {
