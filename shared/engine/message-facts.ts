@@ -24,8 +24,13 @@ export interface MessageFacts {
   source: string;
 }
 
-/** Rough bytes one entry holds besides its strings (the object, the flow, the map slot). */
-const ENTRY_OVERHEAD = 400;
+/**
+ * Bytes one entry holds on the heap besides its strings: the facts object, the parsed flow, the
+ * wrapper and the map slot. Measured in Node (heap used after a full collection, 20,000 entries):
+ * 860-1,060 bytes per entry with strings of 58-100 characters, where 400 here had let the 16 MB
+ * bound hold ~25 MB (28,926 verification messages' facts).
+ */
+const ENTRY_OVERHEAD = 800;
 
 export class MessageFactsCache {
   private readonly facts = new Map<string, { facts: MessageFacts; bytes: number }>();

@@ -54,7 +54,7 @@ test('the cache holds at most its byte bound, dropping the oldest entries first'
   assert.ok(cache.size < 20 && cache.size > 0, `bounded: ${cache.size}`);
   assert.equal(cache.get('m0'), undefined, 'the oldest went first');
   assert.ok(cache.get('m19'), 'the newest stays');
-  cache.remember(facts('big', 1_700));
+  cache.remember(facts('big', 1_500));
   assert.ok(cache.get('big'));
   assert.equal(cache.get('m19'), undefined, 'a large payload pushes out more of the old ones');
 });
