@@ -444,8 +444,8 @@ function smsPlanner(): SmsPlanner {
 type PlannedWithCharge = Planned & { charge?: { amount: number; payerKind: 'account' | 'key'; payerId: number } };
 
 /**
- * What one recipient's attempt at this step will be. Each object is written out whole, in one
- * shape, not spread from a base object and spread again into the job's list: with four spreads per
+ * What one recipient's attempt at this step will be. Each object is made once, not spread from a
+ * base object and spread again into the job's list: with four spreads per
  * recipient this was the SMS worker's largest function of our own (3.4 % of its busy time under
  * `--cpu-prof`; 2.6 against 0.15 µs per recipient in a loop of 100-recipient jobs). Measured with
  * `npm run bench`, 4 alternating pairs: worker_sms 86.7 -> 80.2 µs per recipient (less garbage too).
@@ -457,47 +457,39 @@ function planAttempt(
   const { msg, channel, stepConfig: cfg, ttlMinutes } = part;
   const sender = cfg.sender ?? (channel === 'sms' ? (msg.default_sender ?? deps.config.defaultSender) : '');
   const text = channel === 'whatsapp_template' ? (cfg.body ?? msg.body ?? cfg.template_name) : (resolvedText ?? cfg.body ?? msg.body ?? '');
-  const phone = r.phone;
-  if (!phone) {
-    return {
-      part, recipient: r, channel, sender, text, carrier: null, count: 1, priceCzk: 0, priceEur: 0, country: 0,
-      attempt: { attemptId: 0, recipientPublicId: r.public_id, channel, to: '', sender, text, ttlMinutes },
-      reject: { info: '[302] Invalid phone number', fallback: false }, charge: undefined,
-    };
-  }
-  let attempt: OutboundAttempt;
+  const phone = r.phone ?? '';
+  // One object; a channel's own fields are set on it, not spread into a copy.
+  const attempt: OutboundAttempt = { attemptId: 0, recipientPublicId: r.public_id, channel, to: phone, sender, text, ttlMinutes };
   let count = 1;
   let sentText = text;
-  if (channel === 'sms') {
-    const plan = planSmsOf(text, cfg.type ?? 'utf');
-    count = plan.parts.length;
-    sentText = plan.text;
-    attempt = {
-      attemptId: 0, recipientPublicId: r.public_id, channel, to: phone, sender, text: plan.text, ttlMinutes,
-      encoding: plan.encoding, parts: plan.parts, smsGateway: cfg.gateway ?? 'high',
-    };
-  } else if (channel === 'viber' && cfg.buttons?.[0]) {
-    attempt = { attemptId: 0, recipientPublicId: r.public_id, channel, to: phone, sender, text, ttlMinutes, viberButton: cfg.buttons[0] };
-  } else if (channel === 'whatsapp_template') {
-    attempt = {
-      attemptId: 0, recipientPublicId: r.public_id, channel, to: phone, sender, text, ttlMinutes,
-      whatsappTemplate: {
+  if (phone) {
+    if (channel === 'sms') {
+      const plan = planSmsOf(text, cfg.type ?? 'utf');
+      count = plan.parts.length;
+      sentText = plan.text;
+      attempt.text = plan.text;
+      attempt.encoding = plan.encoding;
+      attempt.parts = plan.parts;
+      attempt.smsGateway = cfg.gateway ?? 'high';
+    } else if (channel === 'viber' && cfg.buttons?.[0]) {
+      attempt.viberButton = cfg.buttons[0];
+    } else if (channel === 'whatsapp_template') {
+      attempt.whatsappTemplate = {
         templateName: cfg.template_name,
         ...(cfg.language !== undefined && { language: cfg.language }),
         ...(cfg.params !== undefined && { params: cfg.params }),
         ...(cfg.params_header !== undefined && { paramsHeader: cfg.params_header }),
         ...(cfg.params_buttons !== undefined && { paramsButtons: cfg.params_buttons }),
-      },
-    };
-  } else {
-    attempt = { attemptId: 0, recipientPublicId: r.public_id, channel, to: phone, sender, text, ttlMinutes };
+      };
+    }
   }
-  const carrier = deps.carriers.pick(channel, phone);
-  const price = findPrice(prices, channel, phone);
+  const carrier = phone ? deps.carriers.pick(channel, phone) : null;
+  const price = phone ? findPrice(prices, channel, phone) : null;
   return {
     part, recipient: r, channel, sender, text: sentText, carrier, count,
-    priceCzk: (price?.price_czk ?? 0) * count, priceEur: (price?.price_eur ?? 0) * count, country: mccOfE164(phone), attempt,
-    reject: !carrier || !price ? { info: '[303] No route', fallback: true } : undefined, charge: undefined,
+    priceCzk: (price?.price_czk ?? 0) * count, priceEur: (price?.price_eur ?? 0) * count, country: phone ? mccOfE164(phone) : 0, attempt,
+    reject: !phone ? { info: '[302] Invalid phone number', fallback: false } : !carrier || !price ? { info: '[303] No route', fallback: true } : undefined,
+    charge: undefined,
   };
 }
 
