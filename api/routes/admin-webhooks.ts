@@ -2,7 +2,7 @@
 import Joi from 'joi';
 import type { AdminExtension } from './admin.js';
 import { readJsonBody } from '../middleware/body.js';
-import { validate } from '../middleware/validate.js';
+import { validate } from '../../shared/validation.js';
 import { listDeadBatches, reviveDeadBatches } from '../../shared/webhooks/deliver.js';
 import { enqueueBatches } from '../../shared/webhooks/relay.js';
 
