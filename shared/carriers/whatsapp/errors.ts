@@ -105,7 +105,8 @@ function asCode(value: unknown): number | undefined {
 /**
  * Reads Graph's `{"error": {"message": "(#<code>) <title>", "code": <int>, …}}`, or an item of a
  * status webhook's `errors[]` (`{code, title, message}`). The title is the text after `(#code)`,
- * else the item's `title`, else the table's, else the message. Null when `body` is neither.
+ * else the item's `title`, else the message as it is (Graph's OAuth and code-exchange errors have
+ * no `(#code)`: "Error validating client secret."), else the table's. Null when `body` is neither.
  */
 export function readGraphError(body: unknown): GraphErrorFields | null {
   if (typeof body !== 'object' || body === null) return null;
@@ -116,7 +117,8 @@ export function readGraphError(body: unknown): GraphErrorFields | null {
   const ownTitle = typeof err.title === 'string' && err.title.trim() !== '' ? err.title : undefined;
   if (code === undefined && message === undefined && ownTitle === undefined) return null;
   const hashed = message ? /^\(#\d+\)\s*(\S[\s\S]*)$/.exec(message) : null;
-  const title = hashed?.[1] ?? ownTitle ?? (code !== undefined ? graphErrorTitle(code) : undefined) ?? message ?? 'Unknown error';
+  const plain = message !== undefined && message.trim() !== '' ? message : undefined;
+  const title = hashed?.[1] ?? ownTitle ?? plain ?? (code !== undefined ? graphErrorTitle(code) : undefined) ?? 'Unknown error';
   return code === undefined ? { title: cleanTitle(title) } : { code, title: cleanTitle(title) };
 }
 
