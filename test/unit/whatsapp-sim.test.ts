@@ -500,9 +500,12 @@ describe('management reads', () => {
 
 describe('onboarding', () => {
   it('code exchange, subscription with a per-WABA callback, PARTNER_ADDED, registration, then sending as the client', T, async () => {
-    const code = (await http1('POST', '/_sim/codes')).body;
+    const code = (await http1('GET', '/_sim/codes')).body;
     assert.deepEqual([code.waba_id, code.phone_number_id, code.business_id, code.used], [CLIENT_WABA, CLIENT_PN, '608114524811503', false]);
-    assert.equal((await http1('GET', '/_sim/codes')).body.codes[0].code, code.code);
+    const other = (await http1('POST', `/_sim/codes?waba_id=${WABA}`)).body;
+    assert.deepEqual([other.waba_id, other.phone_number_id], [WABA, PN]);
+    assert.deepEqual((await http1('GET', '/_sim/codes?list=1')).body.codes.map((c: { code: string }) => c.code), [other.code, code.code]);
+    assert.equal((await http1('GET', '/_sim/codes?waba_id=nope')).status, 400);
 
     await assert.rejects(graph.exchangeCode(SEED.app.id, 'wrong', code.code), (e: unknown) => e instanceof GraphError && e.code === 1);
     await assert.rejects(graph.exchangeCode('42', SECRET, code.code), (e: unknown) => e instanceof GraphError && e.code === 101);

@@ -27,7 +27,7 @@ Usage: npm run sim:whatsapp -- [options]
 Outcomes by the recipient's last two digits: 01 sent+failed 131026, 02 HTTP 500 131000,
 03 sent only, 04 failed 131026, 05 400 131021, 06 400 130429 twice then ok, 07 400 131056,
 08 sent+read, 09 failed 131042, other sent+delivered+read.
-Control: POST /_sim/inbound, GET /_sim/messages?to=, POST /_sim/reset, GET|POST /_sim/codes,
+Control: POST /_sim/inbound, GET /_sim/messages?to=, POST /_sim/reset, GET /_sim/codes (a fresh code; ?list=1),
 POST /_sim/verify, GET /_sim/state, POST /_sim/config, GET /_sim/webhooks, GET /_sim/sdk.js.
 `;
 

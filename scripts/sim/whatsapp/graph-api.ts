@@ -449,9 +449,11 @@ export class GraphApi {
     planned.forEach((p, i) => {
       record.statuses.push(p.status);
       if (!url) return;
-      const at = now + d * ((this.knobs.outOfOrder ? n - 1 - i : i) + 1);
+      // Out of order: delivered last first, but each status keeps the time it happened at.
+      const happened = now + d * (i + 1);
+      const at = this.knobs.outOfOrder ? now + d * (n - i) : happened;
       const status: Record<string, unknown> = {
-        id: record.id, status: p.status, timestamp: String(Math.floor(at / 1000)), recipient_id: record.to,
+        id: record.id, status: p.status, timestamp: String(Math.floor(happened / 1000)), recipient_id: record.to,
       };
       if (record.biz_opaque_callback_data !== undefined) status.biz_opaque_callback_data = record.biz_opaque_callback_data;
       if (p.status === 'failed') {

@@ -8,8 +8,9 @@
  *   POST /_sim/inbound  {phone_number_id, from?, text, context_id?, user_id?, omit_from?, type?}  → {id}
  *   GET  /_sim/messages?to=&limit=   sends answered, newest first          → {messages}
  *   POST /_sim/reset                 back to the seed, schedule emptied     → {ok}
- *   GET  /_sim/codes                 signup codes issued, newest first      → {codes}
- *   POST /_sim/codes?waba_id=        a fresh single-use signup code         → {code, waba_id, phone_number_id, business_id, …}
+ *   GET|POST /_sim/codes?waba_id=    a fresh single-use signup code (what FB.login gives the page, so API
+ *                                    tests can skip the browser) → {code, waba_id, phone_number_id, business_id, used, issued_at}
+ *   GET  /_sim/codes?list=1          the codes issued, newest first         → {codes}
  *   POST /_sim/verify {callback_url?, verify_token?}  Meta's GET handshake  → {ok} or 502 {ok: false, error}
  *   GET  /_sim/state                 knobs and webhook counters             → {knobs, webhooks}
  *   POST /_sim/config {callback_url?, callback_delay_ms?, duplicate_statuses?, out_of_order?,
@@ -271,9 +272,9 @@ export async function startWhatsappSimulator(opts: WhatsappSimulatorOptions = {}
         sim.reset();
         return reply(res, 200, { ok: true });
       case 'GET /_sim/codes':
-        return reply(res, 200, { codes: sim.codes() }, cors);
       case 'POST /_sim/codes': {
-        const wabaId = url.searchParams.get('waba_id') ?? optString(body(), 'waba_id');
+        if (url.searchParams.get('list') === '1') return reply(res, 200, { codes: sim.codes() }, cors);
+        const wabaId = url.searchParams.get('waba_id') ?? (req.method === 'POST' ? optString(body(), 'waba_id') : undefined);
         if (wabaId && !state.wabas.has(wabaId)) throw new BadRequest(`waba_id ${wabaId} is not a seeded WABA`);
         return reply(res, 200, state.issueCode(wabaId || undefined), cors);
       }
