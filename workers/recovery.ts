@@ -9,7 +9,7 @@ import type { Logger } from '../shared/logger.js';
 import type { Queues } from '../shared/queues.js';
 import { stepOf, type FlowStep } from '../shared/channels/index.js';
 import { addDispatchJobs, messageJob, recipientJob } from '../shared/engine/dispatch-jobs.js';
-import { enqueueBatches } from '../shared/webhooks/relay.js';
+import { enqueueBatches } from '../shared/webhooks/jobs.js';
 
 export interface SweepResult {
   dispatch: number;
