@@ -6,6 +6,7 @@
 import Joi from 'joi';
 import { existsSync } from 'node:fs';
 import { userInfo } from 'node:os';
+import { FAMILIES, type Family } from './channels/index.js';
 
 export interface Config {
   /** `NODE_ENV === 'production'`; everything else counts as development (D11). */
@@ -32,8 +33,11 @@ export interface Config {
   logLevel: string;
   /** Single SMPP connection (`smpp://…`), optional. */
   smppUrl: string | null;
-  /** Worker concurrency per pool; `status` is the number of status partitions (the same in every process). */
-  concurrency: { sms: number; viber: number; whatsapp: number; status: number; webhooks: number };
+  /**
+   * Worker concurrency per pool: one dispatch pool per channel family (`<FAMILY>_CONCURRENCY`);
+   * `status` is the number of status partitions (the same in every process).
+   */
+  concurrency: Record<Family, number> & { status: number; webhooks: number };
   /** Webhook retry delays in ms (D4); overridable for tests. */
   webhookRetryScheduleMs: number[];
   /** Maximum events of one webhook POST and how long events may wait for company (D4). */
@@ -59,6 +63,13 @@ export interface Config {
   migrateOnStart: boolean;
 }
 
+/**
+ * Dispatch jobs a process runs at once per pool and lane. SMS: with the worker's 10 connections,
+ * jobs waiting for submit responses overlap with jobs in their transactions (docs/benchmarks.md).
+ */
+const DEFAULT_POOL_CONCURRENCY: Record<Family, number> = { sms: 16, viber: 4, whatsapp: 4 };
+const concurrencyVariable = (family: Family): string => `${family.toUpperCase()}_CONCURRENCY`;
+
 const bool = Joi.boolean().truthy('1').falsy('0').sensitive(false);
 const list = Joi.string().pattern(/^\d+(,\d+)*$/);
 
@@ -75,11 +86,7 @@ const schema = Joi.object({
   DEFAULT_SENDER: Joi.string().min(1).max(15).default('Info'),
   LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
   SMPP_URL: Joi.string().pattern(/^s?smpps?:\/\//).allow(''),
-  // 16: with the worker's 10 connections, jobs waiting for submit responses overlap with jobs in
-  // their transactions (docs/benchmarks.md: 4 alternating pairs, +7 to +18 % end to end against 8).
-  SMS_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(16),
-  VIBER_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(4),
-  WHATSAPP_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(4),
+  ...Object.fromEntries(FAMILIES.map((f) => [concurrencyVariable(f), Joi.number().integer().min(1).max(1000).default(DEFAULT_POOL_CONCURRENCY[f])])),
   STATUS_PARTITIONS: Joi.number().integer().min(1).max(64).default(4),
   WEBHOOK_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(32),
   WEBHOOK_RETRY_SCHEDULE_MS: list,
@@ -127,9 +134,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     logLevel: value.LOG_LEVEL,
     smppUrl: value.SMPP_URL ? value.SMPP_URL : null,
     concurrency: {
-      sms: value.SMS_CONCURRENCY,
-      viber: value.VIBER_CONCURRENCY,
-      whatsapp: value.WHATSAPP_CONCURRENCY,
+      ...(Object.fromEntries(FAMILIES.map((f) => [f, value[concurrencyVariable(f)] as number])) as Record<Family, number>),
       status: value.STATUS_PARTITIONS,
       webhooks: value.WEBHOOK_CONCURRENCY,
     },

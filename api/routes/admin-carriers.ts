@@ -12,7 +12,7 @@
 import Joi from 'joi';
 import type { AdminExtension } from './admin.js';
 import { readJsonBody } from '../middleware/body.js';
-import { validate } from '../middleware/validate.js';
+import { validate } from '../../shared/validation.js';
 import { AppError, badRequest, conflict, notFound } from '../../shared/errors.js';
 import { parseSmppUrl, SmppUrlError } from '../../shared/carriers/smpp/session.js';
 import {

@@ -11,7 +11,7 @@
  * expects is still reported once, in order. A report that is not a move forward returns null:
  * duplicates and late reports change nothing.
  */
-import type { AttemptState, Channel } from '../carriers/types.js';
+import { isStepSuccess, type AttemptState, type Channel } from '../channels/index.js';
 
 const NEXT: Record<AttemptState, readonly AttemptState[]> = {
   sending: ['sent', 'failed', 'rejected', 'undelivered'],
@@ -48,14 +48,6 @@ export function planTransition(current: AttemptState, target: AttemptState, ttlE
   return null;
 }
 
-/** D3: a step succeeds at `sent` for SMS and at `delivered` (or `seen`) for the other channels. */
-export function isStepSuccess(channel: Channel, state: AttemptState): boolean {
-  if (channel === 'sms') {
-    return state === 'sent' || state === 'delivered' || state === 'seen';
-  }
-  return state === 'delivered' || state === 'seen';
-}
-
 /** A step ends without success in these states and the flow moves to its next step (D3). */
 export function isStepFailure(state: AttemptState): boolean {
   return state === 'undelivered' || state === 'rejected' || state === 'failed';
@@ -89,13 +81,4 @@ export function defaultResultInfo(state: AttemptState): string {
     case 'failed':
       return '[3] Failed';
   }
-}
-
-/** Key of the channel object in sentMessage events (`whatsapp_body` for `whatsapp_text`). */
-export function eventChannelKey(channel: Channel): string {
-  return channel === 'whatsapp_text' ? 'whatsapp_body' : channel;
-}
-
-export function familyOf(channel: Channel): 'sms' | 'viber' | 'whatsapp' {
-  return channel === 'sms' ? 'sms' : channel === 'viber' ? 'viber' : 'whatsapp';
 }

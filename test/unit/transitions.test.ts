@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { planTransition, isStepSuccess, ttlExpiryApplies, defaultTtlMinutes } from '../../shared/engine/transitions.js';
+import { planTransition, ttlExpiryApplies, defaultTtlMinutes } from '../../shared/engine/transitions.js';
+import { isStepSuccess } from '../../shared/channels/index.js';
 import { sandboxScript } from '../../shared/carriers/sandbox/outcomes.js';
 import type { AttemptState } from '../../shared/carriers/types.js';
 

@@ -4,7 +4,8 @@
  * canonicalising message ids and reassembling concatenated mobile-originated messages. No sockets,
  * no timers, no library state.
  */
-import type { AttemptState, SmsEncoding } from '../types.js';
+import type { AttemptState } from '../../channels/index.js';
+import type { SmsEncoding } from '../../sms/gsm7.js';
 import { decodeGsm7Unpacked, decodeUcs2, encodeGsm7Unpacked, encodeUcs2 } from '../../sms/gsm7.js';
 
 // ---------------------------------------------------------------------------------------------
