@@ -17,9 +17,9 @@
  *
  * `info` (the event's `result_info`) is `[<code>] <NAME>`.
  */
-import type { ReceiptStatus, SendOutcome } from '../http-carrier.js';
+import { refusedOutcome, type ReceiptStatus, type RefusalClass, type SendOutcome } from '../http-carrier.js';
 
-export type ViberCodeClass = 'accepted' | 'unreachable' | 'retry' | 'config' | 'request';
+export type ViberCodeClass = 'accepted' | RefusalClass;
 
 export interface ViberCode {
   name: string;
@@ -78,19 +78,8 @@ export function officialInfo(code: number): string {
  */
 export function officialOutcome(code: number, messageToken: string | undefined): SendOutcome {
   const entry = officialStatus(code);
-  const info = `[${code}] ${entry.name}`;
-  switch (entry.class) {
-    case 'accepted':
-      return { kind: 'accepted', carrierRef: messageToken ?? '' };
-    case 'unreachable':
-      return { kind: 'unreachable', code, info };
-    case 'retry':
-      return { kind: 'retry', code, info };
-    case 'config':
-      return { kind: 'failed', code, info, config: true };
-    case 'request':
-      return { kind: 'failed', code, info, config: false };
-  }
+  if (entry.class === 'accepted') return { kind: 'accepted', carrierRef: messageToken ?? '' };
+  return refusedOutcome(entry.class, code, `[${code}] ${entry.name}`);
 }
 
 /**
@@ -126,9 +115,7 @@ export const HTTP_ERROR_NAMES: Readonly<Record<number, string>> = {
  */
 export function httpErrorOutcome(httpStatus: number, name: string | undefined, afterMs?: number): SendOutcome {
   const info = `[${httpStatus}] ${name && name.length > 0 ? name : HTTP_ERROR_NAMES[httpStatus] ?? `HTTP ${httpStatus}`}`;
-  const cls = httpErrorClass(httpStatus);
-  if (cls === 'retry') return afterMs === undefined ? { kind: 'retry', code: httpStatus, info } : { kind: 'retry', code: httpStatus, info, afterMs };
-  return { kind: 'failed', code: httpStatus, info, config: cls === 'config' };
+  return refusedOutcome(httpErrorClass(httpStatus), httpStatus, info, afterMs);
 }
 
 /**

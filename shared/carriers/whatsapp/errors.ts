@@ -8,7 +8,7 @@
  * - config: an account, token, template or payment problem; the step fails and the sender is flagged.
  * - request: our request was wrong; the step fails.
  */
-import type { SendOutcome } from '../http-carrier.js';
+import { refusedOutcome, type SendOutcome } from '../http-carrier.js';
 
 export type GraphErrorClass = 'unreachable' | 'retry' | 'config' | 'request';
 
@@ -124,17 +124,7 @@ export function readGraphError(body: unknown): GraphErrorFields | null {
 
 /** The outcome a Meta error code leads to, with `info` `[<code>] <title>`. */
 export function outcomeForCode(code: number, title?: string): SendOutcome {
-  const info = errorInfo(code, title ?? graphErrorTitle(code) ?? 'Unknown error');
-  switch (graphErrorClass(code)) {
-    case 'unreachable':
-      return { kind: 'unreachable', code, info };
-    case 'retry':
-      return { kind: 'retry', code, info };
-    case 'config':
-      return { kind: 'failed', code, info, config: true };
-    case 'request':
-      return { kind: 'failed', code, info, config: false };
-  }
+  return refusedOutcome(graphErrorClass(code), code, errorInfo(code, title ?? graphErrorTitle(code) ?? 'Unknown error'));
 }
 
 /**
@@ -145,10 +135,7 @@ export function outcomeForCode(code: number, title?: string): SendOutcome {
 export function graphErrorOutcome(httpStatus: number, body: unknown): SendOutcome {
   const fields = readGraphError(body);
   if (fields?.code !== undefined) return outcomeForCode(fields.code, fields.title);
-  const info = errorInfo(0, uncodedTitle(httpStatus, fields));
-  const cls = uncodedClass(httpStatus);
-  if (cls === 'retry') return { kind: 'retry', code: 0, info };
-  return { kind: 'failed', code: 0, info, config: cls === 'config' };
+  return refusedOutcome(uncodedClass(httpStatus), 0, errorInfo(0, uncodedTitle(httpStatus, fields)));
 }
 
 /** The class of an error answer that carries no Meta code, by its HTTP status. */
