@@ -7,7 +7,7 @@ role="${1:-all}"; shift || true
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund >&2
 fi
-if [ ! -f dist/bin/switchboard.js ] || [ -n "$(find api workers shared bin scripts -newer dist/bin/switchboard.js -type f 2>/dev/null | head -n 1)" ]; then
+if [ ! -f dist/bin/switchboard.js ] || [ -n "$(find api workers services shared bin scripts -newer dist/bin/switchboard.js -type f 2>/dev/null | head -n 1)" ]; then
   npm run --silent build >&2
 fi
 # Node flags live in scripts/node-flags (the benchmark starts the service with the same ones): a

@@ -4,6 +4,7 @@
  * module reads `process.env`.
  */
 import Joi from 'joi';
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { FAMILIES, type Family } from './channels/index.js';
@@ -61,6 +62,13 @@ export interface Config {
   recoverySweepMs: number;
   /** Run migrations on start (default true). */
   migrateOnStart: boolean;
+  /**
+   * The 32-byte key carrier credentials are sealed with (CREDENTIALS_KEY: 64 hex characters or
+   * base64). Required in production; in development a fixed development key stands in (a warning
+   * says so at start).
+   */
+  credentialsKey: Buffer;
+  credentialsKeyIsDevelopmentDefault: boolean;
 }
 
 /**
@@ -101,7 +109,22 @@ const schema = Joi.object({
   SANDBOX_SLOW_DELIVERY_MS: Joi.number().integer().min(0).default(5000),
   RECOVERY_SWEEP_MS: Joi.number().integer().min(100).default(30000),
   MIGRATE_ON_START: bool.default(true),
+  CREDENTIALS_KEY: Joi.string().allow('').custom((v: string, helpers) => (v === '' || parseKey(v) ? v : helpers.error('any.invalid')))
+    .messages({ 'any.invalid': 'must be 32 bytes as 64 hex characters or base64 (e.g. `openssl rand -hex 32`)' }),
 }).unknown(true);
+
+/** 32 bytes from 64 hex characters or base64 (standard or url-safe), else null. */
+function parseKey(text: string): Buffer | null {
+  if (/^[0-9a-fA-F]{64}$/.test(text)) return Buffer.from(text, 'hex');
+  if (/^[A-Za-z0-9+/_-]{43}=?$/.test(text)) {
+    const key = Buffer.from(text, 'base64');
+    return key.length === 32 ? key : null;
+  }
+  return null;
+}
+
+/** What development runs use without a CREDENTIALS_KEY: known to everyone, so only for development. */
+const DEVELOPMENT_CREDENTIALS_KEY = createHash('sha256').update('switchboard development credentials key').digest();
 
 /** D4: about 10 s, 1 min, 5 min, 15 min, 1 h, 3 h, 6 h, 12 h, 24 h. */
 const DEFAULT_RETRY_SCHEDULE_MS = [10e3, 60e3, 300e3, 900e3, 3600e3, 3 * 3600e3, 6 * 3600e3, 12 * 3600e3, 24 * 3600e3];
@@ -120,6 +143,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     throw new ConfigError(error.details.map((d) => `${String(d.path[0])}: ${d.message.replace(/^"[^"]+" /, '')}`));
   }
   const production = value.NODE_ENV === 'production';
+  const credentialsKey = value.CREDENTIALS_KEY ? parseKey(value.CREDENTIALS_KEY) : null;
+  if (production && !credentialsKey) {
+    throw new ConfigError(['CREDENTIALS_KEY: is required in production (32 random bytes as 64 hex characters, e.g. `openssl rand -hex 32`); carrier credentials are sealed with it']);
+  }
   return Object.freeze({
     production,
     port: value.PORT,
@@ -152,6 +179,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     sandboxSlowDeliveryMs: value.SANDBOX_SLOW_DELIVERY_MS,
     recoverySweepMs: value.RECOVERY_SWEEP_MS,
     migrateOnStart: value.MIGRATE_ON_START,
+    credentialsKey: credentialsKey ?? DEVELOPMENT_CREDENTIALS_KEY,
+    credentialsKeyIsDevelopmentDefault: credentialsKey === null,
   });
 }
 

@@ -484,12 +484,14 @@ function planAttempt(
   const { attempt } = planned;
   // An invalid number is refused before anything is planned for it: one segment, no price.
   const count = phone ? planned.count : 1;
-  const carrier = phone ? deps.carriers.pick(channel, phone) : null;
+  const route = phone ? deps.carriers.route(channel, phone, msg.account_id, attempt.sender) : null;
   const price = phone ? findPrice(prices, channel, phone) : null;
   return {
-    part, recipient: r, channel, carrier, attempt, count,
+    part, recipient: r, channel, carrier: route?.carrier ?? null, attempt, count,
     priceCzk: (price?.price_czk ?? 0) * count, priceEur: (price?.price_eur ?? 0) * count, country: phone ? mccOfE164(phone) : 0,
-    reject: !phone ? { info: '[302] Invalid phone number', fallback: false } : !carrier || !price ? { info: '[303] No route', fallback: true } : undefined,
+    reject: !route ? { info: '[302] Invalid phone number', fallback: false }
+      : !route.carrier ? { info: route.info, fallback: true }
+        : !price ? { info: '[303] No route', fallback: true } : undefined,
   };
 }
 

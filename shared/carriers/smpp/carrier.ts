@@ -314,6 +314,11 @@ export class SmppCarrier implements Carrier {
     return this.session.state;
   }
 
+  /** Why the link was last lost or refused, in words, or null. */
+  get lastError(): string | null {
+    return this.session.lastError;
+  }
+
   get stats(): SmppCarrierStats {
     return {
       ...this.session.stats,

@@ -14,6 +14,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import type { Readable } from 'node:stream';
 import type { MessageIdForm } from './pdu.js';
+import { smppStatusName } from './status-codes.js';
 import {
   COMMAND_ID,
   PduFramer,
@@ -292,6 +293,7 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
   private readonly minSpacingMs: number;
 
   private _state: SmppState = 'idle';
+  private _lastError: string | null = null;
   private conn: Connection | null = null;
   private connSeq = 0;
   private failures = 0;
@@ -346,6 +348,11 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
 
   get state(): SmppState {
     return this._state;
+  }
+
+  /** Why the link was last lost or refused (`bind rejected: ESME_RINVPASWD`, `connect ECONNREFUSED …`), or null. */
+  get lastError(): string | null {
+    return this._lastError;
   }
 
   get stats(): SmppSessionStats {
@@ -527,7 +534,7 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
         if (resp.commandStatus !== 0) {
           this.options.logger?.warn({ host: o.host, systemId: o.systemId, commandStatus: hex(resp.commandStatus) }, 'SMPP bind rejected');
           this.emit('bindFailed', { commandStatus: resp.commandStatus });
-          this.destroyConn(conn, `bind rejected with status ${hex(resp.commandStatus)}`);
+          this.destroyConn(conn, `bind rejected: ${smppStatusName(resp.commandStatus)}`);
           return;
         }
         conn.boundAt = Date.now();
@@ -578,6 +585,7 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
     conn.timers.clear();
     if (conn.enquireTimer) clearInterval(conn.enquireTimer);
     const reason = conn.closeReason ?? 'connection closed by peer';
+    if (!this.closing) this._lastError = reason;
     for (const w of conn.waiters.values()) w.reject(new SmppConnectionError(`connection lost (${reason})`, { sent: true }));
     conn.waiters.clear();
     if (this.conn === conn) this.conn = null;
