@@ -11,7 +11,7 @@ import { boolArray, numberArray, textArray, timestampArray } from '../db/arrays.
 import { namedParams } from '../db/params.js';
 import type { StatusReport } from '../carriers/types.js';
 import { smsGatewayOf, stepOf, type AttemptState, type Channel } from '../channels/index.js';
-import { planTransition, isStepFailure, ttlExpiryApplies, defaultResultInfo } from './transitions.js';
+import { planTransition, isStepFailure, isRefunded, ttlExpiryApplies, defaultResultInfo } from './transitions.js';
 import { EVENT_PARAMS, eventsCtes, eventParams, SentMessageBody, type OutboxEvent } from './events.js';
 import type { EngineDeps, NextStep } from './types.js';
 import { ascending } from '../collections.js';
@@ -178,8 +178,7 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
     if (a.state === 'sent' || a.state === 'delivered' || a.state === 'seen') {
       a.reached_sent = true;
     }
-    // D3: an attempt that ends failed or rejected without reaching `sent` is refunded.
-    if ((a.state === 'failed' || a.state === 'rejected') && !a.reached_sent && !a.refunded && a.charged > 0) {
+    if (isRefunded(a.state, a.reached_sent, move.ttl) && !a.refunded && a.charged > 0) {
       a.refunded = true;
       refunds.push(a);
     }

@@ -53,6 +53,17 @@ export function isStepFailure(state: AttemptState): boolean {
   return state === 'undelivered' || state === 'rejected' || state === 'failed';
 }
 
+/**
+ * D3: an attempt is charged at hand-over and refunded when it ends without ever reaching `sent`:
+ * `failed` or `rejected`, or `undelivered` by its carrier (not a user of the channel, no device,
+ * outside the WhatsApp window: the carrier never took it). One that ran out of its ttl is not
+ * refunded: the carrier had taken it and may still deliver it.
+ */
+export function isRefunded(state: AttemptState, reachedSent: boolean, byTtl: boolean): boolean {
+  if (reachedSent) return false;
+  return state === 'failed' || state === 'rejected' || (state === 'undelivered' && !byTtl);
+}
+
 /** The ttl timer fires: expire the attempt unless it already met its step's condition or ended. */
 export function ttlExpiryApplies(channel: Channel, state: AttemptState): boolean {
   return !isStepSuccess(channel, state) && !FINAL_STATES.has(state);
