@@ -39,6 +39,12 @@ export interface InboundReport {
   at: number;
   /** Set only by the sandbox: the account whose key injected it (D5). */
   accountId?: number;
+  /**
+   * The outbound message this answers, when the carrier names it exactly (WhatsApp `context.id`,
+   * Viber tracking data): our attempt id, or the carrier's ref of it. Without it, or when it names
+   * nothing we sent, the D5 rule decides.
+   */
+  replyTo?: { attemptId: number } | { carrier: string; ref: string };
 }
 
 /** The engine's side of the contract: where carriers report what happened. */
