@@ -6,6 +6,7 @@
 import { Router, type ErrorRequestHandler } from 'express';
 import type { AppContext } from '../context.js';
 import { readRawBody, BodyError } from '../middleware/body.js';
+import { loggedPath } from '../middleware/request-log.js';
 import { handleCarrierCallback, type CallbackDeps } from '../../shared/carriers/callbacks.js';
 
 /** Carriers' callbacks are small; this bounds what one may make us read. */
@@ -42,7 +43,7 @@ export function callbacksRouter(ctx: AppContext): Router {
       res.status(err.status).json({ message: err.message });
       return;
     }
-    ctx.logger.error({ err, path: req.originalUrl.split('?')[0] }, 'carrier callback failed');
+    ctx.logger.error({ err, path: loggedPath(req.path) }, 'carrier callback failed');
     res.status(500).json({ message: 'Internal error' });
   }) satisfies ErrorRequestHandler);
   return router;

@@ -175,6 +175,8 @@ export async function storeSender(deps: CarrierAdminDeps, body: unknown): Promis
       }
     }
   }
+  const problem = provider && stored[0] ? provider.checkSender?.(stored[0], input) : null;
+  if (problem) throw badRequest(problem, 'VALIDATION', { field: problem.split(':')[0] });
   try {
     const saved = await saveSender(deps.db, deps.box, {
       accountId: input.account_id, family: input.family, sender: input.sender, connection: input.connection,

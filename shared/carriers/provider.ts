@@ -93,6 +93,8 @@ export interface CarrierProvider<C extends ConnectionConfig = ConnectionConfig> 
   readonly configSchema: Joi.ObjectSchema<C>;
   /** For sender-routed kinds: the `credentials` and `details` of `POST /admin/api/senders`. */
   readonly senderSchema?: { credentials: Joi.ObjectSchema; details: Joi.ObjectSchema };
+  /** For sender-routed kinds: checks of a sender against its connection (a dialect's own detail), as `<field>: <what is wrong>`, or null. */
+  checkSender?(connection: ConnectionSpec<C>, sender: { credentials: Record<string, string>; details: Record<string, unknown> }): string | null;
   /** Splits a checked configuration into what is stored as it is and what is sealed. */
   splitSecrets(config: C): { config: ConnectionConfig; secrets: Record<string, string> };
   /** The configuration from its stored and opened parts (the inverse of `splitSecrets`). */

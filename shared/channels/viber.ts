@@ -2,8 +2,15 @@
 import Joi from 'joi';
 import { bodyText, httpUri, requiredSender, ttl } from './fields.js';
 import type { AttemptBase, ChannelModule, StepBase } from './types.js';
+import { viberButtonTitleProblem } from '../carriers/viber/types.js';
 
 export interface ViberButton { title: string; url: string }
+
+/** The spec allows 100 characters; Viber shows at most 30, so a longer caption is refused at acceptance. */
+const buttonTitle = Joi.string().min(1).max(100).custom((value: string, helpers) => {
+  const problem = viberButtonTitleProblem(value);
+  return problem ? helpers.error('string.viberTitle', { problem }) : value;
+}).messages({ 'string.viberTitle': '{#problem}' });
 
 export interface ViberStep extends StepBase {
   body?: string;
@@ -24,7 +31,7 @@ export const viber: ChannelModule<'viber', ViberStep, ViberAttempt> = {
   schema: Joi.object<ViberStep>({
     body: bodyText,
     sender: requiredSender(100),
-    buttons: Joi.array().items(Joi.object({ title: Joi.string().min(1).max(100).required(), url: httpUri.required() })).max(1),
+    buttons: Joi.array().items(Joi.object({ title: buttonTitle.required(), url: httpUri.required() })).max(1),
     ttl,
   }),
   succeedsAt: 'delivered',

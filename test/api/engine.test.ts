@@ -6,6 +6,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestService, waitFor, type TestService } from '../support/harness.js';
+import { recipientEvents, sendMessage, trailOf, waitForTrail } from '../support/trails.js';
 import { ttlJobId } from '../../shared/queues.js';
 import { messageJobId, recipientJobId } from '../../shared/engine/dispatch-jobs.js';
 
@@ -23,32 +24,10 @@ after(async () => {
 
 type Ev = { message_id: string; gateway: string; result: string; result_info: string; sms?: Record<string, unknown>; viber?: Record<string, unknown>; whatsapp_template?: Record<string, unknown>; payload: unknown };
 
-async function send(message: Record<string, unknown>, apiKey = key): Promise<string> {
-  const res = await svc.request('POST', '/v2/messages', { body: [message], headers: { 'x-api-key': apiKey } });
-  assert.equal(res.status, 200, res.text);
-  assert.equal(res.body.rejected.length, 0, JSON.stringify(res.body.rejected));
-  return res.body.accepted[0].message_id as string;
-}
-
-async function events(publicId: string): Promise<Ev[]> {
-  const rows = await svc.sql<{ body: string }>(
-    `SELECT e.body FROM events e JOIN recipients r ON r.id = e.recipient_id WHERE r.public_id = $1 ORDER BY e.id`, [publicId]);
-  return rows.map((r) => JSON.parse(r.body) as Ev);
-}
-
-const trail = (evs: Ev[]) => evs.map((e) => `${e.gateway}:${e.result}`);
-
-async function waitTrail(publicId: string, expected: string[], timeoutMs = 8000): Promise<Ev[]> {
-  let last: Ev[] = [];
-  try {
-    return await waitFor(async () => {
-      last = await events(publicId);
-      return trail(last).length >= expected.length ? last : null;
-    }, timeoutMs, `events of ${publicId}`);
-  } finally {
-    assert.deepEqual(trail(last), expected);
-  }
-}
+const send = (message: Record<string, unknown>, apiKey = key): Promise<string> => sendMessage(svc, apiKey, message);
+const events = (publicId: string): Promise<Ev[]> => recipientEvents<Ev>(svc, publicId);
+const trail = trailOf;
+const waitTrail = (publicId: string, expected: string[], timeoutMs?: number): Promise<Ev[]> => waitForTrail<Ev>(svc, publicId, expected, timeoutMs);
 
 const SMS_OUTCOMES: Array<[string, string[]]> = [
   ['420777000100', ['sms:sending', 'sms:sent', 'sms:delivered']],

@@ -267,6 +267,9 @@ const fieldCases: Case[] = [
   ['viber button without title', valid({ flow: [viber({ buttons: [{ url: button.url }] })] }), /^flow\[0\]\.viber\.buttons\[0\]\.title: is required$/],
   ['viber button without url', valid({ flow: [viber({ buttons: [{ title: 'Open' }] })] }), /^flow\[0\]\.viber\.buttons\[0\]\.url: is required$/],
   ['viber button url not a URI', valid({ flow: [viber({ buttons: [{ title: 'Open', url: 'not a url' }] })] }), /^flow\[0\]\.viber\.buttons\[0\]\.url: /],
+  ['viber button title of 30 characters', valid({ flow: [viber({ buttons: [{ title: 'x'.repeat(30), url: button.url }] })] }), 'ok'],
+  ['viber button title of 31 characters (Viber shows 30)', valid({ flow: [viber({ buttons: [{ title: 'x'.repeat(31), url: button.url }] })] }),
+    /^flow\[0\]\.viber\.buttons\[0\]\.title: must be at most 30 characters for Viber \(has 31\)$/],
   ['viber.ttl as string', valid({ flow: [viber({ ttl: '10' })] }), /^flow\[0\]\.viber\.ttl: must be a number$/],
   // whatsapp
   ['whatsapp_text with sender', valid({ flow: [step('whatsapp_text', { sender: '1234567890' })] }), 'ok'],
