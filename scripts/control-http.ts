@@ -1,4 +1,4 @@
-/** JSON in and out for the simulators' small control servers (scripts/smsc.ts, scripts/bench/smsc-child.ts). */
+/** JSON in and out for the simulators' small control servers (scripts/smsc.ts, scripts/bench/smsc-child.ts, scripts/bench/viber-child.ts). */
 import type http from 'node:http';
 
 const MAX_BODY = 64 * 1024;
@@ -36,3 +36,25 @@ export function send(res: http.ServerResponse, status: number, body: unknown): v
   res.end(text);
 }
 
+
+/**
+ * A benchmark child's end: `stop` (close the servers, resolve when done) runs once on SIGINT,
+ * SIGTERM or when stdin closes (the harness holds it open; when the harness goes away, even
+ * killed, so do we); the process exits when it is done, or after 3 s.
+ */
+export function stopWithHarness(stop: () => Promise<unknown>): void {
+  let stopping = false;
+  const shutdown = (): void => {
+    if (stopping) {
+      return;
+    }
+    stopping = true;
+    void stop().then(() => process.exit(0));
+    setTimeout(() => process.exit(0), 3000).unref();
+  };
+  process.once('SIGINT', shutdown);
+  process.once('SIGTERM', shutdown);
+  process.stdin.on('end', shutdown);
+  process.stdin.on('error', shutdown);
+  process.stdin.resume();
+}

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 
-export const SCENARIOS = ['accept', 'e2e-smpp', 'priority-under-load', 'webhooks', 'verify'] as const;
+export const SCENARIOS = ['accept', 'e2e-smpp', 'priority-under-load', 'webhooks', 'verify', 'e2e-viber'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 export interface Options {
@@ -59,8 +59,8 @@ export interface Options {
 
 const USAGE = `usage: node --import tsx scripts/bench/run.ts [options]
   --quick                  ~20 s smoke run (small counts)
-  --scenario NAME          accept | e2e-smpp | priority-under-load | webhooks | verify (repeat or comma-separate; default all)
-  --recipients N           e2e-smpp recipients (default 100000; quick 1000)
+  --scenario NAME          accept | e2e-smpp | priority-under-load | webhooks | verify | e2e-viber (repeat or comma-separate; default all)
+  --recipients N           e2e-smpp and e2e-viber recipients (default 100000; quick 1000)
   --warmup N               e2e-smpp: recipients sent through the same path first and waited for, not
                            measured (default 5000; quick 100; 0: measure from fresh processes)
   --accept-recipients N    accept: stop after N recipients (default 300000; quick 20000)
@@ -77,7 +77,7 @@ const USAGE = `usage: node --import tsx scripts/bench/run.ts [options]
   --smpp-params Q          query of SMPP_URL (default "window=50&submit_id=hex&receipt_id=hex": the
                            simulator's id forms, set as an operator sets a known SMSC's; "window=50"
                            measures the default id forms, auto, with their Redis index)
-  --receipt-delay MS       simulator receipt delay (default 50)
+  --receipt-delay MS       simulator receipt delay (default 50; e2e-viber: its first callback)
   --processes procfile|all|split   the Procfile's processes, as docker-compose runs them (default: web and
                            the workers of the Procfile, with their npm scripts' --pools/--lanes), one
                            "switchboard all" process (what npm start runs), or "web" + one "worker"

@@ -23,6 +23,7 @@ import { startOwnRedis, type Ctx } from './stack.js';
 import { Meter } from './meter.js';
 import { acceptScenario, e2eScenario, verifyScenario, webhooksScenario, type ScenarioResult } from './scenarios.js';
 import { formatTable } from './report.js';
+import { e2eViberScenario } from './viber.js';
 
 function repoRoot(): string {
   let dir = path.dirname(fileURLToPath(import.meta.url));
@@ -212,6 +213,9 @@ async function main(): Promise<number> {
   }
   if (want.has('verify')) {
     await run('verify', () => verifyScenario(ctx));
+  }
+  if (want.has('e2e-viber')) {
+    await run('e2e-viber', () => e2eViberScenario(ctx));
   }
 
   await cleanupAll();

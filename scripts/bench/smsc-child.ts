@@ -14,7 +14,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { SIM_HOST, SmscSimulator } from '../smsc-simulator.js';
-import { readJson, send } from '../control-http.js';
+import { readJson, send, stopWithHarness } from '../control-http.js';
 
 const { values } = parseArgs({
   options: {
@@ -111,23 +111,11 @@ async function main(): Promise<void> {
   });
   const controlPort = (control.address() as AddressInfo).port;
   process.stdout.write(`${JSON.stringify({ event: 'listening', host: SIM_HOST, port, controlPort })}\n`);
-  let stopping = false;
-  const shutdown = (): void => {
-    if (stopping) {
-      return;
-    }
-    stopping = true;
+  stopWithHarness(() => {
     control.closeAllConnections();
     control.close();
-    void sim.stop().then(() => process.exit(0));
-    setTimeout(() => process.exit(0), 3000).unref();
-  };
-  process.once('SIGINT', shutdown);
-  process.once('SIGTERM', shutdown);
-  // The harness holds our stdin open; when it goes away (even killed), so do we.
-  process.stdin.on('end', shutdown);
-  process.stdin.on('error', shutdown);
-  process.stdin.resume();
+    return sim.stop();
+  });
 }
 
 main().catch((err: unknown) => {

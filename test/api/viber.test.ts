@@ -203,6 +203,23 @@ test('a delivered receipt after the ttl fallback is reported and starts nothing'
   assert.deepEqual(await svc.sql('SELECT step FROM recipients WHERE public_id = $1', [`${id}-0`]), [{ step: 1 }]);
 });
 
+test('a failure receipt that overtakes the send\'s own report still passes sent (charged, not refunded)', async () => {
+  const port = await freePort(); // nothing listens: the send is retried, its attempt stays `sending`
+  await admin('POST', '/carriers', { name: 'vd', kind: 'viber', config: { dialect: 'official', base_url: `http://127.0.0.1:${port}`, callback_token: TOKEN_X } });
+  await admin('POST', '/senders', { account_id: accountId, family: 'viber', sender: 'ShopD', connection: 'vd', details: { service_id: 1001 } });
+  await routedTo('ShopD', 'viber.vd');
+  const id = await send({ body: 'Race', to: [{ phone_number: '420777100901' }], flow: [{ viber: { sender: 'ShopD' } }] });
+  await waitTrail(`${id}-0`, ['viber:sending']);
+  const [a] = await attempts(`${id}-0`);
+  const res = await svc.request('POST', `/callbacks/viber/vd/${TOKEN_X}`, {
+    body: { event: 'expired', message_token: 77, service_id: 1001, phone_number: '420777100901', tracking_data: String(a!.id), timestamp: Date.now() },
+  });
+  assert.equal(res.status, 200, res.text);
+  await waitTrail(`${id}-0`, ['viber:sending', 'viber:sent', 'viber:undelivered']);
+  assert.equal((await attempts(`${id}-0`))[0]!.refunded, false);
+  await admin('DELETE', '/carriers/vd'); // its retries end with it
+});
+
 test('delivered once per device counts once; seen without delivered still delivers first', async () => {
   const id = await send({ body: 'Devices', to: [{ phone_number: '420777100808' }, { phone_number: '420777100810' }], flow: [{ viber: { sender: 'Shop' } }] });
   await waitTrail(`${id}-0`, viberSteps);

@@ -13,6 +13,8 @@
  * - `callbackReports`: a callback's events → status reports and inbound messages. Receipts name
  *   the attempt by our tracking data when the dialect echoes it (official), else by the carrier's
  *   id registered at acceptance (partner). Replies name the message they answer the same way.
+ *   A receipt can reach the engine before the send's own `sent` report (another process, a slow
+ *   batch): a failure receipt by tracking data therefore brings its `sent` along.
  */
 import type { InboundReport, StatusReport } from '../types.js';
 import type { CallbackEvent, SendOutcome } from '../http-carrier.js';
@@ -113,9 +115,16 @@ export function callbackReports(events: readonly CallbackEvent[], ctx: CallbackC
       const state = e.status === 'expired' ? 'undelivered' : e.status;
       const resultInfo = e.info ?? RECEIPT_INFO[e.status];
       const attemptId = attemptIdOfRef(e.ourRef);
-      reports.push(attemptId !== null
-        ? { attemptId, state, resultInfo, at: e.at }
-        : { carrier: ctx.carrier, ref: e.carrierRef, state, resultInfo, at: e.at });
+      if (attemptId === null) {
+        // By the token: applied only once the token's registration (with its `sent`) is.
+        reports.push({ carrier: ctx.carrier, ref: e.carrierRef, state, resultInfo, at: e.at });
+        continue;
+      }
+      // By tracking data the receipt may overtake the send's own report: a message that expired
+      // or failed was taken first, so it passes `sent` (charged, not refunded; the event is
+      // reported). `delivered` and `seen` pass it anyway (planTransition).
+      if (state === 'undelivered' || state === 'failed') reports.push({ attemptId, state: 'sent', resultInfo: VIBER_SENT_INFO, at: e.at });
+      reports.push({ attemptId, state, resultInfo, at: e.at });
       continue;
     }
     if (e.from === undefined) continue; // Viber always gives the number; nothing to attribute without it
