@@ -210,7 +210,6 @@ it(`never more than mps=${MPS} requests in any second across two worker processe
   assert.equal(arrivals.length, RECIPIENTS, `every recipient sent once: ${JSON.stringify(messages.filter((m) => !phones.includes((m as unknown as { to: string }).to)))}`);
   const releases = [...released.values()].sort((a, b) => a - b);
   assert.equal(releases.length, RECIPIENTS, 'every release logged');
-  if (process.env.VIBER_MPS_DUMP) (await import('node:fs')).writeFileSync(process.env.VIBER_MPS_DUMP, JSON.stringify({ arrivals, releases }));
 
   // The cap: no second of releases (Redis time, when each request was let go) above it. The
   // simulator's own clock is reported beside it: its arrival times also carry the scheduling of
