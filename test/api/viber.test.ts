@@ -122,6 +122,24 @@ test('text and text + button over the official dialect: every field as Viber exp
   assert.deepEqual([sim.messages({ to: '420777100312' })[0]!.type, sim.messages({ to: '420777100312' })[0]!.label], [225, 'promotion']);
 });
 
+test('an attempt handed again after a crash is answered 12 by Viber: nothing is sent twice, nothing changes', async () => {
+  const id = await send({ body: 'Once', to: [{ phone_number: '420777100320' }], flow: [{ viber: { sender: 'Shop' } }] });
+  await waitTrail(`${id}-0`, viberSteps);
+  const [a] = await attempts(`${id}-0`);
+  const before = sim.stats().official;
+  // What dispatch hands again when a job runs a second time after a crash.
+  await svc.runtime.connections!.connection('vo')!.carrier.send([{
+    attemptId: a!.id, recipientPublicId: `${id}-0`, accountId, to: '420777100320', sender: 'Shop', text: 'Once', ttlMinutes: 1440,
+    channel: 'viber', rehand: true,
+  }]);
+  const after = sim.stats().official;
+  // The simulator answers a known seq 12 with the first token and records no second message.
+  assert.deepEqual([after.requests - before.requests, after.accepted - before.accepted], [1, 1]);
+  assert.equal(sim.messages({ to: '420777100320' }).length, 1, 'one message at Viber');
+  await new Promise((r) => setTimeout(r, 200));
+  assert.deepEqual(trail(await events(`${id}-0`)), viberSteps);
+});
+
 test('unreachable and configuration statuses end the Viber step at once; SMS follows in the same second, Viber is refunded', async () => {
   // The SMS step is the sandbox's (D10, by the same last two digits).
   const delivered = ['sms:sending', 'sms:sent', 'sms:delivered'];
