@@ -10,6 +10,7 @@ import { parseOfficialCallback } from '../../shared/carriers/viber/official.js';
 import { parsePartnerCallback } from '../../shared/carriers/viber/partner.js';
 import { viberCallbackUrl, viberProvider, type ViberConfig } from '../../shared/carriers/viber/provider.js';
 import { viber } from '../../shared/channels/viber.js';
+import { sendWindowOf } from '../../shared/carriers/viber/carrier.js';
 import type { ConnectionSpec } from '../../shared/carriers/provider.js';
 import type { SendOutcome } from '../../shared/carriers/http-carrier.js';
 
@@ -214,5 +215,13 @@ describe('the viber step schema', () => {
     assert.equal(validate('x'.repeat(30)), 'ok');
     assert.equal(validate('😀'.repeat(30)), 'ok', 'counted as characters, not UTF-16 units');
     assert.equal(validate('x'.repeat(31)), 'buttons.0.title: must be at most 30 characters for Viber (has 31)');
+  });
+});
+
+describe('sendWindowOf', () => {
+  it('at most mps requests per second (plus the jitter margin), fractional caps as one request per 1/mps s', () => {
+    assert.deepEqual(sendWindowOf(50), { limit: 50, windowMs: 1010 });
+    assert.deepEqual(sendWindowOf(12.5), { limit: 12, windowMs: 970 });
+    assert.deepEqual(sendWindowOf(0.5), { limit: 1, windowMs: 2010 });
   });
 });

@@ -24,7 +24,7 @@ import type { ConnectionState, SenderSpec } from '../provider.js';
 import { RedisTokenBucket } from '../smpp/token-bucket.js';
 import { ViberClient } from './client.js';
 import { RedisSendWindow } from './send-window.js';
-import type { ViberDialect } from './types.js';
+import { senderField, type ViberDialect } from './types.js';
 import { DEFAULT_RETRY, decideSend, type RetryPolicy } from './reports.js';
 
 /**
@@ -123,7 +123,7 @@ export class ViberCarrier implements Carrier {
   /** The sender rows of this connection (details checked by the provider). */
   setSenders(senders: readonly SenderSpec[]): void {
     const next = new Map<string, number | string>();
-    const field = this.opts.dialect === 'official' ? 'service_id' : 'source_name';
+    const field = senderField(this.opts.dialect);
     for (const s of senders) {
       const value = s.details[field];
       if (typeof value === 'number' || typeof value === 'string') next.set(`${s.accountId}\u0000${s.sender}`, value);
@@ -186,7 +186,7 @@ export class ViberCarrier implements Carrier {
     const sender = this.senders.get(`${a.accountId}\u0000${a.sender}`);
     const now = Date.now();
     if (sender === undefined) {
-      const info = `[0] Sender "${a.sender}" has no ${this.opts.dialect === 'official' ? 'service_id' : 'source_name'} on connection ${this.opts.connection}`;
+      const info = `[0] Sender "${a.sender}" has no ${senderField(this.opts.dialect)} on connection ${this.opts.connection}`;
       this.warnOnce(a, 'config', info);
       await this.report(a, { attemptId: a.attemptId, state: 'failed', resultInfo: info, at: now });
       return;

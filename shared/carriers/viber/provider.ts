@@ -24,7 +24,7 @@ import { carrierConfigChanges, loadSenders } from '../store.js';
 import { authorizeCallback, invalidSourceEntries } from './callback-auth.js';
 import { VIBER_ADAPTERS } from './client.js';
 import { PARTNER_SOURCE_MAX } from './partner.js';
-import { VIBER_DIALECTS, type ViberDialect } from './types.js';
+import { VIBER_DIALECTS, senderField, type ViberDialect } from './types.js';
 import { ViberCarrier, viberCarrierName } from './carrier.js';
 import { callbackReports } from './reports.js';
 
@@ -71,9 +71,6 @@ const senderDetails = Joi.object({
 export function viberCallbackUrl(publicUrl: string, connection: string, token: string): string {
   return `${publicUrl.replace(/\/$/, '')}/callbacks/viber/${encodeURIComponent(connection)}/${encodeURIComponent(token)}`;
 }
-
-/** The sender detail a dialect sends as the sender. */
-export const senderField = (dialect: ViberDialect): 'service_id' | 'source_name' => (dialect === 'official' ? 'service_id' : 'source_name');
 
 /**
  * What received an inbound message (a service id, a source name) → the sender name registered for

@@ -7,6 +7,9 @@ import type { CallbackEvent, SendOutcome } from '../http-carrier.js';
 export type ViberDialect = 'official' | 'partner';
 export const VIBER_DIALECTS: readonly ViberDialect[] = ['official', 'partner'];
 
+/** The sender row's detail a dialect sends as the sender (D12): the service id, or the partner's source name. */
+export const senderField = (dialect: ViberDialect): 'service_id' | 'source_name' => (dialect === 'official' ? 'service_id' : 'source_name');
+
 /** Viber's text limit (the spec's too). */
 export const VIBER_TEXT_MAX = 1000;
 /** Viber's button caption limit; the spec allows 100 characters, Viber shows at most 30. */
