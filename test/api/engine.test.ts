@@ -7,7 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestService, waitFor, type TestService } from '../support/harness.js';
 import { ttlJobId } from '../../shared/queues.js';
-import { messageJobId, recipientJobId } from '../../shared/engine/dispatch-jobs.js';
+import { messageJobId } from '../../shared/engine/dispatch-jobs.js';
 
 let svc: TestService;
 let key: string;

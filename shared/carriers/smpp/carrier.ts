@@ -173,19 +173,21 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 const ALT_READING_GRACE_MS = 250;
 
 /**
- * The concatenation reference of an attempt's parts: derived from its id, so a re-hand in any
- * process resumes with the reference of the parts already accepted, and consecutive attempts
- * (one per recipient) get different references.
+ * Forgets an attempt's running send once it is done (bound per attempt rather than an arrow made
+ * per attempt: docs/architecture.md, "Hot loops").
  */
-/** Bound per attempt rather than an arrow per attempt (see attemptColumns in engine/dispatch.ts). */
 function forgetActive(active: Map<number, Promise<WorkOutcome>>, attemptId: number, done: Promise<WorkOutcome>): void {
   if (active.get(attemptId) === done) active.delete(attemptId);
 }
 
+/**
+ * The concatenation reference of an attempt's parts: derived from its id, so a re-hand in any
+ * process resumes with the reference of the parts already accepted, and consecutive attempts
+ * (one per recipient) get different references.
+ */
 function concatRefOf(attemptId: number): number {
   return attemptId & 0xff;
 }
-
 
 /** Marks a promise as handled now (it is awaited later); avoids unhandled-rejection crashes. */
 function held<T>(promise: Promise<T>): Promise<T> {

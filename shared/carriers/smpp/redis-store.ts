@@ -20,7 +20,7 @@
  *   parts that arrive over different binds (processes) are still joined.
  */
 import type { Redis } from 'ioredis';
-import { luaScript, runScript } from './token-bucket.js';
+import { luaScript, runScript } from '../../redis.js';
 import { pushTo } from '../../collections.js';
 
 const ATTEMPT_TTL_S = 6 * 3600;

@@ -12,7 +12,6 @@
 import { EventEmitter } from 'node:events';
 import net from 'node:net';
 import tls from 'node:tls';
-import type { Readable } from 'node:stream';
 import type { MessageIdForm } from './pdu.js';
 import { smppStatusName } from './status-codes.js';
 import {
@@ -192,29 +191,6 @@ export interface SmppSessionStats {
 // ---------------------------------------------------------------------------------------------
 // Raw PDU capture (for the SMSC simulator, which still frames with the `smpp` library)
 // ---------------------------------------------------------------------------------------------
-
-/**
- * Wraps `socket.read` so every PDU the `smpp` Session extracts is also handed over as raw bytes,
- * synchronously before the Session emits it (it reads the 4-octet length, then the rest, then
- * emits 'pdu'). Relies on smpp 0.5.1's `_extractPDUs`; install before any data is read.
- */
-export function tapRawPdus(socket: Readable, onPdu: (raw: Buffer) => void): void {
-  const original = socket.read.bind(socket);
-  let header: Buffer | null = null;
-  socket.read = (size?: number): unknown => {
-    const chunk: unknown = original(size);
-    if (Buffer.isBuffer(chunk) && typeof size === 'number' && size > 0) {
-      if (header === null) {
-        header = chunk;
-      } else {
-        const raw = Buffer.concat([header, chunk]);
-        header = null;
-        onPdu(raw);
-      }
-    }
-    return chunk;
-  };
-}
 
 // ---------------------------------------------------------------------------------------------
 // Session
