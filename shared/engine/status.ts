@@ -210,9 +210,8 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
   return { transitions: changed.size, events, nextSteps, delivered, sources };
 }
 
-// Module-level helpers and loops instead of per-call arrows on this path: V8 keeps a closure's
-// optimised code only weakly, so short-lived arrows were optimised again after every full
-// collection (see attemptColumns in dispatch.ts).
+// Module-level helpers and loops instead of per-call arrows on this path (docs/architecture.md,
+// "Hot loops").
 
 /** The distinct attempt ids of a batch's moves, ascending (rows are locked in this order). */
 function attemptIdsOf(moves: Move[]): number[] {

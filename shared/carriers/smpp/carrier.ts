@@ -533,7 +533,7 @@ export class SmppCarrier implements Carrier {
     void this.submitPart(work, part, fields);
   }
 
-  // A method rather than arrows per PDU (see attemptColumns in engine/dispatch.ts).
+  // A method rather than arrows per PDU (docs/architecture.md, "Hot loops").
   private async submitPart(work: Work, part: number, fields: SubmitSmFields): Promise<void> {
     try {
       let result: SubmitResult;

@@ -1011,7 +1011,7 @@ export function normalizeMessageId(id: string, form: MessageIdForm = 'auto'): st
 }
 
 // Module-level rather than closures per call (their optimised code was dropped at every full
-// collection; see attemptColumns in engine/dispatch.ts).
+// collection; docs/architecture.md, "Hot loops").
 function hexReading(s: string): string {
   return `hex:${BigInt(`0x${s}`).toString(16)}`;
 }

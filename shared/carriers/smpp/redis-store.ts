@@ -98,7 +98,7 @@ class TickBatcher<I, O> {
     });
   }
 
-  // Loops rather than arrows made per call (see attemptColumns in engine/dispatch.ts).
+  // Loops rather than arrows made per call (docs/architecture.md, "Hot loops").
   private readonly flush = async (): Promise<void> => {
     const inputs = this.inputs;
     const waiters = this.waiters;

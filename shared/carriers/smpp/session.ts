@@ -5,7 +5,7 @@
  * deliver_sm / enquire_link / unbind; graceful unbind on close.
  *
  * Framing and every PDU sent or read are ours (`pdu.ts`), not the `smpp` library's: its generic
- * decoding and callbacks were 8-10 % of the busiest worker, its response-callback map never expires
+ * decoding and callbacks cost the busiest worker dearly (docs/benchmarks.md), its response-callback map never expires
  * entries, and it decodes short_message to a string, lossily for GSM-7. deliver_sm reaches handlers
  * as `parseSmPdu` reads the raw bytes.
  */
@@ -728,8 +728,7 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
     void this.awaitSubmitResp(conn, item);
   }
 
-  // Methods rather than arrows per submit: V8 keeps a function's optimised code only while the
-  // function lives (see attemptColumns in engine/dispatch.ts).
+  // A method rather than an arrow per submit (docs/architecture.md, "Hot loops").
   private async awaitSubmitResp(conn: Connection, item: QueuedSubmit): Promise<void> {
     try {
       const raw = await this.request(conn, 'submit_sm', encodeQueuedSubmit, item.options.timeoutMs ?? this.responseTimeoutMs, 'response', item);
