@@ -43,6 +43,7 @@ function head(title: string, nonce: string): string {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
+<link rel="icon" href="data:,">
 <title>${title}</title>
 <style nonce="${nonce}">${STYLE}</style>
 </head>`;

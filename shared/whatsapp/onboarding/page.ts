@@ -87,7 +87,7 @@ export function pageHeaders(csp: string): Record<string, string> {
 
 /** The CSP of an error page: no script at all. */
 export function errorPageCsp(nonce: string): string {
-  return `default-src 'none'; style-src 'nonce-${nonce}'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`;
+  return `default-src 'none'; style-src 'nonce-${nonce}'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`;
 }
 
 /**
