@@ -411,6 +411,19 @@ test('a cancelled Embedded Signup is logged with its step, notified, and may be 
   assert.equal((await svc.request('GET', '/whatsapp/onboarding/complete')).status, 405);
 });
 
+test('a signup being completed is not claimed twice; one left completing by a dead process is open again after five minutes', async () => {
+  const token = await signup(a.apiKey, 'stuck');
+  const row = await signupRow(token);
+  await svc.sql(`UPDATE whatsapp_signups SET status = 'completing' WHERE id = $1`, [row.id]);
+  const busy = await complete({ token, event: 'FINISH', code: (await code()).code, waba_id: CLIENT_WABA, phone_number_id: CLIENT_PN });
+  assert.equal(busy.status, 409);
+  assert.deepEqual(busy.body, { success: false, message: 'This signup is being completed' });
+  await svc.sql(`UPDATE whatsapp_signups SET updated_at = now() - interval '6 minutes' WHERE id = $1`, [row.id]);
+  const ok = await complete({ token, event: 'FINISH', code: (await code()).code, waba_id: CLIENT_WABA, phone_number_id: CLIENT_PN });
+  assert.equal(ok.status, 200, ok.text);
+  assert.equal((await signupRow(token)).status, 'completed');
+});
+
 test('partner callbacks are retried like webhooks until the partner takes them', async () => {
   let refused = 0;
   rx.respond = (req) => (req.url === '/partner/flaky' && refused++ < 2 ? { status: 503 } : { status: 200 });
@@ -431,12 +444,13 @@ test('partner callbacks are retried like webhooks until the partner takes them',
 });
 
 test('the lists: accounts, phone numbers and templates of the calling account, D7 fields, 400/401/404', async () => {
+  // Account A's WABA, last onboarded by the signup 'stuck' (its partner_client_id is the client_id).
   const accounts = await post(a.apiKey, '/v1/whatsapp/accounts/list');
   assert.equal(accounts.status, 200, accounts.text);
   assert.deepEqual(accounts.body, {
     success: true,
     accounts: [{
-      client_id: 'client-retry', whatsapp_name: 'Client Shop', whatsapp_id: CLIENT_WABA, whatsapp_currency: 'CZK',
+      client_id: 'client-stuck', whatsapp_name: 'Client Shop', whatsapp_id: CLIENT_WABA, whatsapp_currency: 'CZK',
       whatsapp_owner_name: 'Client Shop a.s.', whatsapp_owner_id: CLIENT_BUSINESS, country: 'CZ',
     }],
   });

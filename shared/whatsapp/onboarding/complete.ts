@@ -17,7 +17,7 @@ import { OnboardingUnavailableError, WHATSAPP_KIND, connectionByName } from './c
 import { GRAPH_ID_RE } from './input.js';
 import { recordStep } from './notify.js';
 import { signupOfToken, type OnboardingDeps } from './signup.js';
-import { rememberPin, replaceNumbers, replaceTemplates, saveWaba, storedPin, type LogEntry, type Signup, type SignupStatus } from './store.js';
+import { rememberPin, replaceNumbers, replaceTemplates, saveWaba, storedPin, type LogEntry, type Signup } from './store.js';
 
 /** Embedded Signup's `event` values the page forwards. */
 export const FINISH_EVENTS = ['FINISH', 'FINISH_ONLY_WABA', 'FINISH_WHATSAPP_BUSINESS_APP_ONBOARDING'] as const;
@@ -40,8 +40,6 @@ export interface CancelInput {
   details: Record<string, string>;
 }
 
-/** Statuses a finish or cancel may come from: a cancelled or failed signup may be tried again while its token is valid. */
-const OPEN: SignupStatus[] = ['created', 'started', 'cancelled', 'failed'];
 
 // eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f]/;
@@ -102,11 +100,14 @@ export async function cancelSignup(deps: OnboardingDeps, input: CancelInput): Pr
   const signup = await signupOfToken(deps, input.token);
   const entry: LogEntry = { at: now(), event: 'es_cancelled', current_step: input.currentStep, ...input.details };
   const ok = await recordStep(deps, signup, { status: 'cancelled', currentStep: input.currentStep },
-    [entry], { event: 'es_cancelled', currentStep: input.currentStep, whatsappId: signup.wabaId }, OPEN);
+    [entry], { event: 'es_cancelled', currentStep: input.currentStep, whatsappId: signup.wabaId }, 'open');
   if (!ok) throw conflict(signup.status === 'completed' ? 'This signup is already completed' : 'This signup is being completed');
 }
 
-/** Runs the backend steps; answers where the browser goes next (the partner's finish URL). */
+/**
+ * Runs the backend steps; answers where the browser goes next (the partner's finish URL). A
+ * cancelled or failed signup may be tried again while its token is valid ('open' guard).
+ */
 export async function finishSignup(deps: OnboardingDeps, input: FinishInput): Promise<{ redirect_url: string; whatsapp_id: string }> {
   const signup = await signupOfToken(deps, input.token);
   const claimed = await recordStep(deps, signup,
@@ -116,7 +117,7 @@ export async function finishSignup(deps: OnboardingDeps, input: FinishInput): Pr
       ...(input.phoneNumberId && { phoneNumberIds: [input.phoneNumberId] }),
     },
     [{ at: now(), event: 'es_finished', es_event: input.event, waba_id: input.wabaId, phone_number_id: input.phoneNumberId, business_id: input.businessId }],
-    { event: 'es_finished', whatsappId: input.wabaId }, OPEN);
+    { event: 'es_finished', whatsappId: input.wabaId }, 'open');
   if (!claimed) {
     throw conflict(signup.status === 'completed' ? 'This signup is already completed' : 'This signup is being completed');
   }

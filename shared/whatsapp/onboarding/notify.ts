@@ -16,7 +16,7 @@ import { withTx, type Db, type Tx } from '../../db/pool.js';
 import type { Logger } from '../../logger.js';
 import type { Queues } from '../../queues.js';
 import { enqueueBatches } from '../../webhooks/jobs.js';
-import { changeSignup, type LogEntry, type Signup, type SignupChange, type SignupStatus } from './store.js';
+import { changeSignup, type LogEntry, type Signup, type SignupChange, type StatusGuard } from './store.js';
 
 export type PartnerEventName = 'signup_started' | 'es_finished' | 'es_cancelled' | 'waba_subscribed' | 'number_registered' | 'completed' | 'failed';
 
@@ -70,10 +70,10 @@ export interface NotifyDeps {
 /**
  * Records a step on the signup (change + log entries) and, with `event`, writes the partner's
  * notification, in one transaction; then queues its delivery. With `from`, the change applies only
- * while the signup is in one of those statuses and nothing is written otherwise (returns false).
+ * while the signup's status passes that guard, and nothing is written otherwise (returns false).
  */
 export async function recordStep(
-  deps: NotifyDeps, signup: Signup, change: SignupChange, entries: LogEntry[], event: PartnerEventFacts | null, from?: SignupStatus[],
+  deps: NotifyDeps, signup: Signup, change: SignupChange, entries: LogEntry[], event: PartnerEventFacts | null, from?: StatusGuard,
 ): Promise<boolean> {
   const batch = await withTx(deps.db, async (tx) => {
     const logged = event ? [...entries, { at: new Date().toISOString(), event: 'partner_notified', partner_event: event.event }] : entries;

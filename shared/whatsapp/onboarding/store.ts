@@ -112,10 +112,23 @@ export interface SignupChange {
 }
 
 /**
- * Applies a change and appends log entries; with `from`, only while the signup is in one of those
- * statuses (a claim). Returns false when the guard did not hold.
+ * A signup left `completing` this long ago (its process died during the backend steps; each step
+ * touches the row) is open again.
  */
-export async function changeSignup(db: Queryable, id: number, change: SignupChange, entries: LogEntry[], from?: SignupStatus[]): Promise<boolean> {
+export const STALE_COMPLETING_MS = 5 * 60_000;
+
+/**
+ * Which statuses a change may apply from: a list, or `open` (what a finish or cancel may start
+ * from: created, started, cancelled, failed, or a stale `completing`).
+ */
+export type StatusGuard = SignupStatus[] | 'open';
+const OPEN_STATUSES: SignupStatus[] = ['created', 'started', 'cancelled', 'failed'];
+
+/**
+ * Applies a change and appends log entries; with `from`, only while the signup's status passes the
+ * guard (a claim). Returns false when it did not.
+ */
+export async function changeSignup(db: Queryable, id: number, change: SignupChange, entries: LogEntry[], from?: StatusGuard): Promise<boolean> {
   const { rowCount } = await db.query(
     `UPDATE whatsapp_signups SET
         status = COALESCE($2, status),
@@ -127,9 +140,11 @@ export async function changeSignup(db: Queryable, id: number, change: SignupChan
         completed_at = CASE WHEN $2 = 'completed' THEN now() ELSE completed_at END,
         log = CASE WHEN jsonb_array_length(log) + jsonb_array_length($10::jsonb) <= $12 THEN log || $10::jsonb ELSE log END,
         updated_at = now()
-      WHERE id = $1 AND ($11::text[] IS NULL OR status = ANY($11))`,
+      WHERE id = $1 AND ($11::text[] IS NULL OR status = ANY($11)
+                         OR ($13::float IS NOT NULL AND status = 'completing' AND updated_at < now() - make_interval(secs => $13::float / 1000)))`,
     [id, change.status ?? null, change.currentStep !== undefined, change.currentStep ?? null, change.error !== undefined, change.error ?? null,
-      change.businessId ?? null, change.wabaId ?? null, change.phoneNumberIds ?? null, JSON.stringify(entries), from ?? null, MAX_LOG_ENTRIES],
+      change.businessId ?? null, change.wabaId ?? null, change.phoneNumberIds ?? null, JSON.stringify(entries), from === 'open' ? OPEN_STATUSES : (from ?? null), MAX_LOG_ENTRIES,
+      from === 'open' ? STALE_COMPLETING_MS : null],
   );
   return (rowCount ?? 0) > 0;
 }
