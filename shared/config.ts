@@ -71,6 +71,10 @@ export interface Config {
    */
   credentialsKey: Buffer;
   credentialsKeyIsDevelopmentDefault: boolean;
+  /** The whatsapp carrier connection partner onboarding (D7) uses when several are enabled (WHATSAPP_ONBOARDING_CONNECTION). */
+  whatsappOnboardingConnection: string | null;
+  /** Where the onboarding page loads Embedded Signup from instead of Meta's JS SDK (WHATSAPP_SDK_URL: the simulator's `/_sim/sdk.js`). */
+  whatsappSdkUrl: string | null;
 }
 
 /**
@@ -114,6 +118,8 @@ const schema = Joi.object({
   MIGRATE_ON_START: bool.default(true),
   CREDENTIALS_KEY: Joi.string().allow('').custom((v: string, helpers) => (v === '' || parseKey(v) ? v : helpers.error('any.invalid')))
     .messages({ 'any.invalid': 'must be 32 bytes as 64 hex characters or base64 (e.g. `openssl rand -hex 32`)' }),
+  WHATSAPP_ONBOARDING_CONNECTION: Joi.string().pattern(/^[A-Za-z0-9_-]{1,40}$/).allow(''),
+  WHATSAPP_SDK_URL: Joi.string().uri({ scheme: ['http', 'https'] }).allow(''),
 }).unknown(true);
 
 /** 32 bytes from 64 hex characters or base64 (standard or url-safe), else null. */
@@ -185,6 +191,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     migrateOnStart: value.MIGRATE_ON_START,
     credentialsKey: credentialsKey ?? DEVELOPMENT_CREDENTIALS_KEY,
     credentialsKeyIsDevelopmentDefault: credentialsKey === null,
+    whatsappOnboardingConnection: value.WHATSAPP_ONBOARDING_CONNECTION ? value.WHATSAPP_ONBOARDING_CONNECTION : null,
+    whatsappSdkUrl: value.WHATSAPP_SDK_URL ? value.WHATSAPP_SDK_URL : null,
   });
 }
 
