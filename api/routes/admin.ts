@@ -6,6 +6,7 @@ import { adminAuth } from '../middleware/admin-auth.js';
 import { readJsonBody, BodyError } from '../middleware/body.js';
 import { validate } from '../middleware/validate.js';
 import { AppError, badRequest } from '../../shared/errors.js';
+import { knownError } from '../middleware/errors.js';
 import {
   createAccount, getAccount, updateAccount, addAccountCredit, addKeyCredit, listKeys, updateKeySettings,
 } from '../../shared/domain/accounts.js';
@@ -97,7 +98,8 @@ export function adminRouter(ctx: AppContext, extensions: AdminExtension[] = []):
 }
 
 function adminErrors(ctx: AppContext): ErrorRequestHandler {
-  return (err, _req, res, _next) => {
+  return (caught, req, res, _next) => {
+    const err = knownError(caught, req, res, ctx.logger);
     if (err instanceof AppError) {
       res.status(err.status).json({ error: err.code, message: err.message });
       return;

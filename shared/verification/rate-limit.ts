@@ -11,6 +11,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { Redis } from '../redis.js';
+import { StorageUnavailableError } from '../storage-unavailable.js';
 
 export const ACCOUNT_WINDOW_MS = 60_000;
 export const PHONE_WINDOW_MS = 3_600_000;
@@ -81,6 +82,11 @@ export function limitKeys(prefix: string, accountId: number, phone: string): [st
 }
 
 async function runScript(redis: Redis, keys: [string, string], args: Array<string | number>): Promise<unknown> {
+  // The shared client queues commands while it reconnects (workers need that); a start would then
+  // hang for the whole outage. It fails at once instead: 503, nothing accepted, retry later.
+  if (redis.status !== 'ready') {
+    throw new StorageUnavailableError('redis', `connection is ${redis.status}`);
+  }
   try {
     return await redis.evalsha(SCRIPT_SHA, 2, ...keys, ...args);
   } catch (err) {
