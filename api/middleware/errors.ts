@@ -4,7 +4,7 @@
  * outage, an upload the client abandoned) become an `AppError` (or `BodyError`) with the right
  * status, so that none of them falls through to a 500.
  */
-import type { Request, Response } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import { AppError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import { isStorageUnavailable, STORAGE_RETRY_AFTER_S } from '../../shared/storage-unavailable.js';
@@ -44,3 +44,13 @@ export function knownError(err: unknown, req: Request, res: Response, logger: Lo
   }
   return err;
 }
+
+/**
+ * Refuse a NUL character (`%00`) anywhere in the path, for a family whose path parameters reach
+ * Postgres (which refuses NUL in text): answered by the family's error handler, naming the path.
+ * Other unstorable text cannot come through a path: a %-escaped surrogate is malformed UTF-8,
+ * which the parameter decoding already refuses.
+ */
+export const refuseNulInPath: RequestHandler = (req, _res, next) => {
+  next(/%00/.test(req.path) ? new AppError(400, 'BAD_REQUEST', `path: must not contain NUL characters (%00): ${requestPath(req)}`, { field: 'path' }) : undefined);
+};

@@ -6,7 +6,7 @@ import { adminAuth } from '../middleware/admin-auth.js';
 import { readJsonBody, BodyError } from '../middleware/body.js';
 import { validate } from '../middleware/validate.js';
 import { AppError, badRequest } from '../../shared/errors.js';
-import { knownError } from '../middleware/errors.js';
+import { knownError, refuseNulInPath } from '../middleware/errors.js';
 import {
   createAccount, getAccount, updateAccount, addAccountCredit, addKeyCredit, listKeys, updateKeySettings,
 } from '../../shared/domain/accounts.js';
@@ -35,6 +35,7 @@ export type AdminExtension = (router: Router, ctx: AppContext) => void;
 export function adminRouter(ctx: AppContext, extensions: AdminExtension[] = []): Router {
   const router = Router();
   router.use(adminAuth(ctx.config.adminToken));
+  router.use(refuseNulInPath);
   const body = (req: Request) => readJsonBody(req);
 
   router.post('/accounts', async (req, res) => {

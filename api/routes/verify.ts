@@ -9,7 +9,7 @@ import type { AppContext } from '../context.js';
 import { readJsonBody, BodyError } from '../middleware/body.js';
 import { headerKey } from '../middleware/api-key.js';
 import { AppError } from '../../shared/errors.js';
-import { knownError } from '../middleware/errors.js';
+import { knownError, refuseNulInPath } from '../middleware/errors.js';
 import { authenticateKey, type ApiKeyRecord } from '../../shared/domain/keys.js';
 import { VerificationService, PHONE_PATTERN } from '../../shared/verification/service.js';
 import {
@@ -65,6 +65,7 @@ export function verifyRouter(ctx: AppContext): Router {
     return key;
   };
   const tokenParam = (req: Request): string => String(req.params.token ?? '');
+  router.use('/v1/validations', refuseNulInPath);
 
   router.post('/v1/validations', async (req, res) => {
     const key = await auth(req);
