@@ -24,6 +24,7 @@ import { normalizePhone } from '../phone/normalize.js';
 import { resolveSendAt, validateDeliveryWindow, nextSendInstant } from '../schedule/window.js';
 import { checkCallbackUrl } from '../net/ssrf.js';
 import { badRequest } from '../errors.js';
+import { StorageUnavailableError } from '../storage-unavailable.js';
 
 /** D2: accepted with ids, never sent, never charged, no webhooks. */
 export const TEST_NUMBER = '420777777777';
@@ -297,7 +298,12 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
  * command BullMQ defined onto it (3.5 % of the API process's busy time in `--cpu-prof` during
  * e2e-smpp); `add` sends the same script without it.
  */
-function enqueueDispatch(queue: Queue<DispatchJob>, list: Array<{ name: string; data: DispatchJob; opts: typeof DISPATCH_JOB_OPTIONS }>): Promise<unknown> {
+async function enqueueDispatch(queue: Queue<DispatchJob>, list: Array<{ name: string; data: DispatchJob; opts: typeof DISPATCH_JOB_OPTIONS }>): Promise<unknown> {
+  // While Redis is down the client holds commands until it reconnects: the caller would wait for
+  // the whole outage for work that is already safe in Postgres. Give up at once instead.
+  if ((await queue.backend.client).status !== 'ready') {
+    throw new StorageUnavailableError('redis', 'not connected');
+  }
   const only = list.length === 1 ? list[0]! : null;
   return only ? queue.add(only.name, only.data, only.opts) : queue.addBulk(list);
 }
