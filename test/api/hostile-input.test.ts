@@ -1,6 +1,7 @@
 /**
  * Hostile input (issue 22 item 7): thousands of malformed requests, generated from a seed, over
- * every API family (sending v2, legacy v1, simple, XML, REST, verification, sandbox, admin), and
+ * every API family (sending v2, legacy v1, simple, XML, REST, verification, sandbox, admin, carrier
+ * callbacks), and
  * the explicit cases the issue lists. Every answer must be below 500, and a refused call must
  * write nothing: each table carries an audit trigger, and the rows it logged during each request
  * are compared with what the answer says was accepted.
@@ -199,7 +200,16 @@ function templates(): Template[] {
     { family: 'admin', name: 'POST /admin/api/webhooks/replay', method: 'POST', path: '/admin/api/webhooks/replay', headers: bearer, body: { kind: 'json', value: { key_id: 1, since: '2026-01-01T00:00:00Z' } } },
     { family: 'admin', name: 'POST /admin/api/carriers', method: 'POST', path: '/admin/api/carriers', headers: bearer,
       body: { kind: 'json', value: { name: 'hostile1', url: 'smpp://user:pass@127.0.0.1:2775', routes: ['999'], enabled: false } } },
+    { family: 'admin', name: 'POST /admin/api/carriers (kind, config)', method: 'POST', path: '/admin/api/carriers', headers: bearer,
+      body: { kind: 'json', value: { name: 'hostile2', kind: 'smpp', config: { url: 'smpp://user:pass@127.0.0.1:2775' }, routes: ['998'], enabled: false } } },
     { family: 'admin', name: 'GET /admin/api/carriers', method: 'GET', path: '/admin/api/carriers', headers: bearer, body: { kind: 'none' } },
+    { family: 'admin', name: 'POST /admin/api/senders', method: 'POST', path: '/admin/api/senders', headers: bearer,
+      body: { kind: 'json', value: { account_id: a, family: 'viber', sender: 'Shop', connection: 'hostile1', credentials: { token: 'x' }, details: { a: 1 } } } },
+    { family: 'admin', name: 'GET /admin/api/senders', method: 'GET', path: '/admin/api/senders', headers: bearer, query: { account_id: String(a) }, body: { kind: 'none' } },
+    { family: 'admin', name: 'DELETE /admin/api/senders/:id', method: 'DELETE', path: '/admin/api/senders/{1}', headers: bearer, body: { kind: 'none' } },
+    { family: 'callbacks', name: 'POST /callbacks/:kind/:connection', method: 'POST', path: '/callbacks/{smpp}/{hostile1}/x', headers: {},
+      body: { kind: 'json', value: { event: 'delivered', message_token: 1, timestamp: 1 } } },
+    { family: 'callbacks', name: 'GET /callbacks/:kind/:connection', method: 'GET', path: '/callbacks/{viber}/{hostile1}', headers: {}, query: { a: 'b' }, body: { kind: 'none' } },
     { family: 'admin', name: 'DELETE /admin/api/carriers/:name', method: 'DELETE', path: '/admin/api/carriers/{hostile1}', headers: bearer, body: { kind: 'none' } },
   ];
 }

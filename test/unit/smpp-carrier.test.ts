@@ -9,7 +9,8 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import type { CarrierSink, InboundReport, StatusReport } from '../../shared/carriers/types.js';
-import { SmppCarrier, SmppCarrierError, type SmppCarrierOptions, type SmppOutboundAttempt } from '../../shared/carriers/smpp/carrier.js';
+import { SmppCarrier, SmppCarrierError, type SmppCarrierOptions } from '../../shared/carriers/smpp/carrier.js';
+import type { SmsAttempt } from '../../shared/channels/index.js';
 import { SmppRedisStore } from '../../shared/carriers/smpp/redis-store.js';
 import { RedisTokenBucket } from '../../shared/carriers/smpp/token-bucket.js';
 import { planSms } from '../../shared/sms/gsm7.js';
@@ -50,13 +51,15 @@ class RecordingSink implements CarrierSink {
 }
 
 let attemptSeq = 1;
-function attempt(to: string, text = 'Hello', extra: Partial<SmppOutboundAttempt> = {}): SmppOutboundAttempt {
+function attempt(to: string, text = 'Hello', extra: Partial<SmsAttempt> = {}): SmsAttempt {
   const plan = planSms(text, 'utf');
   const attemptId = attemptSeq++;
   return {
     attemptId,
     recipientPublicId: `r${attemptId}`,
+    accountId: 1,
     channel: 'sms',
+    smsGateway: 'high',
     to,
     sender: 'Switchboard',
     text: plan.text,

@@ -12,8 +12,8 @@
  * `pause(ms)` pushes the next free slot into the future for every process (used when the SMSC
  * answers ESME_RTHROTTLED / ESME_RMSGQFUL).
  */
-import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import { luaScript, runScript } from '../../redis.js';
 
 /**
  * KEYS[1]: the bucket (TAT of the next token, µs since the epoch, Redis clock).
@@ -42,25 +42,6 @@ local ttl_ms = math.floor((tat - now) / 1000) + 1000
 redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', ttl_ms)
 return math.floor(wait)
 `;
-
-export interface LuaScript {
-  source: string;
-  sha: string;
-}
-
-export function luaScript(source: string): LuaScript {
-  return { source, sha: createHash('sha1').update(source).digest('hex') };
-}
-
-/** EVALSHA, falling back to EVAL once when the server does not have the script cached. */
-export async function runScript(redis: Redis, script: LuaScript, keys: string[], args: Array<string | number>): Promise<unknown> {
-  try {
-    return await redis.evalsha(script.sha, keys.length, ...keys, ...args);
-  } catch (err) {
-    if (!(err instanceof Error) || !err.message.includes('NOSCRIPT')) throw err;
-    return redis.eval(script.source, keys.length, ...keys, ...args);
-  }
-}
 
 const BUCKET_SCRIPT = luaScript(TOKEN_BUCKET_LUA);
 
