@@ -148,8 +148,10 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   engine.onInbound(async (message) => {
     await ingestInbound(db, message);
   });
-  const sandbox = config.sandbox ? new SandboxCarrier(db, engine.sink, logger, config.sandboxSlowDeliveryMs) : null;
+  const sandbox = config.sandbox ? new SandboxCarrier(db, engine.sink, logger, { slowDeliveryMs: config.sandboxSlowDeliveryMs }) : null;
   registry.setDefault(sandbox);
+  // Only a process that hands attempts to the sandbox replays what a stopped one left pending.
+  if (sandbox && opts.dispatching) sandbox.start();
 
   let closing: Promise<void> | null = null;
   const close = () => {

@@ -60,6 +60,8 @@ export interface Config {
   sandboxSlowDeliveryMs: number;
   /** How often the recovery sweep looks for work that Redis lost. */
   recoverySweepMs: number;
+  /** How long an attempt may wait for its carrier before the sweep settles it (RECEIPT_WAIT_HOURS, default 72). */
+  receiptWaitHours: number;
   /** Run migrations on start (default true). */
   migrateOnStart: boolean;
   /**
@@ -108,6 +110,7 @@ const schema = Joi.object({
   WEBHOOK_DIRECT_BACKLOG_MB: Joi.number().integer().min(0).max(4096).default(64),
   SANDBOX_SLOW_DELIVERY_MS: Joi.number().integer().min(0).default(5000),
   RECOVERY_SWEEP_MS: Joi.number().integer().min(100).default(30000),
+  RECEIPT_WAIT_HOURS: Joi.number().min(0.001).max(24 * 365).default(72),
   MIGRATE_ON_START: bool.default(true),
   CREDENTIALS_KEY: Joi.string().allow('').custom((v: string, helpers) => (v === '' || parseKey(v) ? v : helpers.error('any.invalid')))
     .messages({ 'any.invalid': 'must be 32 bytes as 64 hex characters or base64 (e.g. `openssl rand -hex 32`)' }),
@@ -178,6 +181,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     webhookDirectBacklogBytes: value.WEBHOOK_DIRECT_BACKLOG_MB * 1024 * 1024,
     sandboxSlowDeliveryMs: value.SANDBOX_SLOW_DELIVERY_MS,
     recoverySweepMs: value.RECOVERY_SWEEP_MS,
+    receiptWaitHours: value.RECEIPT_WAIT_HOURS,
     migrateOnStart: value.MIGRATE_ON_START,
     credentialsKey: credentialsKey ?? DEVELOPMENT_CREDENTIALS_KEY,
     credentialsKeyIsDevelopmentDefault: credentialsKey === null,
