@@ -59,8 +59,8 @@ export const HOSTILE_STRINGS: readonly string[] = [
 ];
 
 export const HOSTILE_NUMBERS: readonly number[] = [
-  1e308, -1e308, 1e12, -1e12, 1e12 + 0.5, 0, -0, -1, 1, 1.5, 0.00001, 1e-7, 9007199254740993, -9007199254740993, 2 ** 63,
-  99999999999999.9999, 5e-324, 65536, 99999, 1e14, 1e21,
+  1e308, -1e308, 1e12, -1e12, 1e12 + 0.5, 0, -0, -1, 1, 1.5, 0.00001, 1e-7, Number.MAX_SAFE_INTEGER + 2, -(Number.MAX_SAFE_INTEGER + 2), 2 ** 63,
+  1e14 - 0.0001, 5e-324, 65536, 99999, 1e14, 1e21,
 ];
 
 const HOSTILE_OTHERS: readonly unknown[] = [null, true, false, [], {}, [null], [[]], { '': null }];
