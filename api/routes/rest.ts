@@ -11,6 +11,7 @@ import type { AppContext } from '../context.js';
 import { readJsonBody, BodyError } from '../middleware/body.js';
 import { headerKey, keyFromRequest } from '../middleware/api-key.js';
 import { AppError, unauthorized } from '../../shared/errors.js';
+import { knownError } from '../middleware/errors.js';
 import type { ApiKeyRecord } from '../../shared/domain/keys.js';
 import { getCredit } from '../../shared/rest/credit.js';
 import { listMessages, parseMessageQuery } from '../../shared/rest/messages.js';
@@ -89,8 +90,9 @@ export async function restKey(ctx: AppContext, req: Request): Promise<ApiKeyReco
 }
 
 export function restErrors(ctx: AppContext): ErrorRequestHandler {
-  return (err, req, res, _next) => {
-    if (err instanceof AppError && err.status < 500) {
+  return (caught, req, res, _next) => {
+    const err = knownError(caught, req, res, ctx.logger);
+    if (err instanceof AppError && (err.status < 500 || err.status === 503)) {
       res.status(err.status).json({ success: false, message: err.message });
       return;
     }

@@ -11,6 +11,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { luaScript, runScript, type Redis } from '../redis.js';
+import { StorageUnavailableError } from '../storage-unavailable.js';
 
 export const ACCOUNT_WINDOW_MS = 60_000;
 export const PHONE_WINDOW_MS = 3_600_000;
@@ -82,6 +83,11 @@ export function limitKeys(prefix: string, accountId: number, phone: string): [st
 
 /** Check both levels and, when admitted, record this start (atomically). */
 export async function admitStart(redis: Redis, prefix: string, accountId: number, phone: string, limits: StartLimits): Promise<LimitOutcome> {
+  // The shared client queues commands while it reconnects (workers need that); a start would then
+  // hang for the whole outage. It fails at once instead: 503, nothing accepted, retry later.
+  if (redis.status !== 'ready') {
+    throw new StorageUnavailableError('redis', `connection is ${redis.status}`);
+  }
   const keys = limitKeys(prefix, accountId, phone);
   const member = `${Date.now()}.${randomBytes(8).toString('hex')}`;
   const reply = await runScript(redis, SCRIPT, keys, [
