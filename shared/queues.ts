@@ -96,6 +96,8 @@ export class Queues {
     readonly prefix: string,
     /** Number of status partitions; must be the same in every process of a deployment. */
     readonly statusPartitions = 4,
+    /** Where the queues' connection errors go (a queue without an 'error' listener prints each one's stack). */
+    onError: (source: string, err: Error) => void = () => undefined,
   ) {
     for (const pool of CHANNEL_POOLS) {
       for (const lane of LANES) {
@@ -105,6 +107,9 @@ export class Queues {
     }
     this.status = Array.from({ length: statusPartitions }, (_, p) => new Queue<StatusJob>(statusQueueName(p), { connection, prefix }));
     this.webhooks = new Queue<WebhookJob>(WEBHOOK_QUEUE, { connection, prefix });
+    for (const queue of this.all()) {
+      queue.on('error', (err) => onError(`queue ${queue.name}`, err));
+    }
   }
 
   dispatchQueue(pool: ChannelPool, lane: Lane): Queue<DispatchJob> {
