@@ -412,28 +412,60 @@ describe('SmppCarrier', () => {
 });
 
 describe('RedisTokenBucket', () => {
-  it('spaces tokens across several limiters sharing one key (N processes, one cap)', T, async () => {
+  it('shares one cap between several limiters on one key: never more than tps in a window, paced, unspent tokens returned', T, async () => {
     const key = `${prefix}:tb-test`;
     const a = new RedisTokenBucket(redis, key, { tps: 40 });
     const b = new RedisTokenBucket(redis, key, { tps: 40 });
     const times: number[] = [];
     const run = async (bucket: RedisTokenBucket): Promise<void> => {
       for (let i = 0; i < 30; i++) {
-        await bucket.take();
-        times.push(Date.now());
+        if (!bucket.tryTake()) await bucket.take();
+        times.push(performance.now());
       }
     };
-    const started = Date.now();
     await Promise.all([run(a), run(b)]);
-    const elapsed = Date.now() - started;
-    assert.ok(elapsed >= (59 / 40) * 1000 - 50, `60 tokens at 40/s took ${elapsed} ms`);
     times.sort((x, y) => x - y);
     let worst = 0;
     for (let i = 0; i < times.length; i++) {
       const inWindow = times.filter((t) => t >= times[i]! && t < times[i]! + 1000).length;
       worst = Math.max(worst, inWindow);
     }
-    assert.ok(worst <= 42, `at most tps+1 per second (saw ${worst})`);
+    assert.equal(worst, 40, 'the whole budget and never more in any second');
+    assert.ok(times[40]! - times[0]! >= 1000, `the 41st token waited for the window (${Math.round(times[40]! - times[0]!)} ms)`);
+    // Paced: a burst of two leases (2 x 4 tokens), then a lease per 100 ms.
+    assert.ok(times[16]! - times[0]! >= 150, `paced, not a second's budget at once (${Math.round(times[16]! - times[0]!)} ms for 17)`);
+    await Promise.all([a.close(), b.close()]);
+    assert.equal(a.stats.tokens + b.stats.tokens, 60);
+    const [seconds, micros] = await redis.time();
+    const nowUs = Number(seconds) * 1e6 + Number(micros);
+    const leases = (await redis.zrange(key, '0', '-1', 'WITHSCORES')).reduce<Array<[string, number]>>(
+      (out, v, i, all) => (i % 2 === 0 && v.startsWith('L:') ? [...out, [v, Number(all[i + 1])]] : out), []);
+    const held = leases.reduce((sum, [m]) => sum + Number(m.split(':')[2]), 0);
+    assert.ok(held > 0 && held <= 60, `after close the book holds only tokens really spent (${held})`);
+    assert.ok(leases.every(([, end]) => end <= nowUs), 'settled: every lease ends at its last spend, none at its validity');
+  });
+
+  it('an idle limiter gives its unspent tokens back: its lease shrinks to what it spent', T, async () => {
+    const key = `${prefix}:tb-idle`;
+    const a = new RedisTokenBucket(redis, key, { tps: 400, leaseValidityMs: 100 });
+    await a.take();
+    const members = async (): Promise<string[]> => (await redis.zrange(key, '0', '-1')).filter((m) => m.startsWith('L:'));
+    const [lease] = await members();
+    assert.match(lease ?? '', /^L:[^:]+:10$/, 'a first lease of a quarter of the largest (tps 400: 40)');
+    await sleep(250); // expired after 100 ms, settled 50 ms later
+    assert.deepEqual(await members(), [lease!.replace(/:10$/, ':1')], 'the nine unspent tokens went back');
+    assert.equal(a.stats.calls, 2, 'one grant, one settlement');
+    await a.close();
+  });
+
+  it('never spends a lease after its validity', T, async () => {
+    const key = `${prefix}:tb-expiry`;
+    const a = new RedisTokenBucket(redis, key, { tps: 1000, leaseValidityMs: 50 });
+    await a.take();
+    assert.ok(a.tryTake(), 'the lease has more tokens');
+    await sleep(70);
+    assert.equal(a.tryTake(), false, 'expired: no token without asking Redis again');
+    await a.close();
   });
 
   it('pause() holds every limiter on the key', T, async () => {

@@ -261,6 +261,8 @@ export class SmppCarrier implements Carrier {
   private pausedUntil = 0;
   private throttleStreak = 0;
   private unboundSince: number | null = Date.now();
+  /** Since when the tps limiter (Redis) could not be reached: submits wait like on a link down. */
+  private limiterDownSince: number | null = null;
   /** Receipt-id key positions that matched alone (index 0: same form as the submit id). */
   private readonly keyHits = [0, 0];
   private closed = false;
@@ -491,16 +493,19 @@ export class SmppCarrier implements Carrier {
         if (typeof reason === 'number') this.wakeAfter(reason);
         return;
       }
-      if (this.bucket) {
-        let waitMs: number;
+      // A leased token costs no Redis round trip; without one, wait for the next lease.
+      if (this.bucket && !this.bucket.tryTake()) {
         try {
-          waitMs = await this.bucket.reserve();
+          await this.bucket.take();
+          if (this.limiterDownSince !== null) this.logger.info({ carrier: this.name }, 'SMPP rate limiter reachable again');
+          this.limiterDownSince = null;
         } catch (err) {
-          this.logger.warn({ err, carrier: this.name }, 'SMPP rate limiter unavailable; retrying');
+          // Once per outage; submits wait (never past the cap) and the stall timer gives them back.
+          if (this.limiterDownSince === null) this.logger.warn({ err, carrier: this.name }, 'SMPP rate limiter unavailable; submits wait');
+          this.limiterDownSince ??= Date.now();
           await sleep(500);
           continue;
         }
-        if (waitMs > 0) await sleep(waitMs);
         // A token spent while the link dropped or paused is lost: only throughput suffers.
         if (this.blocked() !== null) continue;
       }
@@ -679,8 +684,9 @@ export class SmppCarrier implements Carrier {
         this.stallTimer = null;
         return;
       }
-      if (this.unboundSince === null || Date.now() - this.unboundSince < this.stallTimeoutMs) return;
-      const error = new SmppCarrierError(`${this.name} not bound for ${Math.round((Date.now() - this.unboundSince) / 1000)} s`);
+      const since = Math.min(this.unboundSince ?? Infinity, this.limiterDownSince ?? Infinity);
+      if (Date.now() - since < this.stallTimeoutMs) return;
+      const error = new SmppCarrierError(`${this.name} ${this.unboundSince === since ? 'not bound' : 'without its tps limiter'} for ${Math.round((Date.now() - since) / 1000)} s`);
       this.logger.warn({ carrier: this.name, queued }, 'SMPP link down too long; giving queued attempts back to the engine');
       for (const work of [...this.priorityLane.drain(), ...this.normalLane.drain()]) work.finish({ kind: 'give-back', error });
     }, every);
@@ -804,6 +810,7 @@ export class SmppCarrier implements Carrier {
     this.stallTimer = null;
     const error = new SmppCarrierError(`${this.name} is closing`);
     for (const work of [...this.priorityLane.drain(), ...this.normalLane.drain()]) work.finish({ kind: 'give-back', error });
+    this.bucket?.close().catch(() => undefined); // unspent leased tokens go back to the other processes
     this.closePromise = this.session.close();
     return this.closePromise;
   }

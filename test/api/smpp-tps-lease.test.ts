@@ -1,0 +1,150 @@
+/**
+ * The tps cap across processes, measured where it matters: two child processes, each an
+ * SmppCarrier bound to the simulator (test/support/smpp-sender-child.ts), share one connection's
+ * cap through a private redis-server, whose command counts show what the cap costs.
+ *
+ * - A binding cap: the submits the SMSC receives never exceed tps in any sliding second, and
+ *   their steady rate is within 5 % of it.
+ * - A cap that does not bind costs a few lease calls per second per process, not one per submit.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, it } from 'node:test';
+import { SmscSimulator } from '../../scripts/smsc-simulator.js';
+import { startOwnRedis, type OwnRedis } from '../support/own-redis.js';
+import { stopChild } from '../support/processes.js';
+import { uniqueName } from '../support/harness.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+let redis: OwnRedis;
+let sim: SmscSimulator;
+let connectionSeq = 0;
+
+before(async () => {
+  redis = await startOwnRedis();
+  // No receipts (every destination ends in 03): only the submit path is measured.
+  sim = new SmscSimulator({ systemId: 'sb', password: 'pw' });
+  await sim.start();
+});
+
+after(async () => {
+  await sim?.stop();
+  await redis?.stop();
+});
+
+interface Sender {
+  child: ChildProcess;
+  output: string[];
+  events: Array<Record<string, unknown>>;
+  next(event: string): Promise<Record<string, unknown>>;
+}
+
+function startSender(env: Record<string, string>): Sender {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/smpp-sender-child.ts'], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  const output: string[] = [];
+  const events: Array<Record<string, unknown>> = [];
+  const waiters: Array<{ event: string; resolve(e: Record<string, unknown>): void }> = [];
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    output.push(line);
+    let e: Record<string, unknown>;
+    try {
+      e = JSON.parse(line) as Record<string, unknown>;
+    } catch {
+      return;
+    }
+    events.push(e);
+    for (const w of waiters.filter((x) => x.event === e.event)) {
+      waiters.splice(waiters.indexOf(w), 1);
+      w.resolve(e);
+    }
+  });
+  child.stderr?.on('data', (d: Buffer) => output.push(d.toString()));
+  return {
+    child,
+    output,
+    events,
+    next: (event) => {
+      const seen = events.find((e) => e.event === event);
+      if (seen) return Promise.resolve(seen);
+      return new Promise((resolve, reject) => {
+        waiters.push({ event, resolve });
+        child.once('exit', (code) => reject(new Error(`sender exited (${code}) before "${event}":\n${output.join('\n')}`)));
+      });
+    },
+  };
+}
+
+/** Runs `perSender` attempts from each of two processes over one connection; resolves with their reports. */
+async function runTwo(query: string, perSender: number): Promise<{ done: Array<Record<string, unknown>>; evalCalls: number; ms: number }> {
+  const connection = `cap${++connectionSeq}`;
+  const prefix = uniqueName('sbtps');
+  const senders = [0, 1].map((k) => startSender({
+    SMPP_URL: `smpp://sb:pw@127.0.0.1:${sim.port}?${query}`,
+    REDIS_URL: redis.url,
+    REDIS_PREFIX: prefix,
+    SENDER_CONNECTION: connection,
+    SENDER_COUNT: String(perSender),
+    SENDER_FIRST_ATTEMPT: String(1 + k * perSender),
+    SENDER_TO: `4207${k}${connectionSeq}`,
+    LOG_LEVEL: 'warn',
+  }));
+  try {
+    await Promise.all(senders.map((s) => s.next('bound')));
+    sim.reset();
+    const before = await redis.commandCalls();
+    const started = Date.now();
+    for (const s of senders) s.child.stdin!.write('go\n');
+    const done = await Promise.all(senders.map((s) => s.next('done')));
+    const ms = Date.now() - started;
+    const afterCalls = await redis.commandCalls();
+    const evalCalls = ['evalsha', 'eval'].reduce((sum, c) => sum + (afterCalls[c] ?? 0) - (before[c] ?? 0), 0);
+    return { done, evalCalls, ms };
+  } finally {
+    await Promise.all(senders.map((s) => stopChild(s.child, 5_000)));
+  }
+}
+
+/** Most submits the SMSC received within any 1 s (sliding), and the sorted receive times. */
+function busiestSecond(): { worst: number; times: number[] } {
+  const times = sim.submitted.map((r) => r.receivedAt).sort((a, b) => a - b);
+  let worst = 0;
+  for (let i = 0, j = 0; i < times.length; i++) {
+    while (j < times.length && times[j]! < times[i]! + 1000) j++;
+    worst = Math.max(worst, j - i);
+  }
+  return { worst, times };
+}
+
+describe('tps cap shared by two processes', () => {
+  it('binding (200/s): never above the cap in any second at the SMSC, within 5 % of it', { timeout: 60_000 }, async (t) => {
+    const TPS = 200;
+    const { done, evalCalls, ms } = await runTwo(`window=20&tps=${TPS}&submit_id=hex&receipt_id=hex`, 650);
+    const { worst, times } = busiestSecond();
+    assert.equal(times.length, 1300, 'every attempt submitted once');
+    assert.equal(new Set(sim.submitted.map((r) => r.sessionId)).size, 2, 'both processes sent');
+    // The first second's budget may go early; the steady rate is that of the submits after it:
+    // 1000 submits from the 201st on, over the time they took.
+    const steady = Math.round((1000 / (times[1200]! - times[200]!)) * 1000 * 10) / 10;
+    t.diagnostic(`busiest second ${worst}, steady ${steady}/s, ${evalCalls} lease calls in ${ms} ms for 1300 submits; ${JSON.stringify(done.map((d) => d.bucket))}`);
+    assert.ok(worst <= TPS, `at most ${TPS} submits in any second at the SMSC, saw ${worst}`);
+    assert.ok(steady >= TPS * 0.95 && steady <= TPS, `steady rate within 5 % of ${TPS}/s: ${steady}/s`);
+  });
+
+  it('not binding (100,000/s): a few Redis calls per second per process, not one per submit', { timeout: 60_000 }, async (t) => {
+    const PER_SENDER = 6000;
+    const { done, evalCalls, ms } = await runTwo('window=50&tps=100000&submit_id=hex&receipt_id=hex', PER_SENDER);
+    const perProcessPerSecond = evalCalls / 2 / (ms / 1000);
+    t.diagnostic(`${evalCalls} lease calls (EVALSHA/EVAL at the server) for ${2 * PER_SENDER} submits in ${ms} ms: ${perProcessPerSecond.toFixed(1)}/s per process; ${JSON.stringify(done.map((d) => d.bucket))}`);
+    assert.equal(sim.submitted.length, 2 * PER_SENDER);
+    // One lease per ~250 ms of demand, one ahead, a settlement at expiry and one at close.
+    assert.ok(perProcessPerSecond <= 10, `at most 10 lease calls per second per process, saw ${perProcessPerSecond.toFixed(1)}`);
+    assert.ok(evalCalls * 100 < 2 * PER_SENDER, `${evalCalls} calls for ${2 * PER_SENDER} submits`);
+  });
+});

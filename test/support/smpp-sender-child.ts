@@ -1,0 +1,72 @@
+/**
+ * One sending process for tests that need several (the tps cap is shared across processes): an
+ * SmppCarrier bound to the simulator, with its own Redis connection and a sink that only counts.
+ * Prints `{"event":"bound"}` once bound, sends SENDER_COUNT one-part attempts (one `send()`, as a
+ * dispatch job hands a batch) when a line arrives on stdin, then prints
+ * `{"event":"done", …stats}` and exits.
+ *
+ * Environment: SMPP_URL, REDIS_URL, REDIS_PREFIX, SENDER_CONNECTION (connection name, shared by
+ * the processes of one test), SENDER_COUNT, SENDER_FIRST_ATTEMPT (attempt ids from here),
+ * SENDER_TO (destination prefix; the attempt's index and 03 are appended).
+ */
+import { createInterface } from 'node:readline';
+import { Redis } from 'ioredis';
+import { SmppCarrier } from '../../shared/carriers/smpp/carrier.js';
+import type { CarrierSink, OutboundAttempt } from '../../shared/carriers/types.js';
+import type { RedisTokenBucket } from '../../shared/carriers/smpp/token-bucket.js';
+
+const env = (name: string): string => {
+  const value = process.env[name];
+  if (value === undefined) throw new Error(`${name} is required`);
+  return value;
+};
+
+const count = Number(env('SENDER_COUNT'));
+const first = Number(env('SENDER_FIRST_ATTEMPT'));
+const to = env('SENDER_TO');
+const redis = new Redis(env('REDIS_URL'), { maxRetriesPerRequest: 1 });
+let reports = 0;
+const sink: CarrierSink = {
+  report: async (updates) => {
+    reports += updates.length;
+  },
+  inbound: async () => undefined,
+};
+const carrier = new SmppCarrier({
+  connection: env('SENDER_CONNECTION'),
+  url: env('SMPP_URL'),
+  sink,
+  redis,
+  redisPrefix: env('REDIS_PREFIX'),
+}).start();
+
+const print = (obj: object): void => {
+  process.stdout.write(`${JSON.stringify(obj)}\n`);
+};
+
+async function main(): Promise<void> {
+  await carrier.waitUntilBound(10_000);
+  print({ event: 'bound' });
+  const lines = createInterface({ input: process.stdin });
+  await new Promise<void>((resolve) => lines.once('line', () => resolve()));
+  const attempts: OutboundAttempt[] = [];
+  for (let i = 0; i < count; i++) {
+    const attemptId = first + i;
+    attempts.push({
+      attemptId, recipientPublicId: `r${attemptId}`, channel: 'sms', to: `${to}${String(i).padStart(5, '0')}03`, // …03: the simulator sends no receipt
+      sender: 'Switchboard', text: `Cap ${attemptId}`, ttlMinutes: 60,
+    });
+  }
+  const started = Date.now();
+  await carrier.send(attempts);
+  const bucket = (carrier as unknown as { bucket: RedisTokenBucket | null }).bucket;
+  print({ event: 'done', ms: Date.now() - started, reports, bucket: bucket?.stats ?? null, carrier: carrier.stats });
+  lines.close();
+  await carrier.close();
+  redis.disconnect();
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
+  process.exit(1);
+});
