@@ -6,6 +6,8 @@
  * - A binding cap: the submits the SMSC receives never exceed tps in any sliding second, and
  *   their steady rate is within 5 % of it.
  * - A cap that does not bind costs a few lease calls per second per process, not one per submit.
+ * - With Redis gone, nothing goes past the leases already held; the waiting attempts go back to
+ *   the engine after the stall timeout, as on a link down.
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -13,6 +15,9 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { SmscSimulator } from '../../scripts/smsc-simulator.js';
+import { SmppCarrier, SmppCarrierError } from '../../shared/carriers/smpp/carrier.js';
+import type { OutboundAttempt } from '../../shared/carriers/types.js';
+import { createRedis } from '../../shared/redis.js';
 import { startOwnRedis, type OwnRedis } from '../support/own-redis.js';
 import { stopChild } from '../support/processes.js';
 import { uniqueName } from '../support/harness.js';
@@ -147,4 +152,50 @@ describe('tps cap shared by two processes', () => {
     assert.ok(perProcessPerSecond <= 10, `at most 10 lease calls per second per process, saw ${perProcessPerSecond.toFixed(1)}`);
     assert.ok(evalCalls * 100 < 2 * PER_SENDER, `${evalCalls} calls for ${2 * PER_SENDER} submits`);
   });
+
+  it('Redis gone: no submit past the leases held; the waiting attempts go back after the stall timeout', { timeout: 30_000 }, async () => {
+    const own = await startOwnRedis();
+    // As the service connects: commands wait (queued) while Redis is away, retried for ever.
+    const client = createRedis(own.url);
+    const carrier = new SmppCarrier({
+      connection: `cap${++connectionSeq}`,
+      url: `smpp://sb:pw@127.0.0.1:${sim.port}?window=10&tps=50&submit_id=hex&receipt_id=hex`,
+      sink: { report: async () => undefined, inbound: async () => undefined },
+      redis: client,
+      redisPrefix: uniqueName('sbtps'),
+      stallTimeoutMs: 1_500,
+    }).start();
+    try {
+      await carrier.waitUntilBound(5_000);
+      sim.reset();
+      const attempts: OutboundAttempt[] = Array.from({ length: 200 }, (_, i) => ({
+        attemptId: 90_000 + i, recipientPublicId: `d${i}`, channel: 'sms', to: `42079${String(i).padStart(5, '0')}03`,
+        sender: 'Switchboard', text: 'Down', ttlMinutes: 60,
+      }));
+      const sending = carrier.send(attempts);
+      sending.catch(() => undefined);
+      await waitForCount(15);
+      await own.stop();
+      const atStop = sim.submitted.length;
+      const started = Date.now();
+      await assert.rejects(sending, (err: unknown) => err instanceof SmppCarrierError && /not submitted/.test(err.message));
+      const waited = Date.now() - started;
+      // tps 50: leases of at most 5 tokens, one held and one ahead.
+      assert.ok(sim.submitted.length <= atStop + 10, `after Redis went: ${sim.submitted.length - atStop} submits (at most the 10 tokens leased)`);
+      assert.ok(sim.submitted.length < 200);
+      assert.ok(waited >= 1_000 && waited < 10_000, `given back after the stall timeout (${waited} ms)`);
+    } finally {
+      await carrier.close();
+      client.disconnect();
+      await own.stop();
+    }
+  });
 });
+
+async function waitForCount(n: number): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (sim.submitted.length < n) {
+    if (Date.now() > deadline) throw new Error(`only ${sim.submitted.length} submits`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}

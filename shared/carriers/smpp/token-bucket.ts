@@ -180,6 +180,9 @@ interface Lease {
   endedAt: number | null;
 }
 
+/** How long a lease call may take before the limiter counts as unreachable. */
+const LEASE_CALL_TIMEOUT_MS = 2_000;
+
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class RedisTokenBucket {
@@ -327,12 +330,22 @@ export class RedisTokenBucket {
     const askedAt = performance.now();
     this.stats.calls++;
     let reply: unknown;
+    let timer: NodeJS.Timeout | undefined;
     try {
-      reply = await runScript(this.redis, LEASE_SCRIPT, [this.key], args);
+      // A client that queues commands while disconnected would wait for Redis forever: give up,
+      // so the carrier sees the outage (a grant that arrives later only holds budget until it expires).
+      reply = await Promise.race([
+        runScript(this.redis, LEASE_SCRIPT, [this.key], args),
+        new Promise((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`tps limiter: Redis did not answer within ${LEASE_CALL_TIMEOUT_MS} ms`)), LEASE_CALL_TIMEOUT_MS);
+        }),
+      ]);
     } catch (err) {
       this.stats.errors++;
       this.settlements = settling.concat(this.settlements); // settled with the next call that gets through
       throw err;
+    } finally {
+      clearTimeout(timer);
     }
     const [granted, nowUs, waitUs] = (reply as Array<number | string>).map(Number) as [number, number, number];
     if (want === 0) return;
