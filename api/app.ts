@@ -19,6 +19,7 @@ import { webhookAdmin } from './routes/admin-webhooks.js';
 import { carrierAdmin } from './routes/admin-carriers.js';
 import { restRouter } from './routes/rest.js';
 import { verifyRouter } from './routes/verify.js';
+import { callbacksRouter } from './routes/callbacks.js';
 
 export function buildApp(ctx: AppContext, adminExtensions: AdminExtension[] = []): Express {
   const app = express();
@@ -39,6 +40,7 @@ export function buildApp(ctx: AppContext, adminExtensions: AdminExtension[] = []
   app.use(xmlRouter(ctx));
   app.use(restRouter(ctx));
   app.use(verifyRouter(ctx));
+  app.use(callbacksRouter(ctx));
   if (ctx.config.sandbox) {
     app.use(sandboxRouter(ctx));
   }

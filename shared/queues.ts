@@ -5,11 +5,13 @@
  */
 import { Queue, type JobsOptions, type ConnectionOptions } from 'bullmq';
 import type { StatusReport } from './carriers/types.js';
+import { FAMILIES, type Family } from './channels/index.js';
 
 export const LANES = ['priority', 'transactional', 'promotional'] as const;
 export type Lane = (typeof LANES)[number];
-export const CHANNEL_POOLS = ['sms', 'viber', 'whatsapp'] as const;
-export type ChannelPool = (typeof CHANNEL_POOLS)[number];
+/** Dispatch worker pools: one per channel family (whatsapp_text and whatsapp_template share one). */
+export const CHANNEL_POOLS = FAMILIES;
+export type ChannelPool = Family;
 
 /** Lane of a message from its tag (D2): `priority` > `transactional` > everything else. */
 export function laneOfTag(tag: string): Lane {
@@ -67,10 +69,6 @@ export function statusPartitionOf(report: { attemptId?: number; carrier?: string
 }
 export const WEBHOOK_QUEUE = 'webhooks';
 
-export const dispatchJobId = (messageId: string, step: number, recipientId?: number): string =>
-  recipientId === undefined ? `m.${messageId}.s${step}` : `r.${recipientId}.s${step}`;
-/** The job of a batch call's due objects on one queue (first message id: unique per call and queue). */
-export const callJobId = (firstMessageId: string): string => `c.${firstMessageId}.s0`;
 export const ttlJobId = (attemptId: number): string => `ttl.${attemptId}`;
 export const webhookJobId = (batchId: number): string => `wh.${batchId}`;
 
@@ -105,9 +103,13 @@ export class Queues {
   }
 
   dispatchQueue(pool: ChannelPool, lane: Lane): Queue<DispatchJob> {
-    const queue = this.dispatch.get(dispatchQueueName(pool, lane));
+    return this.dispatchByName(dispatchQueueName(pool, lane));
+  }
+
+  dispatchByName(name: string): Queue<DispatchJob> {
+    const queue = this.dispatch.get(name);
     if (!queue) {
-      throw new Error(`no dispatch queue ${pool}.${lane}`);
+      throw new Error(`no dispatch queue ${name}`);
     }
     return queue;
   }

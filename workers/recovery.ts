@@ -6,10 +6,10 @@
  */
 import type { Db } from '../shared/db/pool.js';
 import type { Logger } from '../shared/logger.js';
-import { Queues, LANE_OF_NUMBER, DISPATCH_JOB_OPTIONS, dispatchJobId, type DispatchJob } from '../shared/queues.js';
-import { poolOfChannel } from '../shared/sending/accept.js';
-import { stepChannel, type FlowStep } from '../shared/sending/message-schema.js';
-import { enqueueBatches } from '../shared/webhooks/relay.js';
+import type { Queues } from '../shared/queues.js';
+import { stepOf, type FlowStep } from '../shared/channels/index.js';
+import { addDispatchJobs, messageJob, recipientJob } from '../shared/engine/dispatch-jobs.js';
+import { enqueueBatches } from '../shared/webhooks/jobs.js';
 
 export interface SweepResult {
   dispatch: number;
@@ -36,12 +36,11 @@ export async function sweepOnce(db: Db, queues: Queues, opts: { graceMs: number;
   rows.push(...await startsLost(db, opts.graceMs));
   let dispatch = 0;
   for (const row of rows) {
-    const pool = poolOfChannel(stepChannel(row.flow[row.step]!).channel);
-    const queue = queues.dispatchQueue(pool, LANE_OF_NUMBER[row.lane] ?? 'promotional');
+    const target = { channel: stepOf(row.flow[row.step]!).channel, lane: row.lane };
     const jobs = row.step === 0
-      ? [{ data: { step: 0, messages: [{ messageId: row.message_id, recipientIds: row.ids }] }, jobId: dispatchJobId(row.message_id, 0) }]
-      : row.ids.map((id) => ({ data: { step: row.step, messages: [{ messageId: row.message_id, recipientIds: [id] }] }, jobId: dispatchJobId(row.message_id, row.step, id) }));
-    await queue.addBulk(jobs.map((j) => ({ name: 'dispatch', data: j.data as DispatchJob, opts: { ...DISPATCH_JOB_OPTIONS, jobId: j.jobId } })));
+      ? [messageJob(target, row.message_id, 0, row.ids)]
+      : row.ids.map((id) => recipientJob(target, row.message_id, row.step, id));
+    await addDispatchJobs(queues, jobs);
     dispatch += jobs.length;
   }
   const { rows: batches } = await db.query<{ id: number; url: string }>(

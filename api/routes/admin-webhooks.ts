@@ -2,9 +2,9 @@
 import Joi from 'joi';
 import type { AdminExtension } from './admin.js';
 import { readJsonBody } from '../middleware/body.js';
-import { validate } from '../middleware/validate.js';
+import { validate } from '../../shared/validation.js';
 import { listDeadBatches, reviveDeadBatches } from '../../shared/webhooks/deliver.js';
-import { enqueueBatches } from '../../shared/webhooks/relay.js';
+import { enqueueBatches } from '../../shared/webhooks/jobs.js';
 
 const listQuery = Joi.object<{ key_id?: number; since?: Date }>({
   key_id: Joi.number().integer().min(1),

@@ -4,7 +4,7 @@ import Joi from 'joi';
 import type { AppContext } from '../context.js';
 import { adminAuth } from '../middleware/admin-auth.js';
 import { readJsonBody, BodyError } from '../middleware/body.js';
-import { validate } from '../middleware/validate.js';
+import { validate } from '../../shared/validation.js';
 import { AppError, badRequest } from '../../shared/errors.js';
 import {
   createAccount, getAccount, updateAccount, addAccountCredit, addKeyCredit, listKeys, updateKeySettings,

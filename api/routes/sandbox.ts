@@ -8,12 +8,13 @@ import Joi from 'joi';
 import type { AppContext } from '../context.js';
 import { readJsonBody, BodyError } from '../middleware/body.js';
 import { headerKey, keyFromRequest } from '../middleware/api-key.js';
-import { validate } from '../middleware/validate.js';
+import { validate } from '../../shared/validation.js';
 import { AppError, unauthorized } from '../../shared/errors.js';
 import { ingestInbound } from '../../shared/engine/inbound.js';
+import { FAMILIES, type Family } from '../../shared/channels/index.js';
 
-const inboundSchema = Joi.object<{ gateway: 'sms' | 'viber' | 'whatsapp'; sender: string; recipient: string; body: string }>({
-  gateway: Joi.string().valid('sms', 'viber', 'whatsapp').required(),
+const inboundSchema = Joi.object<{ gateway: Family; sender: string; recipient: string; body: string }>({
+  gateway: Joi.string().valid(...FAMILIES).required(),
   sender: Joi.string().min(1).max(64).required(),
   recipient: Joi.string().min(1).max(64).required(),
   body: Joi.string().min(1).max(4000).required(),

@@ -8,6 +8,7 @@ import { readFormBody, mediaType, BodyError } from '../middleware/body.js';
 import { keyFromRequest } from '../middleware/api-key.js';
 import { parseXmlRequest, MAX_XML_BYTES, type XmlRequest } from '../xml/parse.js';
 import { presentXmlError, presentXmlSuccess } from '../xml/present.js';
+import { payingBalance } from '../../shared/domain/payer.js';
 import { acceptMessages } from '../../shared/sending/accept.js';
 import { MAX_XML_RECIPIENTS } from '../../shared/sending/message-schema.js';
 import { AppError } from '../../shared/errors.js';
@@ -81,11 +82,5 @@ function toMessage(r: XmlRequest): Record<string, unknown> {
 }
 
 async function hasPositiveBalance(ctx: AppContext, key: ApiKeyRecord): Promise<boolean> {
-  if (!key.isPrimary && !key.shared) {
-    const { rows } = await ctx.db.query<{ balance: number }>('SELECT balance FROM api_keys WHERE id = $1', [key.id]);
-    return (rows[0]?.balance ?? 0) > 0;
-  }
-  const column = key.currency === 'CZK' ? 'credit_czk' : 'credit_eur';
-  const { rows } = await ctx.db.query<{ balance: number }>(`SELECT ${column} AS balance FROM accounts WHERE id = $1`, [key.accountId]);
-  return (rows[0]?.balance ?? 0) > 0;
+  return (await payingBalance(ctx.db, key.id)) > 0;
 }

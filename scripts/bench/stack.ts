@@ -189,6 +189,7 @@ export async function startService(ctx: Ctx, spec: ServiceSpec): Promise<Service
     REDIS_URL: ctx.redisUrl,
     REDIS_PREFIX: prefix,
     ADMIN_TOKEN: adminToken,
+    CREDENTIALS_KEY: randomBytes(32).toString('hex'),
     ALLOW_PRIVATE_CALLBACKS: '1',
     SANDBOX: spec.sandbox ? '1' : '0',
     SMPP_URL: spec.smppUrl ?? '',

@@ -2,6 +2,7 @@
 import { withTx, type Db, type Queryable } from '../db/pool.js';
 import { notFound, badRequest } from '../errors.js';
 import { generateApiKey } from './keys.js';
+import { unitsLiteral } from './money.js';
 
 export type Currency = 'CZK' | 'EUR';
 
@@ -234,13 +235,8 @@ export function changeCreditStatement(payerKind: 'account' | 'key', payerId: num
   if (!Number.isSafeInteger(payerId) || payerId <= 0) {
     throw new Error(`changeCreditStatement: payer id ${payerId} is not a row id`);
   }
-  if (!Number.isSafeInteger(deltaUnits)) {
-    throw new Error(`changeCreditStatement: ${deltaUnits} is not a whole number of ten-thousandths`);
-  }
   if ((payerKind !== 'account' && payerKind !== 'key') || (currency !== 'CZK' && currency !== 'EUR')) {
     throw new Error(`changeCreditStatement: unknown payer ${payerKind} or currency ${currency}`);
   }
-  const abs = Math.abs(deltaUnits);
-  const amount = `${deltaUnits < 0 ? '-' : ''}${Math.trunc(abs / 10_000)}.${String(abs % 10_000).padStart(4, '0')}`;
-  return `SELECT change_credit('${payerKind}', ${payerId}, '${currency}', ${amount})`;
+  return `SELECT change_credit('${payerKind}', ${payerId}, '${currency}', ${unitsLiteral(deltaUnits)})`;
 }

@@ -3,6 +3,7 @@ import Joi from 'joi';
 import type { NewAccount, AccountSettings } from './accounts.js';
 import type { PriceRow } from './prices.js';
 import { isValidCountry } from '../phone/normalize.js';
+import { CHANNELS, FAMILIES } from '../channels/index.js';
 
 const country = Joi.string().length(2).uppercase().custom((v: string, helpers) =>
   isValidCountry(v.toUpperCase()) ? v.toUpperCase() : helpers.error('any.invalid'));
@@ -36,7 +37,7 @@ export const creditSchema = Joi.object<{ czk?: number; eur?: number }>({ czk: mo
 export const keyCreditSchema = Joi.object<{ amount: number }>({ amount: money.required() });
 
 export const pricesSchema = Joi.array<PriceRow[]>().items(Joi.object({
-  channel: Joi.string().valid('sms', 'viber', 'whatsapp_text', 'whatsapp_template').required(),
+  channel: Joi.string().valid(...CHANNELS).required(),
   prefix: Joi.string().pattern(/^[0-9]{0,15}$/).allow('').required(),
   operator: Joi.number().integer().min(0).max(999).default(0),
   price_czk: Joi.number().min(0).max(1e6).required(),
@@ -46,7 +47,7 @@ export const pricesSchema = Joi.array<PriceRow[]>().items(Joi.object({
 export const numberAssignmentSchema = Joi.object<{ account_id: number; value: string; channels: string[] }>({
   account_id: Joi.number().integer().min(1).required(),
   value: Joi.string().min(1).max(32).required(),
-  channels: Joi.array().items(Joi.string().valid('sms', 'viber', 'whatsapp')).min(1).unique().default(['sms', 'viber', 'whatsapp']),
+  channels: Joi.array().items(Joi.string().valid(...FAMILIES)).min(1).unique().default([...FAMILIES]),
 });
 
 /** Key settings an operator may change (the same fields as `POST /v1/apikey/update`, plus disabling). */

@@ -27,20 +27,26 @@ function classify(addr: ipaddr.IPv4 | ipaddr.IPv6): boolean {
   return addr.range() === 'unicast';
 }
 
-/** True when this resolved address may be connected to (global unicast only). */
-export function isPublicAddress(ip: string): boolean {
+/** An IP literal (brackets and zone id allowed), or null; ipaddr.js' lenient forms are refused. */
+export function parseStrictIp(ip: string): ipaddr.IPv4 | ipaddr.IPv6 | null {
   let s = ip.trim();
   if (s.startsWith('[') && s.endsWith(']')) s = s.slice(1, -1);
   // Zone ids (fe80::1%eth0) only occur on link-local addresses; drop them for parsing.
   const zone = s.indexOf('%');
   if (zone !== -1) s = s.slice(0, zone);
   // Strict syntax: refuse ipaddr.js' lenient forms (octal, hex, short IPv4).
-  if (isIP(s) === 0) return false;
+  if (isIP(s) === 0) return null;
   try {
-    return classify(ipaddr.parse(s));
+    return ipaddr.parse(s);
   } catch {
-    return false;
+    return null;
   }
+}
+
+/** True when this resolved address may be connected to (global unicast only). */
+export function isPublicAddress(ip: string): boolean {
+  const addr = parseStrictIp(ip);
+  return addr !== null && classify(addr);
 }
 
 function isLocalhostName(host: string): boolean {

@@ -16,7 +16,8 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { SmscSimulator } from '../../scripts/smsc-simulator.js';
 import { SmppCarrier, SmppCarrierError } from '../../shared/carriers/smpp/carrier.js';
-import type { OutboundAttempt } from '../../shared/carriers/types.js';
+import type { SmsAttempt } from '../../shared/channels/index.js';
+import { planSms } from '../../shared/sms/gsm7.js';
 import { createRedis } from '../../shared/redis.js';
 import { startOwnRedis, type OwnRedis } from '../support/own-redis.js';
 import { stopChild } from '../support/processes.js';
@@ -168,9 +169,10 @@ describe('tps cap shared by two processes', () => {
     try {
       await carrier.waitUntilBound(5_000);
       sim.reset();
-      const attempts: OutboundAttempt[] = Array.from({ length: 200 }, (_, i) => ({
-        attemptId: 90_000 + i, recipientPublicId: `d${i}`, channel: 'sms', to: `42079${String(i).padStart(5, '0')}03`,
-        sender: 'Switchboard', text: 'Down', ttlMinutes: 60,
+      const plan = planSms('Down', 'utf');
+      const attempts: SmsAttempt[] = Array.from({ length: 200 }, (_, i) => ({
+        attemptId: 90_000 + i, recipientPublicId: `d${i}`, accountId: 1, channel: 'sms', smsGateway: 'high', to: `42079${String(i).padStart(5, '0')}03`,
+        sender: 'Switchboard', text: plan.text, encoding: plan.encoding, parts: plan.parts, ttlMinutes: 60,
       }));
       const sending = carrier.send(attempts);
       sending.catch(() => undefined);

@@ -10,7 +10,7 @@ import pg from 'pg';
 import { Redis } from 'ioredis';
 import { loadConfig, type Config } from '../../shared/config.js';
 import { createLogger } from '../../shared/logger.js';
-import { startRuntime, type Runtime, type PoolName, type Role } from '../../shared/runtime.js';
+import { startRuntime, type Runtime, type PoolName, type Role } from '../../services/runtime.js';
 import { clearKeyCache } from '../../shared/domain/keys.js';
 import type { Lane } from '../../shared/queues.js';
 

@@ -12,7 +12,9 @@
 import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
 import { SmppCarrier } from '../../shared/carriers/smpp/carrier.js';
-import type { CarrierSink, OutboundAttempt } from '../../shared/carriers/types.js';
+import type { CarrierSink } from '../../shared/carriers/types.js';
+import type { SmsAttempt } from '../../shared/channels/index.js';
+import { planSms } from '../../shared/sms/gsm7.js';
 import type { RedisTokenBucket } from '../../shared/carriers/smpp/token-bucket.js';
 
 const env = (name: string): string => {
@@ -49,12 +51,14 @@ async function main(): Promise<void> {
   print({ event: 'bound' });
   const lines = createInterface({ input: process.stdin });
   await new Promise<void>((resolve) => lines.once('line', () => resolve()));
-  const attempts: OutboundAttempt[] = [];
+  const attempts: SmsAttempt[] = [];
   for (let i = 0; i < count; i++) {
     const attemptId = first + i;
+    const plan = planSms(`Cap ${attemptId}`, 'utf');
     attempts.push({
-      attemptId, recipientPublicId: `r${attemptId}`, channel: 'sms', to: `${to}${String(i).padStart(5, '0')}03`, // …03: the simulator sends no receipt
-      sender: 'Switchboard', text: `Cap ${attemptId}`, ttlMinutes: 60,
+      attemptId, recipientPublicId: `r${attemptId}`, accountId: 1, channel: 'sms', smsGateway: 'high',
+      to: `${to}${String(i).padStart(5, '0')}03`, // …03: the simulator sends no receipt
+      sender: 'Switchboard', text: plan.text, encoding: plan.encoding, parts: plan.parts, ttlMinutes: 60,
     });
   }
   const started = Date.now();

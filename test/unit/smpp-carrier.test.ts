@@ -9,7 +9,8 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import type { CarrierSink, InboundReport, StatusReport } from '../../shared/carriers/types.js';
-import { SmppCarrier, SmppCarrierError, type SmppCarrierOptions, type SmppOutboundAttempt } from '../../shared/carriers/smpp/carrier.js';
+import { SmppCarrier, SmppCarrierError, type SmppCarrierOptions } from '../../shared/carriers/smpp/carrier.js';
+import type { SmsAttempt } from '../../shared/channels/index.js';
 import { SmppRedisStore } from '../../shared/carriers/smpp/redis-store.js';
 import { RedisTokenBucket } from '../../shared/carriers/smpp/token-bucket.js';
 import { ReceiptIds } from '../../shared/carriers/smpp/receipt-ids.js';
@@ -51,13 +52,15 @@ class RecordingSink implements CarrierSink {
 }
 
 let attemptSeq = 1;
-function attempt(to: string, text = 'Hello', extra: Partial<SmppOutboundAttempt> = {}): SmppOutboundAttempt {
+function attempt(to: string, text = 'Hello', extra: Partial<SmsAttempt> = {}): SmsAttempt {
   const plan = planSms(text, 'utf');
   const attemptId = attemptSeq++;
   return {
     attemptId,
     recipientPublicId: `r${attemptId}`,
+    accountId: 1,
     channel: 'sms',
+    smsGateway: 'high',
     to,
     sender: 'Switchboard',
     text: plan.text,
@@ -391,7 +394,7 @@ describe('SmppCarrier', () => {
   ] as Array<[string, SmscSimulatorOptions, string]>) {
     it(`learns the SMSC's id form from its first receipts (${what}), keeps the ambiguous ones until then, then indexes nothing`, T, async () => {
       await withCarrier(sim, 'window=10', { idForms: { voteGraceMs: 50 } }, async ({ sink, carrier }) => {
-        const refs = async (attempts: SmppOutboundAttempt[]): Promise<string[]> => {
+        const refs = async (attempts: SmsAttempt[]): Promise<string[]> => {
           await carrier.send(attempts);
           return attempts.map((a) => sink.of(a.attemptId)[0]!.ref!);
         };

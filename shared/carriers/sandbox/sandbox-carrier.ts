@@ -40,8 +40,8 @@ export class SandboxCarrier implements Carrier {
        ON CONFLICT (attempt_id) DO NOTHING`,
       [numberArray(attempts.map((a) => a.attemptId)), textArray(attempts.map((a) => a.recipientPublicId)),
         textArray(attempts.map((a) => a.channel)), textArray(attempts.map((a) => a.sender)), textArray(attempts.map((a) => a.to)),
-        textArray(attempts.map((a) => a.text)), numberArray(attempts.map((a) => a.parts?.length ?? 1)),
-        textArray(attempts.map((a) => a.encoding ?? null))]),
+        textArray(attempts.map((a) => a.text)), numberArray(attempts.map((a) => (a.channel === 'sms' ? a.parts.length : 1))),
+        textArray(attempts.map((a) => (a.channel === 'sms' ? a.encoding : null)))]),
     );
     for (const attempt of attempts) {
       for (const step of sandboxScript(attempt.channel, attempt.to, this.slowDeliveryMs)) {

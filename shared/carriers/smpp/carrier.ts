@@ -29,7 +29,7 @@
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Carrier, CarrierSink, OutboundAttempt, StatusReport } from '../types.js';
-import { planSms } from '../../sms/gsm7.js';
+import type { SmsAttempt } from '../../channels/index.js';
 import {
   SmppConnectionError,
   SmppError,
@@ -60,12 +60,6 @@ import { SmppRedisStore } from './redis-store.js';
 import { ReceiptIds, type ReceiptIdsOptions } from './receipt-ids.js';
 import { sameRef } from './id-forms.js';
 import { classifySubmitStatus, statusResultInfo } from './status-codes.js';
-
-/**
- * An attempt as the dispatch engine hands it over. `priority` (set by dispatch for the priority
- * and transactional lanes) puts its PDUs ahead of every queued non-priority PDU of this connection.
- */
-export type SmppOutboundAttempt = OutboundAttempt & { priority?: boolean };
 
 export interface CarrierLogger extends SmppLogger {
   error(obj: object, msg?: string): void;
@@ -121,7 +115,7 @@ export class SmppCarrierError extends SmppError {
 type WorkOutcome = { kind: 'done' } | { kind: 'give-back'; error: Error };
 
 interface Work {
-  attempt: SmppOutboundAttempt;
+  attempt: SmsAttempt;
   fields: SubmitSmFields[];
   /** Part indexes still to submit, in order. */
   pending: number[];
@@ -177,22 +171,20 @@ class Lane<T> {
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * The concatenation reference of an attempt's parts: derived from its id, so a re-hand in any
- * process resumes with the reference of the parts already accepted, and consecutive attempts
- * (one per recipient) get different references.
+ * Forgets an attempt's running send once it is done (bound per attempt rather than an arrow made
+ * per attempt: docs/architecture.md, "Hot loops").
  */
-/** Bound per attempt rather than an arrow per attempt (see attemptColumns in engine/dispatch.ts). */
 function forgetActive(active: Map<number, Promise<WorkOutcome>>, attemptId: number, done: Promise<WorkOutcome>): void {
   if (active.get(attemptId) === done) active.delete(attemptId);
 }
 
+/**
+ * The concatenation reference of an attempt's parts: derived from its id, so a re-hand in any
+ * process resumes with the reference of the parts already accepted, and consecutive attempts
+ * (one per recipient) get different references.
+ */
 function concatRefOf(attemptId: number): number {
   return attemptId & 0xff;
-}
-
-/** How many parts an attempt is sent in (the engine's plan, else the carrier's own). */
-function partCountOf(attempt: OutboundAttempt): number {
-  return attempt.parts && attempt.encoding ? attempt.parts.length : planSms(attempt.text, 'utf').parts.length;
 }
 
 /** Marks a promise as handled now (it is awaited later); avoids unhandled-rejection crashes. */
@@ -330,6 +322,11 @@ export class SmppCarrier implements Carrier {
     return this.session.state;
   }
 
+  /** Why the link was last lost or refused, in words, or null. */
+  get lastError(): string | null {
+    return this.session.lastError;
+  }
+
   get stats(): SmppCarrierStats {
     return {
       ...this.session.stats,
@@ -355,8 +352,14 @@ export class SmppCarrier implements Carrier {
 
     // An attempt already being sent here (the same job run twice) joins the running one.
     const joined: Promise<WorkOutcome>[] = [];
-    const mine: Array<{ attempt: SmppOutboundAttempt; done: Promise<WorkOutcome>; resolve(outcome: WorkOutcome): void }> = [];
-    for (const attempt of attempts as SmppOutboundAttempt[]) {
+    const mine: Array<{ attempt: SmsAttempt; done: Promise<WorkOutcome>; resolve(outcome: WorkOutcome): void }> = [];
+    const refused: StatusReport[] = [];
+    for (const attempt of attempts) {
+      if (attempt.channel !== 'sms') {
+        // A route table that sends another channel here is a configuration bug: the step fails and the flow moves on.
+        refused.push({ attemptId: attempt.attemptId, state: 'failed', resultInfo: `[3] ${attempt.channel} cannot be sent over SMPP`, at: Date.now() });
+        continue;
+      }
       const running = this.active.get(attempt.attemptId);
       if (running) {
         joined.push(running);
@@ -374,7 +377,7 @@ export class SmppCarrier implements Carrier {
     try {
       const rehanded: Array<{ attemptId: number; partCount: number }> = [];
       for (const m of mine) {
-        if (m.attempt.rehand === true) rehanded.push({ attemptId: m.attempt.attemptId, partCount: partCountOf(m.attempt) });
+        if (m.attempt.rehand === true) rehanded.push({ attemptId: m.attempt.attemptId, partCount: m.attempt.parts.length });
       }
       if (rehanded.length > 0) accepted = await this.store.acceptedParts(rehanded);
     } catch (err) {
@@ -384,6 +387,7 @@ export class SmppCarrier implements Carrier {
     }
 
     const reports: Promise<unknown>[] = [];
+    if (refused.length > 0) reports.push(held(this.sink.report(refused)));
     const works: Work[] = [];
     const outcomes: Promise<WorkOutcome>[] = [...joined];
     const now = Date.now();
@@ -393,12 +397,11 @@ export class SmppCarrier implements Carrier {
       const concatRef = prior?.concatRef ?? concatRefOf(attempt.attemptId);
       let fields: SubmitSmFields[];
       try {
-        const plan = attempt.parts && attempt.encoding ? { parts: attempt.parts, encoding: attempt.encoding } : planSms(attempt.text, 'utf');
         fields = buildSubmitSms({
           destination: attempt.to,
           sender: attempt.sender,
-          encoding: plan.encoding,
-          parts: plan.parts,
+          encoding: attempt.encoding,
+          parts: attempt.parts,
           validityMinutes: attempt.ttlMinutes,
           reference: concatRef,
         });
@@ -539,7 +542,7 @@ export class SmppCarrier implements Carrier {
     void this.submitPart(work, part, fields);
   }
 
-  // A method rather than arrows per PDU (see attemptColumns in engine/dispatch.ts).
+  // A method rather than arrows per PDU (docs/architecture.md, "Hot loops").
   private async submitPart(work: Work, part: number, fields: SubmitSmFields): Promise<void> {
     try {
       let result: SubmitResult;
@@ -716,14 +719,15 @@ export class SmppCarrier implements Carrier {
       this.logger.warn({ carrier: this.name, stat: receipt.stat }, 'SMPP receipt without a message id; ignored');
       return;
     }
-    const ref = await this.receiptIds.resolve(receipt.messageId, { state: receipt.state, resultInfo: receiptResultInfo(receipt), at: Date.now() });
+    const resultInfo = receiptResultInfo(receipt);
+    const ref = await this.receiptIds.resolve(receipt.messageId, { state: receipt.state, resultInfo, at: Date.now() });
     this.logger.debug({ carrier: this.name, id: receipt.messageId, ref, stat: receipt.stat }, 'SMPP receipt');
     if (ref === undefined) return; // kept until the SMSC's id form is known (see receipt-ids.ts)
     if (!ref) {
       this.logger.warn({ carrier: this.name, id: receipt.messageId }, 'SMPP receipt id cannot be read; ignored');
       return;
     }
-    await this.sink.report([{ carrier: this.refCarrier, ref, state: receipt.state, resultInfo: receiptResultInfo(receipt), at: Date.now() }]);
+    await this.sink.report([{ carrier: this.refCarrier, ref, state: receipt.state, resultInfo, at: Date.now() }]);
   }
 
   private async onMo(pdu: DeliverSm): Promise<void> {

@@ -4,7 +4,8 @@
  * canonicalising message ids and reassembling concatenated mobile-originated messages. No sockets,
  * no timers, no library state.
  */
-import type { AttemptState, SmsEncoding } from '../types.js';
+import type { AttemptState } from '../../channels/index.js';
+import type { SmsEncoding } from '../../sms/gsm7.js';
 import { decodeGsm7Unpacked, decodeUcs2, encodeGsm7Unpacked, encodeUcs2 } from '../../sms/gsm7.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -1011,7 +1012,7 @@ export function normalizeMessageId(id: string, form: MessageIdForm = 'auto'): st
 }
 
 // Module-level rather than closures per call (their optimised code was dropped at every full
-// collection; see attemptColumns in engine/dispatch.ts).
+// collection; docs/architecture.md, "Hot loops").
 function hexReading(s: string): string {
   return `hex:${BigInt(`0x${s}`).toString(16)}`;
 }

@@ -23,7 +23,7 @@
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
 import type { StatusReport } from '../types.js';
 import type { MessageIdForm } from './pdu.js';
-import type { ParkedReceipt, SmppRedisStore } from './redis-store.js';
+import type { SmppRedisStore } from './redis-store.js';
 import {
   addVote,
   decideRelation,

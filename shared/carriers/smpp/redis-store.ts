@@ -25,7 +25,7 @@
  */
 import type { Redis } from 'ioredis';
 import type { AttemptState } from '../types.js';
-import { luaScript, runScript } from './token-bucket.js';
+import { luaScript, runScript } from '../../redis.js';
 import { pushTo } from '../../collections.js';
 
 const ATTEMPT_TTL_S = 6 * 3600;
@@ -105,7 +105,7 @@ class TickBatcher<I, O> {
     });
   }
 
-  // Loops rather than arrows made per call (see attemptColumns in engine/dispatch.ts).
+  // Loops rather than arrows made per call (docs/architecture.md, "Hot loops").
   private readonly flush = async (): Promise<void> => {
     const inputs = this.inputs;
     const waiters = this.waiters;

@@ -27,28 +27,10 @@
  * `leaseValidityMs`). When Redis cannot be reached, `take()` rejects once the leases held are
  * spent: nothing is sent past the cap.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import { luaScript, runScript } from '../../redis.js';
 import { capShape, nextLeaseSize, shouldRenewEarly, type CapShape, type LeaseUse } from './tps-lease.js';
-
-export interface LuaScript {
-  source: string;
-  sha: string;
-}
-
-export function luaScript(source: string): LuaScript {
-  return { source, sha: createHash('sha1').update(source).digest('hex') };
-}
-
-/** EVALSHA, falling back to EVAL once when the server does not have the script cached. */
-export async function runScript(redis: Redis, script: LuaScript, keys: string[], args: Array<string | number>): Promise<unknown> {
-  try {
-    return await redis.evalsha(script.sha, keys.length, ...keys, ...args);
-  } catch (err) {
-    if (!(err instanceof Error) || !err.message.includes('NOSCRIPT')) throw err;
-    return redis.eval(script.source, keys.length, ...keys, ...args);
-  }
-}
 
 /**
  * Grants, settles and pauses leases of one connection's cap.

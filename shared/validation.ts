@@ -1,6 +1,9 @@
-/** Joi validation with messages that name the field (`to[3].phone_number: must be a string`). */
+/**
+ * Joi validation with messages that name the field (`to[3].phone_number: must be a string`), for
+ * the domain (message acceptance, admin operations) and the HTTP layer alike.
+ */
 import type Joi from 'joi';
-import { badRequest } from '../../shared/errors.js';
+import { badRequest } from './errors.js';
 
 export function fieldPath(path: ReadonlyArray<string | number>): string {
   return path.reduce<string>((acc, p) => (typeof p === 'number' ? `${acc}[${p}]` : acc ? `${acc}.${p}` : p), '');

@@ -1,0 +1,16 @@
+/** The `sweep` role: the recovery sweep re-enqueues work that Redis lost (workers/recovery.ts). */
+import { RecoverySweep } from '../workers/recovery.js';
+import type { Core } from './core.js';
+
+export interface SweepRole {
+  stop(): Promise<void>;
+}
+
+export function startSweep(core: Core): SweepRole {
+  const { config } = core;
+  const sweep = new RecoverySweep(core.db, core.queues, {
+    intervalMs: config.recoverySweepMs, graceMs: Math.max(config.recoverySweepMs, 30_000), webhookRetries: config.webhookRetryScheduleMs.length,
+  }, core.logger);
+  sweep.start();
+  return { stop: async () => sweep.stop() };
+}
