@@ -464,6 +464,33 @@ describe('SmppCarrier', () => {
     ids.close();
   });
 
+  it('with a sink that matches refs against the engine\'s registrations, learns from those instead of the Redis index', T, async () => {
+    // The engine's side: refs registered to attempts still waiting for a receipt (a stand-in for
+    // carrier_refs joined to attempts; see RefMatchingSink).
+    const live = new Set(['hex:16', 'hex:1a']);
+    const asked: string[][] = [];
+    const matchRefs = async (refs: string[]): Promise<string[]> => {
+      asked.push(refs);
+      return refs.filter((r) => live.has(r));
+    };
+    const make = (name: string): ReceiptIds => new ReceiptIds({
+      submitForm: 'auto', receiptForm: 'auto', store: new SmppRedisStore(redis, `${prefix}:smpp:${name}`), report: async () => undefined,
+      carrier: `smpp.${name}`, logger: { info: () => {}, warn: () => {} }, voteGraceMs: 5, matchRefs,
+    });
+    const delivered = { state: 'delivered' as const, resultInfo: '[0] Delivered', at: 1 };
+    const decimal = make('match-dec');
+    // Message 10 is finished (not live), 16 waits: the receipt 16 (also 0x10 → "10", 0x16 → "22") is 16's.
+    assert.equal(decimal.accepted('hex:16'), false, 'nothing indexed in Redis: the engine\'s registrations serve');
+    assert.equal(await decimal.resolve('16', delivered), 'hex:16');
+    assert.deepEqual(asked.at(-1), ['hex:16', 'hex:10', 'hex:22']);
+    decimal.close();
+    // An SMSC that answers in hex and writes receipts in decimal: receipt 26 names 0000001A, taken at once.
+    const converting = make('match-hexdec');
+    assert.equal(await converting.resolve('26', delivered), 'hex:1a');
+    converting.close();
+    assert.deepEqual(await redis.keys(`${prefix}:smpp:match-*:id:*`), []);
+  });
+
   it('drops a kept receipt with a warning when the form is not learned in time, never applying it', T, async () => {
     const store = new SmppRedisStore(redis, `${prefix}:smpp:resolver-late`);
     const warnings: object[] = [];

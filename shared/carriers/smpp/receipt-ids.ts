@@ -19,9 +19,13 @@
  *   votes decide (`minVotes`, see decideRelation) stores the relation (`idform:<smsc>`); every
  *   other one reads it from the answer of its next index write or lookup. From then on nothing
  *   is indexed or looked up.
+ * - A sink that matches refs against the engine's registrations (RefMatchingSink: refs registered
+ *   to attempts not yet final, in Postgres) replaces the index while learning: nothing is indexed,
+ *   a lost entry cannot hide a receipt's own message, and the one live reading is taken whatever
+ *   the relation it votes for.
  */
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
-import type { StatusReport } from '../types.js';
+import type { CarrierSink, StatusReport } from '../types.js';
 import type { MessageIdForm } from './pdu.js';
 import type { SmppRedisStore } from './redis-store.js';
 import {
@@ -58,6 +62,25 @@ export interface ReceiptIdsOptions {
   voteGraceMs?: number;
   /** How long a parked receipt is kept while the relation stays unknown; default 6 h. */
   parkedMaxMs?: number;
+  /**
+   * Which of `refs` are registered (durably, by the engine) to attempts still waiting for their
+   * receipt. When given, it replaces the Redis index while learning (see RefMatchingSink).
+   */
+  matchRefs?: (refs: string[]) => Promise<string[]>;
+}
+
+/**
+ * A sink that can tell which carrier refs are registered to attempts not yet final (in Postgres,
+ * `carrier_refs` joined to `attempts`). With it, a receipt read several ways before the id form is
+ * learned is matched against durable registrations instead of the Redis index, and a lost index
+ * entry cannot make another reading look like the only one.
+ */
+export interface RefMatchingSink extends CarrierSink {
+  matchRefs(carrier: string, refs: string[]): Promise<string[]>;
+}
+
+export function isRefMatchingSink(sink: CarrierSink): sink is RefMatchingSink {
+  return typeof (sink as Partial<RefMatchingSink>).matchRefs === 'function';
 }
 
 /** A receipt as the carrier would report it, without its ref. */
@@ -119,7 +142,7 @@ export class ReceiptIds {
     if (!this.indexing || ref === '') return false;
     this.recent.add(ref);
     if (this.recent.size > RECENT_MAX) this.recent.delete(this.recent.values().next().value!);
-    return true;
+    return !this.options.matchRefs; // the engine's registrations serve instead
   }
 
   /**
@@ -153,8 +176,10 @@ export class ReceiptIds {
       // Before the relation is known, a receipt is taken only as the id was written (`same`, what
       // nearly every SMSC does) and only while no votes favour another relation. A converted
       // reading being the only one registered may just mean its own id is missing (lost, late).
-      if (vote.for.includes('same') && (favoured === null || favoured === 'same')) {
-        const ref = readings.get('same')!;
+      // With the engine's registrations (durable, finished attempts left out) any relation may be taken.
+      const taken = this.options.matchRefs ? vote.for[0]! : 'same';
+      if (vote.for.includes(taken) && (favoured === null || favoured === taken)) {
+        const ref = readings.get(taken)!;
         this.recent.delete(ref); // final: no longer a reading for other receipts
         this.store.forgetIndexed(ref).catch(() => undefined);
         return ref;
@@ -209,8 +234,10 @@ export class ReceiptIds {
    * process (adopts a relation found stored meanwhile).
    */
   private async registered(refs: string[]): Promise<Set<string>> {
-    const seen = await this.store.lookupIds(refs);
+    const matchRefs = this.options.matchRefs;
+    const [seen, live] = await Promise.all([this.store.lookupIds(matchRefs ? [] : refs), matchRefs ? matchRefs(refs) : []]);
     if (seen.idForm !== null) this.adopt(seen.idForm);
+    for (const ref of live) seen.indexed.add(ref);
     for (const ref of refs) if (this.recent.has(ref)) seen.indexed.add(ref);
     return seen.indexed;
   }
