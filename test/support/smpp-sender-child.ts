@@ -3,7 +3,7 @@
  * SmppCarrier bound to the simulator, with its own Redis connection and a sink that only counts.
  * Prints `{"event":"bound"}` once bound, sends SENDER_COUNT one-part attempts (one `send()`, as a
  * dispatch job hands a batch) when a line arrives on stdin, then prints
- * `{"event":"done", …stats}` and exits.
+ * `{"event":"done", …stats, takes}` (`takes`: when each tps token was taken, epoch ms) and exits.
  *
  * Environment: SMPP_URL, REDIS_URL, REDIS_PREFIX, SENDER_CONNECTION (connection name, shared by
  * the processes of one test), SENDER_COUNT, SENDER_FIRST_ATTEMPT (attempt ids from here),
@@ -61,10 +61,21 @@ async function main(): Promise<void> {
       sender: 'Switchboard', text: plan.text, encoding: plan.encoding, parts: plan.parts, ttlMinutes: 60,
     });
   }
+  // When each token was taken (epoch ms): the times the cap is kept for, before any delay between
+  // this process writing a PDU and the SMSC reading it.
+  const bucket = (carrier as unknown as { bucket: RedisTokenBucket | null }).bucket;
+  const takes: number[] = [];
+  if (bucket) {
+    const tryTake = bucket.tryTake.bind(bucket);
+    bucket.tryTake = (): boolean => {
+      const taken = tryTake();
+      if (taken) takes.push(Date.now());
+      return taken;
+    };
+  }
   const started = Date.now();
   await carrier.send(attempts);
-  const bucket = (carrier as unknown as { bucket: RedisTokenBucket | null }).bucket;
-  print({ event: 'done', ms: Date.now() - started, reports, bucket: bucket?.stats ?? null, carrier: carrier.stats });
+  print({ event: 'done', ms: Date.now() - started, reports, bucket: bucket?.stats ?? null, carrier: carrier.stats, takes });
   lines.close();
   await carrier.close();
   redis.disconnect();

@@ -240,7 +240,8 @@ export class RedisTokenBucket {
     for (;;) {
       if (this.tryTake()) return;
       if (this.asking) {
-        await this.asking;
+        // A request already under way (perhaps one ahead of need): if it failed, ask again below.
+        await this.asking.catch(() => undefined);
         continue;
       }
       const wait = this.waitUntil - performance.now();
