@@ -92,8 +92,8 @@ it(`never exceeds tps=${TPS} per second across two worker processes`, { timeout:
   // The cap holds for the times tokens are spent (at most TPS in any second plus a 20 ms guard,
   // on the Redis clock). Arrivals here also carry each process's scheduling delay between taking a
   // token and the SMSC reading the PDU: on a machine busy with other test files (load 14 on two
-  // cores), PDUs written 50-100 ms late land beside the next ones (seen: 23 and 24 in one second;
-  // with an otherwise idle receiver, smpp-tps-lease.test.ts sees exactly TPS). The window bound
+  // cores), PDUs read 50-100 ms late land beside the next ones (seen: 23 and 24 in one second;
+  // smpp-tps-lease.test.ts checks the times tokens are taken exactly). The window bound
   // therefore allows half a second of lateness, which still fails a cap kept per process (2 x
   // TPS in a second); the span below checks the average rate, which lateness cannot raise (a
   // per-process cap would finish in about half the span).
