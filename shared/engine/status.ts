@@ -6,7 +6,7 @@
  * one event per state entered. The recipient row itself changes only then: its state is its
  * current attempt's. Late reports of abandoned steps are reported but never start anything (D3).
  */
-import { prepared, withTx, type Tx } from '../db/pool.js';
+import { prepared, withTx, type Queryable, type Tx } from '../db/pool.js';
 import { boolArray, numberArray, textArray, timestampArray } from '../db/arrays.js';
 import { namedParams } from '../db/params.js';
 import type { StatusReport } from '../carriers/types.js';
@@ -463,4 +463,18 @@ async function refund(tx: Tx, attempts: AttemptRow[]): Promise<void> {
     // The same balance change as the dispatch's debits (migration 013), with a positive delta.
     await tx.query('SELECT change_credit($1, $2, $3, $4)', [payer.kind, payer.id, payer.currency, fromUnits(units)]);
   }
+}
+
+/**
+ * Of `refs`, those registered under `carrier` to attempts still waiting for a receipt (not final;
+ * for a multi-part message, a part not yet reported): what a receipt id read several ways may mean
+ * (CarrierSink.matchRefs).
+ */
+export async function matchWaitingRefs(db: Queryable, carrier: string, refs: string[]): Promise<string[]> {
+  if (refs.length === 0) return [];
+  const { rows } = await db.query<{ ref: string }>(prepared(
+    `SELECT c.ref FROM carrier_refs c JOIN attempts a ON a.id = c.attempt_id
+      WHERE c.carrier = $1 AND c.ref = ANY($2::text[]) AND a.state IN ('sending', 'sent') AND (a.parts = 1 OR c.state = 'sent')`,
+    [carrier, textArray(refs)]));
+  return rows.map((r) => r.ref);
 }

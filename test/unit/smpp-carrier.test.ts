@@ -466,7 +466,7 @@ describe('SmppCarrier', () => {
 
   it('with a sink that matches refs against the engine\'s registrations, learns from those instead of the Redis index', T, async () => {
     // The engine's side: refs registered to attempts still waiting for a receipt (a stand-in for
-    // carrier_refs joined to attempts; see RefMatchingSink).
+    // carrier_refs joined to attempts; see CarrierSink.matchRefs).
     const live = new Set(['hex:16', 'hex:1a']);
     const asked: string[][] = [];
     const matchRefs = async (refs: string[]): Promise<string[]> => {

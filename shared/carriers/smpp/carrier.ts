@@ -57,7 +57,7 @@ import {
 } from './pdu.js';
 import { RedisTokenBucket } from './token-bucket.js';
 import { SmppRedisStore } from './redis-store.js';
-import { ReceiptIds, isRefMatchingSink, type ReceiptIdsOptions, type RefMatchingSink } from './receipt-ids.js';
+import { ReceiptIds, type ReceiptIdsOptions } from './receipt-ids.js';
 import { sameRef } from './id-forms.js';
 import { classifySubmitStatus, statusResultInfo } from './status-codes.js';
 
@@ -284,7 +284,7 @@ export class SmppCarrier implements Carrier {
       carrier: this.refCarrier,
       logger: this.logger,
       ...options.idForms,
-      ...(isRefMatchingSink(this.sink) && { matchRefs: (refs: string[]) => (this.sink as RefMatchingSink).matchRefs(this.refCarrier, refs) }),
+      ...(this.sink.matchRefs && { matchRefs: (refs: string[]) => this.sink.matchRefs!(this.refCarrier, refs) }),
     });
     this.store.onIdForm = (value) => this.receiptIds.adopt(value);
     this.bucket = url.tps ? new RedisTokenBucket(options.redis, `${options.redisPrefix}:smpp:${options.connection}:tps`, { tps: url.tps }) : null;

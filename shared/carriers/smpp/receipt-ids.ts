@@ -19,7 +19,7 @@
  *   votes decide (`minVotes`, see decideRelation) stores the relation (`idform:<smsc>`); every
  *   other one reads it from the answer of its next index write or lookup. From then on nothing
  *   is indexed or looked up.
- * - A sink that matches refs against the engine's registrations (RefMatchingSink: refs registered
+ * - A sink that matches refs against the engine's registrations (CarrierSink.matchRefs: refs registered
  *   to attempts not yet final, in Postgres) replaces the index while learning: nothing is indexed,
  *   a lost entry cannot hide a receipt's own message, and the one live reading is taken whatever
  *   the relation it votes for.
@@ -64,23 +64,9 @@ export interface ReceiptIdsOptions {
   parkedMaxMs?: number;
   /**
    * Which of `refs` are registered (durably, by the engine) to attempts still waiting for their
-   * receipt. When given, it replaces the Redis index while learning (see RefMatchingSink).
+   * receipt. When given, it replaces the Redis index while learning (CarrierSink.matchRefs).
    */
   matchRefs?: (refs: string[]) => Promise<string[]>;
-}
-
-/**
- * A sink that can tell which carrier refs are registered to attempts not yet final (in Postgres,
- * `carrier_refs` joined to `attempts`). With it, a receipt read several ways before the id form is
- * learned is matched against durable registrations instead of the Redis index, and a lost index
- * entry cannot make another reading look like the only one.
- */
-export interface RefMatchingSink extends CarrierSink {
-  matchRefs(carrier: string, refs: string[]): Promise<string[]>;
-}
-
-export function isRefMatchingSink(sink: CarrierSink): sink is RefMatchingSink {
-  return typeof (sink as Partial<RefMatchingSink>).matchRefs === 'function';
 }
 
 /** A receipt as the carrier would report it, without its ref. */
