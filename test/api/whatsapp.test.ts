@@ -10,6 +10,7 @@ import { SmscSimulator } from '../../scripts/smsc-simulator.js';
 import { startWhatsappSimulator, type SimMessage, type WhatsappSimulator } from '../../scripts/sim/whatsapp/simulator.js';
 import { signatureHeader } from '../../shared/carriers/whatsapp/webhook.js';
 import { createLogger } from '../../shared/logger.js';
+import type { OutboundAttempt } from '../../shared/carriers/types.js';
 import { startTestService, waitFor, type TestService } from '../support/harness.js';
 
 const T = { timeout: 30_000 };
@@ -457,6 +458,35 @@ describe('inbound', () => {
     }, 5000, 'incomingMessage');
     assert.equal(msg.gateway, 'whatsapp');
     assert.equal(msg.body, 'Do you ship to Brno?');
+  });
+});
+
+describe('handed again after a crash', () => {
+  it('an attempt Meta accepted is never sent twice: its wamid is found in Redis, else in carrier_refs', T, async () => {
+    const phone = '420777106100';
+    const id = await send({ to: [{ phone_number: phone }], flow: [{ whatsapp_template: { sender: PN, template_name: 'hello_world' } }] });
+    await waitTrail(`${id}-0`, ['whatsapp_template:sending', 'whatsapp_template:sent', 'whatsapp_template:delivered', 'whatsapp_template:seen']);
+    const attempt = await attemptOf(`${id}-0`);
+    const wamid = graphSends(phone)[0]!.id!;
+    const key = `${svc.prefix}:wa:acc:${attempt.id}`;
+    assert.equal(await svc.runtime.redis.get(key), wamid, 'remembered as soon as Meta answered');
+    const carrier = svc.runtime.connections!.connection('main')!.carrier;
+    const again: OutboundAttempt = {
+      attemptId: attempt.id, recipientPublicId: `${id}-0`, accountId, to: phone, sender: PN, text: 'hello_world', ttlMinutes: 10,
+      channel: 'whatsapp_template', template: { templateName: 'hello_world' }, rehand: true,
+    };
+    await carrier.send([again]);
+    assert.equal(graphSends(phone).length, 1, 'found in Redis');
+    await svc.runtime.redis.del(key);
+    await carrier.send([again]);
+    assert.equal(graphSends(phone).length, 1, 'found in carrier_refs');
+    // Without either record (a crash between Meta's answer and the Redis write) it would go again:
+    // the one window in which a message can repeat.
+    await svc.sql('DELETE FROM carrier_refs WHERE attempt_id = $1', [attempt.id]);
+    await svc.runtime.redis.del(key);
+    await carrier.send([again]);
+    assert.equal(graphSends(phone).length, 2);
+    assert.equal(graphSends(phone)[1]!.biz_opaque_callback_data, `a${attempt.id}`);
   });
 });
 
