@@ -11,7 +11,7 @@ const REDACT = [
   'req.headers["x-api-key"]', 'req.headers.authorization', 'headers["x-api-key"]', 'headers.authorization',
 ];
 
-/** `destination`: where the lines go (default stdout; tests read them back). */
+/** `destination`: where lines go (default stdout); tests pass a stream to read what was logged. */
 export function createLogger(level: string, name = 'switchboard', destination?: DestinationStream): Logger {
   const options = {
     name,

@@ -77,9 +77,7 @@ export async function deleteRedisPrefix(prefix: string): Promise<void> {
   redis.disconnect();
 }
 
-export async function startTestService(
-  opts: { env?: Record<string, string>; role?: Role; pools?: PoolName[]; lanes?: Lane[]; logger?: Logger } = {},
-): Promise<TestService> {
+export async function startTestService(opts: { env?: Record<string, string>; role?: Role; pools?: PoolName[]; lanes?: Lane[]; logger?: Logger } = {}): Promise<TestService> {
   const db = await createTestDatabase();
   const prefix = uniqueName('sbt');
   const config = loadConfig({

@@ -96,6 +96,8 @@ export class WhatsappCarrier implements Carrier {
   private readonly inFlight = new Set<number>();
   private readonly retries = new Map<number, NodeJS.Timeout>();
   private readonly warned = new Set<string>();
+  /** Accepted sends waiting to be remembered in Redis (see `remember`). */
+  private accepted: Array<{ key: string; wamid: string; ttlS: number; resolve: () => void }> = [];
   private lastError: string | null = null;
   private closed = false;
 
@@ -277,6 +279,33 @@ export class WhatsappCarrier implements Carrier {
     return `${this.o.redisPrefix}:wa:acc:${attemptId}`;
   }
 
+  /**
+   * Writes `<prefix>:wa:acc:<attempt id>` = wamid (kept for the step's ttl and an hour). The
+   * answers that arrive together (one turn of the event loop) go to Redis in one pipeline.
+   */
+  private remember(attempt: WhatsappAttempt, wamid: string): Promise<void> {
+    return new Promise((resolve) => {
+      this.accepted.push({ key: this.acceptedKey(attempt.attemptId), wamid, ttlS: attempt.ttlMinutes * 60 + 3600, resolve });
+      if (this.accepted.length === 1) setImmediate(() => this.writeAccepted());
+    });
+  }
+
+  private writeAccepted(): void {
+    const batch = this.accepted;
+    this.accepted = [];
+    const pipeline = this.o.redis.pipeline();
+    for (const a of batch) pipeline.set(a.key, a.wamid, 'EX', a.ttlS);
+    void pipeline.exec()
+      .then((results) => {
+        if (results?.some(([err]) => err)) throw new Error('a SET failed');
+      })
+      .catch((err: unknown) => this.o.logger.warn({ carrier: this.name, count: batch.length, err: (err as Error).message },
+        'accepted WhatsApp messages not remembered in Redis (a crash now could send them again)'))
+      .finally(() => {
+        for (const a of batch) a.resolve();
+      });
+  }
+
   /** One try: a token of the number's cap, the request, and what its answer leads to. */
   private async deliver(job: Job, reports: Promise<void>[]): Promise<void> {
     const bucket = this.bucketOf(job.sender.phoneNumberId);
@@ -293,8 +322,7 @@ export class WhatsappCarrier implements Carrier {
     }
     if (outcome.kind === 'accepted') {
       this.lastError = null;
-      await this.o.redis.set(this.acceptedKey(job.attempt.attemptId), outcome.carrierRef, 'EX', job.attempt.ttlMinutes * 60 + 3600)
-        .catch((err: unknown) => this.o.logger.warn({ carrier: this.name, err: (err as Error).message }, 'accepted WhatsApp message not remembered in Redis'));
+      await this.remember(job.attempt, outcome.carrierRef);
     } else if (outcome.kind === 'retry') {
       if (outcome.code === 0) this.lastError = outcome.info;
       const pause = throttlePauseMs(outcome.code);
