@@ -5,6 +5,9 @@ import type { CallbackEvent } from '../../shared/carriers/http-carrier.js';
 import { readEvents } from '../../shared/carriers/whatsapp/callback.js';
 import { attemptIdOfRef, ourRefOf, retryDelayMs, throttlePauseMs } from '../../shared/carriers/whatsapp/policy.js';
 import { WINDOW_MS, userKey, windowOpen } from '../../shared/carriers/whatsapp/window.js';
+import { TemplateCache } from '../../shared/carriers/whatsapp/templates.js';
+import type { GraphTemplate } from '../../shared/carriers/whatsapp/types.js';
+import { createLogger } from '../../shared/logger.js';
 
 describe('our reference in biz_opaque_callback_data', () => {
   it('round-trips an attempt id and refuses anything else', () => {
@@ -99,5 +102,54 @@ describe('webhook events → reports, inbound and windows', () => {
       { phoneNumberId: '1065', user: '420777000001', at: 1000 },
       { phoneNumberId: '1065', user: '420777000002', at: 2000 },
     ]);
+  });
+});
+
+describe('template cache', () => {
+  /** A Graph whose template list is read by hand: each call waits until the test answers it. */
+  function graph() {
+    const calls: Array<{ wabaId: string; answer(list: GraphTemplate[] | Error): void }> = [];
+    return {
+      calls,
+      listTemplates: (wabaId: string) => new Promise<GraphTemplate[]>((resolve, reject) => {
+        calls.push({ wabaId, answer: (list) => (list instanceof Error ? reject(list) : resolve(list)) });
+      }),
+    };
+  }
+  const logger = createLogger('silent');
+  const t = (name: string): GraphTemplate => ({ name, language: 'en_US' });
+
+  it('one read per WABA for concurrent sends; fresh for its ttl; a stale list serves while the next loads', async () => {
+    const g = graph();
+    const cache = new TemplateCache(g, logger, 1000, 500);
+    const a = cache.get('w1', 'tok', 0);
+    const b = cache.get('w1', 'tok', 0);
+    assert.equal(g.calls.length, 1);
+    g.calls[0]!.answer([t('one')]);
+    assert.deepEqual(await a, [t('one')]);
+    assert.deepEqual(await b, [t('one')]);
+    assert.deepEqual(await cache.get('w1', 'tok', 500), [t('one')]);
+    assert.equal(g.calls.length, 1, 'fresh');
+    const later = Date.now() + 5000;
+    assert.deepEqual(await cache.get('w1', 'tok', later), [t('one')], 'the old list while the new one loads');
+    assert.equal(g.calls.length, 2);
+    g.calls[1]!.answer([t('two')]);
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(await cache.get('w1', 'tok', Date.now()), [t('two')]);
+  });
+
+  it('a failed read gives null and is tried again after the retry pause; invalidate reads again at once', async () => {
+    const g = graph();
+    const cache = new TemplateCache(g, logger, 60_000, 30_000);
+    const first = cache.get('w2', 'tok');
+    g.calls[0]!.answer(new Error('[190] token expired'));
+    assert.equal(await first, null);
+    assert.equal(await cache.get('w2', 'tok'), null, 'not asked again at once');
+    assert.equal(g.calls.length, 1);
+    cache.invalidate('w2');
+    const again = cache.get('w2', 'tok');
+    assert.equal(g.calls.length, 2);
+    g.calls[1]!.answer([t('x')]);
+    assert.deepEqual(await again, [t('x')]);
   });
 });
