@@ -34,6 +34,10 @@ export interface Config {
   logLevel: string;
   /** Single SMPP connection (`smpp://…`), optional. */
   smppUrl: string | null;
+  /** Meta Graph's base URL for WhatsApp connections that name none (tests point it at the simulator). */
+  whatsappGraphUrl: string;
+  /** Graph API version for WhatsApp connections that name none (`vNN.N`). */
+  whatsappGraphVersion: string;
   /**
    * Worker concurrency per pool: one dispatch pool per channel family (`<FAMILY>_CONCURRENCY`);
    * `status` is the number of status partitions (the same in every process).
@@ -100,6 +104,8 @@ const schema = Joi.object({
   DEFAULT_SENDER: Joi.string().min(1).max(15).default('Info'),
   LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
   SMPP_URL: Joi.string().pattern(/^s?smpps?:\/\//).allow(''),
+  WHATSAPP_GRAPH_URL: Joi.string().uri({ scheme: ['http', 'https'] }).default('https://graph.facebook.com'),
+  WHATSAPP_GRAPH_VERSION: Joi.string().pattern(/^v\d+\.\d+$/).default('v25.0').messages({ 'string.pattern.base': 'must look like v25.0' }),
   ...Object.fromEntries(FAMILIES.map((f) => [concurrencyVariable(f), Joi.number().integer().min(1).max(1000).default(DEFAULT_POOL_CONCURRENCY[f])])),
   STATUS_PARTITIONS: Joi.number().integer().min(1).max(64).default(4),
   WEBHOOK_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(32),
@@ -169,6 +175,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     defaultSender: value.DEFAULT_SENDER,
     logLevel: value.LOG_LEVEL,
     smppUrl: value.SMPP_URL ? value.SMPP_URL : null,
+    whatsappGraphUrl: value.WHATSAPP_GRAPH_URL,
+    whatsappGraphVersion: value.WHATSAPP_GRAPH_VERSION,
     concurrency: {
       ...(Object.fromEntries(FAMILIES.map((f) => [f, value[concurrencyVariable(f)] as number])) as Record<Family, number>),
       status: value.STATUS_PARTITIONS,

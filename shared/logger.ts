@@ -1,5 +1,5 @@
 /** Structured JSON logs. Keys and secrets are redacted wherever they appear in a logged object. */
-import { pino, type Logger } from 'pino';
+import { pino, type DestinationStream, type Logger } from 'pino';
 
 export type { Logger };
 
@@ -11,12 +11,14 @@ const REDACT = [
   'req.headers["x-api-key"]', 'req.headers.authorization', 'headers["x-api-key"]', 'headers.authorization',
 ];
 
-export function createLogger(level: string, name = 'switchboard'): Logger {
-  return pino({
+/** `destination`: where lines go (default stdout); tests pass a stream to read what was logged. */
+export function createLogger(level: string, name = 'switchboard', destination?: DestinationStream): Logger {
+  const options = {
     name,
     level,
     redact: { paths: REDACT, censor: '[redacted]' },
     base: { pid: process.pid },
     timestamp: pino.stdTimeFunctions.isoTime,
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 
-export const SCENARIOS = ['accept', 'e2e-smpp', 'priority-under-load', 'webhooks', 'verify'] as const;
+export const SCENARIOS = ['accept', 'e2e-smpp', 'priority-under-load', 'e2e-whatsapp', 'webhooks', 'verify'] as const;
 export const SMSC_IDS = ['hex', 'dec', 'string'] as const;
 export type SmscIds = (typeof SMSC_IDS)[number];
 export type ScenarioName = (typeof SCENARIOS)[number];
@@ -63,8 +63,9 @@ export interface Options {
 
 const USAGE = `usage: node --import tsx scripts/bench/run.ts [options]
   --quick                  ~20 s smoke run (small counts)
-  --scenario NAME          accept | e2e-smpp | priority-under-load | webhooks | verify (repeat or comma-separate; default all)
-  --recipients N           e2e-smpp recipients (default 100000; quick 1000)
+  --scenario NAME          accept | e2e-smpp | priority-under-load | e2e-whatsapp | webhooks | verify (repeat or
+                           comma-separate; default all)
+  --recipients N           e2e-smpp and e2e-whatsapp recipients (default 100000; quick 1000)
   --warmup N               e2e-smpp: recipients sent through the same path first and waited for, not
                            measured (default 5000; quick 100; 0: measure from fresh processes)
   --accept-recipients N    accept: stop after N recipients (default 300000; quick 20000)

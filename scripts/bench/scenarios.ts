@@ -19,8 +19,8 @@ export interface ScenarioResult {
   [field: string]: unknown;
 }
 
-const r1 = (x: number) => Math.round(x * 10) / 10;
-const rate = (n: number, ms: number) => (ms > 0 ? Math.round((n * 1000) / ms) : 0);
+export const r1 = (x: number) => Math.round(x * 10) / 10;
+export const rate = (n: number, ms: number) => (ms > 0 ? Math.round((n * 1000) / ms) : 0);
 const pad6 = (i: number) => String(i).padStart(6, '0');
 
 // ---------------------------------------------------------------------------------------------
@@ -74,7 +74,7 @@ export interface EventCheck {
  * Every recipient got exactly its expected events: count, results and the final result.
  * `subset`: the receiver also got events of other recipients (not counted as unexpected).
  */
-export function checkEvents(receiver: Receiver, phones: Iterable<string>, subset = false): EventCheck {
+export function checkEvents(receiver: Receiver, phones: Iterable<string>, subset = false, expectedOf: (phone: string) => string[] = expectedResults): EventCheck {
   const c: EventCheck = {
     recipients: 0, expectedEvents: 0, receivedEvents: receiver.events, ok: 0, missingEvents: 0, duplicateEvents: 0,
     wrongResults: 0, wrongFinal: 0, unexpectedRecipients: 0, outOfOrder: 0, finals: {}, examples: [], passed: false,
@@ -83,7 +83,7 @@ export function checkEvents(receiver: Receiver, phones: Iterable<string>, subset
   for (const phone of phones) {
     seen.add(phone);
     c.recipients++;
-    const want = expectedResults(phone);
+    const want = expectedOf(phone);
     c.expectedEvents += want.length;
     const got = receiver.results.get(phone) ?? [];
     const final = got.reduce<string | null>((best, s) => (best === null || (RANK[s] ?? 0) > (RANK[best] ?? 0) ? s : best), null);
@@ -130,12 +130,12 @@ export function checkEvents(receiver: Receiver, phones: Iterable<string>, subset
 // Common pieces
 // ---------------------------------------------------------------------------------------------
 
-function serviceRole(ctx: Ctx): 'all' | 'split' | 'procfile' {
+export function serviceRole(ctx: Ctx): 'all' | 'split' | 'procfile' {
   return ctx.opts.processes;
 }
 
 /** What every scenario reports about the service itself: database activity, error lines, profile. */
-function serviceFindings(
+export function serviceFindings(
   done: { errorLines: number; profile: ProfileSummary[] | null; firstErrors: string[] }, pgActivity: PgActivity | null | undefined,
 ): Record<string, unknown> {
   return {
@@ -146,7 +146,7 @@ function serviceFindings(
   };
 }
 
-async function finish(ctx: Ctx, service: Service, label: string, window?: { fromUs: number; toUs: number }): Promise<{ errorLines: number; profile: ProfileSummary[] | null; firstErrors: string[] }> {
+export async function finish(ctx: Ctx, service: Service, label: string, window?: { fromUs: number; toUs: number }): Promise<{ errorLines: number; profile: ProfileSummary[] | null; firstErrors: string[] }> {
   const stopped = await service.stop();
   let profile: ProfileSummary[] | null = null;
   if (ctx.opts.cpuProf) {
@@ -160,7 +160,7 @@ async function finish(ctx: Ctx, service: Service, label: string, window?: { from
 }
 
 /** Starts a pg_stat_activity sampler when --pg-activity (or --cpu-prof) is on. */
-async function startPgSampler(ctx: Ctx, service: Service): Promise<{ stop(label: string): Promise<PgActivity | undefined> }> {
+export async function startPgSampler(ctx: Ctx, service: Service): Promise<{ stop(label: string): Promise<PgActivity | undefined> }> {
   if (!ctx.opts.pgActivity) {
     return { stop: async () => undefined };
   }
@@ -207,7 +207,7 @@ function acceptedCount(text: string): number {
  * Waits for `target` events until `deadline`, but gives up earlier when no event arrived for
  * `stallMs` (a lost event never comes; the result then says what is missing).
  */
-async function waitWithStall(receiver: Receiver, target: number, deadline: number, stallMs: number, abort: () => boolean = () => false): Promise<boolean> {
+export async function waitWithStall(receiver: Receiver, target: number, deadline: number, stallMs: number, abort: () => boolean = () => false): Promise<boolean> {
   let lastCount = -1;
   let lastChange = Date.now();
   while (Date.now() < deadline && !abort()) {

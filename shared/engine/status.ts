@@ -381,7 +381,9 @@ function refColumns(rows: RefRow[]): unknown[] {
 async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
   const moves: Move[] = [];
   for (const r of reports) {
-    if (r.attemptId !== undefined) {
+    // Nothing moves to `sending`: such a report (a carrier's acceptance, with its ref) only
+    // registers the ref below, without locking the attempt.
+    if (r.attemptId !== undefined && r.state !== 'sending') {
       moves.push({ attemptId: r.attemptId, state: r.state, resultInfo: r.resultInfo, at: r.at, ttl: false });
     }
   }

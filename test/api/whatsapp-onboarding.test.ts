@@ -6,9 +6,7 @@
  * (observed at a local receiver, Standard Webhooks signatures verified, retried), and the three
  * lists with their errors and refresh.
  *
- * The whatsapp connection is stored with `saveConnection` and a provider declared in
- * test/support/whatsapp-onboarding.ts: onboarding reads the row itself and does not need the
- * connector's provider module.
+ * The whatsapp connection is stored through the admin API (test/support/whatsapp-onboarding.ts).
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';

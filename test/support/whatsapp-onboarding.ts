@@ -1,35 +1,12 @@
 /**
- * What the WhatsApp onboarding tests share: a whatsapp connection stored the way the admin API
- * stores one (D12 config, `secretFields(['app_secret', 'verify_token'])`, with a provider declared
- * here because onboarding does not need the connector's provider module), and the partner events
- * a local receiver got for one signup.
+ * What the WhatsApp onboarding tests share: a whatsapp connection stored through the admin API
+ * (D12), and the partner events a local receiver got for one signup.
  */
-import Joi from 'joi';
 import { Webhook } from 'standardwebhooks';
-import { secretFields, type CarrierProvider } from '../../shared/carriers/provider.js';
-import { saveConnection } from '../../shared/carriers/store.js';
-import { SecretBox } from '../../shared/secrets/sealed.js';
 import { DEFAULT_SEED } from '../../scripts/sim/whatsapp/seed.js';
 import { waitFor, type Receiver, type TestService } from './harness.js';
 
 export const SIGNUP_CONFIG_ID = '778899001122';
-
-/** The whatsapp kind as D12 configures it, for storing connections in tests only. */
-export const whatsappTestProvider: CarrierProvider = {
-  kind: 'whatsapp',
-  channels: ['whatsapp_text', 'whatsapp_template'],
-  family: 'whatsapp',
-  routing: 'sender',
-  configSchema: Joi.object({
-    graph_url: Joi.string().uri(), graph_version: Joi.string(), app_id: Joi.string().required(), app_secret: Joi.string().required(),
-    verify_token: Joi.string().required(), signup_config_id: Joi.string(), per_number_mps: Joi.number(),
-  }),
-  ...secretFields(['app_secret', 'verify_token']),
-  fingerprint: () => 'test',
-  open: () => {
-    throw new Error('the test provider runs no connection');
-  },
-};
 
 /** The D12 config of a connection to the simulator's app. */
 export function simConnectionConfig(simUrl: string): Record<string, unknown> {
@@ -39,9 +16,10 @@ export function simConnectionConfig(simUrl: string): Record<string, unknown> {
   };
 }
 
+/** Stores a whatsapp connection through the admin API (D12). */
 export async function storeWhatsappConnection(svc: TestService, name: string, config: Record<string, unknown>, enabled = true): Promise<void> {
-  await saveConnection(svc.runtime.db, new SecretBox(svc.config.credentialsKey), whatsappTestProvider,
-    { name, kind: 'whatsapp', config, routes: [], enabled, source: 'admin' });
+  const res = await svc.admin('POST', '/carriers', { name, kind: 'whatsapp', config, enabled });
+  if (res.status !== 201 && res.status !== 200) throw new Error(`storing the whatsapp connection failed: ${res.status} ${res.text}`);
 }
 
 /**

@@ -25,7 +25,7 @@
  *   the relation it votes for.
  */
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
-import type { CarrierSink, StatusReport } from '../types.js';
+import type { StatusReport } from '../types.js';
 import type { MessageIdForm } from './pdu.js';
 import type { SmppRedisStore } from './redis-store.js';
 import {

@@ -13,7 +13,8 @@ import { isPlainObject } from '../../rest/input.js';
 import { GraphClient, GraphError } from '../../carriers/whatsapp/graph.js';
 import type { GraphPhoneNumber, GraphTemplate, GraphWaba } from '../../carriers/whatsapp/types.js';
 import { carrierConfigChanges, saveSender } from '../../carriers/store.js';
-import { OnboardingUnavailableError, WHATSAPP_KIND, connectionByName } from './connection.js';
+import { OnboardingUnavailableError, connectionByName } from './connection.js';
+import { kindsOfFamily } from '../../carriers/providers.js';
 import { GRAPH_ID_RE } from './input.js';
 import { recordStep } from './notify.js';
 import { signupOfToken, type OnboardingDeps } from './signup.js';
@@ -129,7 +130,7 @@ export async function finishSignup(deps: OnboardingDeps, input: FinishInput): Pr
     if (!input.wabaId) throw new StepError(400, step, 'Embedded Signup reported no WhatsApp Business Account');
     const wabaId = input.wabaId;
     step = 'configuration';
-    const connection = await connectionByName(deps.db, deps.box, signup.connection);
+    const connection = await connectionByName(deps, signup.connection);
     graph = new GraphClient({ baseUrl: connection.graphUrl, version: connection.graphVersion, http: { connections: 2, timeoutMs: 20_000 } });
 
     step = 'exchange_code';
@@ -183,7 +184,7 @@ export async function finishSignup(deps: OnboardingDeps, input: FinishInput): Pr
       await saveSender(deps.db, deps.box, {
         accountId: signup.accountId, family: 'whatsapp', sender: phoneNumberId, connection: connection.name,
         credentials: { access_token: accessToken }, details: { waba_id: wabaId },
-      }, [WHATSAPP_KIND]);
+      }, kindsOfFamily('whatsapp'));
     }
     if (registered.size > 0) carrierConfigChanges.emit('changed');
 

@@ -4,15 +4,15 @@
  * its Meta app signs the client in (Embedded Signup) and exchanges the code for the client's
  * business token.
  *
- * The row is read here directly rather than through `loadConnections(db, box, PROVIDERS, ['whatsapp'])`
- * so that onboarding does not depend on the whatsapp provider module: the secrets are opened the
- * way `saveConnection` seals them with the `secretFields(['app_secret', 'verify_token'])` split (one
- * sealed JSON object bound to `carrier-connection:<name>`, joined back over the stored config).
+ * It is read through the connector seam (`loadConnections` with the `whatsapp` provider), and its
+ * Graph host and version default to WHATSAPP_GRAPH_URL / WHATSAPP_GRAPH_VERSION as the carrier's do.
  */
 import type { Queryable } from '../../db/pool.js';
+import type { Config } from '../../config.js';
 import type { SecretBox } from '../../secrets/sealed.js';
-import { connectionAad } from '../../carriers/store.js';
-import { DEFAULT_GRAPH_URL, DEFAULT_GRAPH_VERSION } from '../../carriers/whatsapp/graph.js';
+import type { ConnectionSpec } from '../../carriers/provider.js';
+import { PROVIDERS } from '../../carriers/providers.js';
+import { loadConnections } from '../../carriers/store.js';
 
 export const WHATSAPP_KIND = 'whatsapp';
 
@@ -30,17 +30,16 @@ export class OnboardingUnavailableError extends Error {
   override name = 'OnboardingUnavailableError';
 }
 
-interface Row {
-  name: string;
-  config: Record<string, unknown>;
-  secrets: Buffer | null;
-  enabled: boolean;
+export interface ConnectionDeps {
+  db: Queryable;
+  box: SecretBox;
+  config: Pick<Config, 'whatsappGraphUrl' | 'whatsappGraphVersion'>;
 }
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
 
-function toConnection(row: Row, box: SecretBox): OnboardingConnection {
-  const config = { ...row.config, ...(row.secrets ? box.open(row.secrets, connectionAad(row.name)) : {}) };
+function toConnection(row: ConnectionSpec, deps: ConnectionDeps): OnboardingConnection {
+  const config = row.config;
   const appId = str(config.app_id);
   const appSecret = str(config.app_secret);
   const signupConfigId = str(config.signup_config_id);
@@ -50,8 +49,8 @@ function toConnection(row: Row, box: SecretBox): OnboardingConnection {
   }
   return {
     name: row.name,
-    graphUrl: str(config.graph_url) ?? DEFAULT_GRAPH_URL,
-    graphVersion: str(config.graph_version) ?? DEFAULT_GRAPH_VERSION,
+    graphUrl: str(config.graph_url) ?? deps.config.whatsappGraphUrl,
+    graphVersion: str(config.graph_version) ?? deps.config.whatsappGraphVersion,
     appId: appId!, appSecret: appSecret!, signupConfigId: signupConfigId!,
   };
 }
@@ -60,17 +59,13 @@ function toConnection(row: Row, box: SecretBox): OnboardingConnection {
  * The connection new signups use: the one named by WHATSAPP_ONBOARDING_CONNECTION, else the only
  * enabled whatsapp connection. Throws OnboardingUnavailableError saying what to configure.
  */
-export async function onboardingConnection(db: Queryable, box: SecretBox, wanted: string | null): Promise<OnboardingConnection> {
-  const { rows } = await db.query<Row>(
-    `SELECT name, config, secrets, enabled FROM carrier_connections
-      WHERE kind = $1 AND ($2::text IS NULL OR name = $2) ORDER BY name`,
-    [WHATSAPP_KIND, wanted],
-  );
+export async function onboardingConnection(deps: ConnectionDeps, wanted: string | null): Promise<OnboardingConnection> {
+  const rows = await loadConnections(deps.db, deps.box, PROVIDERS, [WHATSAPP_KIND], wanted);
   if (wanted !== null) {
     const row = rows[0];
     if (!row) throw new OnboardingUnavailableError(`WhatsApp onboarding is not configured: WHATSAPP_ONBOARDING_CONNECTION names "${wanted}", which is not a whatsapp carrier connection`);
     if (!row.enabled) throw new OnboardingUnavailableError(`WhatsApp onboarding is not configured: the whatsapp connection "${wanted}" is disabled`);
-    return toConnection(row, box);
+    return toConnection(row, deps);
   }
   const enabled = rows.filter((r) => r.enabled);
   if (enabled.length === 0) throw new OnboardingUnavailableError('WhatsApp onboarding is not configured: there is no enabled whatsapp carrier connection');
@@ -78,13 +73,12 @@ export async function onboardingConnection(db: Queryable, box: SecretBox, wanted
     throw new OnboardingUnavailableError(
       `WhatsApp onboarding is not configured: ${enabled.length} whatsapp connections are enabled (${enabled.map((r) => r.name).join(', ')}); name one in WHATSAPP_ONBOARDING_CONNECTION`);
   }
-  return toConnection(enabled[0]!, box);
+  return toConnection(enabled[0]!, deps);
 }
 
 /** A connection by name (a signup's or a WABA's, enabled or not: its app issued the token). */
-export async function connectionByName(db: Queryable, box: SecretBox, name: string): Promise<OnboardingConnection> {
-  const { rows } = await db.query<Row>('SELECT name, config, secrets, enabled FROM carrier_connections WHERE kind = $1 AND name = $2', [WHATSAPP_KIND, name]);
-  const row = rows[0];
+export async function connectionByName(deps: ConnectionDeps, name: string): Promise<OnboardingConnection> {
+  const row = (await loadConnections(deps.db, deps.box, PROVIDERS, [WHATSAPP_KIND], name))[0];
   if (!row) throw new OnboardingUnavailableError(`the whatsapp connection "${name}" no longer exists`);
-  return toConnection(row, box);
+  return toConnection(row, deps);
 }

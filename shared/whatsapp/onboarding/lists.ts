@@ -65,7 +65,7 @@ async function refresh(deps: OnboardingDeps, accountId: number, wabaId: string, 
   if (!stored) throw notFound(`waba_id: ${wabaId} is not a WhatsApp Business Account of this account`);
   let graph: GraphClient | null = null;
   try {
-    const connection = await connectionByName(deps.db, deps.box, stored.connection);
+    const connection = await connectionByName(deps, stored.connection);
     graph = new GraphClient({ baseUrl: connection.graphUrl, version: connection.graphVersion, http: { connections: 2, timeoutMs: 20_000 } });
     const waba = kind === 'accounts' ? await graph.getWaba(wabaId, stored.token) : null;
     const numbers = kind === 'numbers' ? await graph.listPhoneNumbers(wabaId, stored.token) : null;

@@ -18,7 +18,7 @@ export const ONBOARDING_PAGE_PATH = '/whatsapp/onboarding';
 
 export interface OnboardingDeps extends NotifyDeps {
   box: SecretBox;
-  config: Pick<Config, 'publicUrl' | 'production' | 'allowPrivateCallbacks' | 'whatsappOnboardingConnection' | 'whatsappSdkUrl'>;
+  config: Pick<Config, 'publicUrl' | 'production' | 'allowPrivateCallbacks' | 'whatsappOnboardingConnection' | 'whatsappSdkUrl' | 'whatsappGraphUrl' | 'whatsappGraphVersion'>;
 }
 
 /** An operator's missing configuration as the API answers it. */
@@ -31,7 +31,7 @@ export async function startSignup(deps: OnboardingDeps, key: ApiKeyRecord, body:
   const input = parseSignup(body, { allowPrivateCallbacks: deps.config.allowPrivateCallbacks, production: deps.config.production });
   let connection: OnboardingConnection;
   try {
-    connection = await onboardingConnection(deps.db, deps.box, deps.config.whatsappOnboardingConnection);
+    connection = await onboardingConnection(deps, deps.config.whatsappOnboardingConnection);
   } catch (err) {
     if (err instanceof OnboardingUnavailableError) throw unavailable(err);
     throw err;
@@ -63,8 +63,8 @@ export interface PageView {
  */
 export async function openPage(deps: OnboardingDeps, token: unknown): Promise<PageView> {
   const signup = await signupOfToken(deps, token);
-  if (signup.status === 'completed') return { signup, connection: await connectionByName(deps.db, deps.box, signup.connection) };
-  const connection = await connectionByName(deps.db, deps.box, signup.connection);
+  if (signup.status === 'completed') return { signup, connection: await connectionByName(deps, signup.connection) };
+  const connection = await connectionByName(deps, signup.connection);
   const entry = { at: new Date().toISOString(), event: 'page_opened' };
   const first = await recordStep(deps, signup, { status: 'started' }, [entry], { event: 'signup_started' }, ['created']);
   if (first) signup.status = 'started';
