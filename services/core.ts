@@ -7,7 +7,7 @@ import type { ConnectionOptions } from 'bullmq';
 import { loadConfig, type Config } from '../shared/config.js';
 import { createLogger, type Logger } from '../shared/logger.js';
 import { createPool, ensureDatabase, migrate, type Db } from '../shared/db/pool.js';
-import { createRedis, type Redis } from '../shared/redis.js';
+import { createRedis, RedisOutages, type Redis } from '../shared/redis.js';
 import { Queues, type Lane } from '../shared/queues.js';
 import { Engine, type EnginePools } from '../shared/engine/engine.js';
 import { CarrierRegistry } from '../shared/engine/routing.js';
@@ -35,6 +35,8 @@ export interface Core {
   queues: Queues;
   /** How BullMQ workers reach Redis (they duplicate it for their blocking commands). */
   connection: ConnectionOptions;
+  /** Redis outages logged once each, for every connection of the process. */
+  outages: RedisOutages;
   engine: Engine;
   registry: CarrierRegistry;
   secrets: SecretBox;
@@ -128,8 +130,12 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   }
   // Reconnect from now on: a Redis restart should not take the service down.
   redis.options.retryStrategy = (times: number) => Math.min(times * 200, 2000);
+  const outages = new RedisOutages(logger);
+  outages.watch(redis, 'main');
   const connection: ConnectionOptions = { url: config.redisUrl, maxRetriesPerRequest: null };
-  const queues = new Queues(connection, config.redisPrefix, config.concurrency.status);
+  const queues = new Queues(connection, config.redisPrefix, config.concurrency.status, (source, err) => {
+    if (!outages.error(source, err)) logger.error({ source, err: err.message }, 'queue error');
+  });
 
   const registry = new CarrierRegistry(SENDER_ROUTED_FAMILIES);
   // A dispatching process keeps a few connections apart for the priority lane (unless it serves
@@ -148,8 +154,10 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   engine.onInbound(async (message) => {
     await ingestInbound(db, message);
   });
-  const sandbox = config.sandbox ? new SandboxCarrier(db, engine.sink, logger, config.sandboxSlowDeliveryMs) : null;
+  const sandbox = config.sandbox ? new SandboxCarrier(db, engine.sink, logger, { slowDeliveryMs: config.sandboxSlowDeliveryMs }) : null;
   registry.setDefault(sandbox);
+  // Only a process that hands attempts to the sandbox replays what a stopped one left pending.
+  if (sandbox && opts.dispatching) sandbox.start();
 
   let closing: Promise<void> | null = null;
   const close = () => {
@@ -162,5 +170,5 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     })();
     return closing;
   };
-  return { role: opts.role, config, logger, db, apiDb, enginePools, redis, queues, connection, engine, registry, secrets, sandbox, close };
+  return { role: opts.role, config, logger, db, apiDb, enginePools, redis, queues, connection, outages, engine, registry, secrets, sandbox, close };
 }

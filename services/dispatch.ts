@@ -27,7 +27,7 @@ export async function startDispatch(core: Core, pools: readonly ChannelPool[], l
     registry: core.registry,
   });
   await connections.start();
-  const conn = { connection: core.connection, prefix: config.redisPrefix };
+  const conn = { connection: core.connection, prefix: config.redisPrefix, outages: core.outages };
   const workers = pools.flatMap((pool) => startDispatchPool(core.engine, pool, config.concurrency[pool], conn, logger, lanes));
   return {
     workers,

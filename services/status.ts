@@ -9,6 +9,6 @@ export interface StatusRole {
 }
 
 export async function startStatus(core: Core): Promise<StatusRole> {
-  const workers = await startStatusPool(core.engine, core.queues, { connection: core.connection, prefix: core.config.redisPrefix }, core.logger);
+  const workers = await startStatusPool(core.engine, core.queues, { connection: core.connection, prefix: core.config.redisPrefix, outages: core.outages }, core.logger);
   return { workers, stop: async () => void await Promise.all(workers.map((w) => w.close())) };
 }

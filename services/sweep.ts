@@ -8,8 +8,9 @@ export interface SweepRole {
 
 export function startSweep(core: Core): SweepRole {
   const { config } = core;
-  const sweep = new RecoverySweep(core.db, core.queues, {
+  const sweep = new RecoverySweep(core.db, core.redis, core.queues, {
     intervalMs: config.recoverySweepMs, graceMs: Math.max(config.recoverySweepMs, 30_000), webhookRetries: config.webhookRetryScheduleMs.length,
+    receiptWaitMs: config.receiptWaitHours * 3_600_000, redisPrefix: config.redisPrefix,
   }, core.logger);
   sweep.start();
   return { stop: async () => sweep.stop() };

@@ -25,7 +25,7 @@ export function startWebhooks(core: Core, run: { pool: boolean; relay: boolean }
   if (run.pool) {
     workers.push(startWebhookPool(db, {
       concurrency: config.concurrency.webhooks, retryScheduleMs: config.webhookRetryScheduleMs, allowPrivate: config.allowPrivateCallbacks,
-    }, { client, slots }, { connection: core.connection, prefix: config.redisPrefix }, logger));
+    }, { client, slots }, { connection: core.connection, prefix: config.redisPrefix, outages: core.outages }, logger));
   }
   let relay: OutboxRelay | null = null;
   if (run.relay) {

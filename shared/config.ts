@@ -34,6 +34,10 @@ export interface Config {
   logLevel: string;
   /** Single SMPP connection (`smpp://…`), optional. */
   smppUrl: string | null;
+  /** Meta Graph's base URL for WhatsApp connections that name none (tests point it at the simulator). */
+  whatsappGraphUrl: string;
+  /** Graph API version for WhatsApp connections that name none (`vNN.N`). */
+  whatsappGraphVersion: string;
   /**
    * Worker concurrency per pool: one dispatch pool per channel family (`<FAMILY>_CONCURRENCY`);
    * `status` is the number of status partitions (the same in every process).
@@ -60,6 +64,8 @@ export interface Config {
   sandboxSlowDeliveryMs: number;
   /** How often the recovery sweep looks for work that Redis lost. */
   recoverySweepMs: number;
+  /** How long an attempt may wait for its carrier before the sweep settles it (RECEIPT_WAIT_HOURS, default 72). */
+  receiptWaitHours: number;
   /** Run migrations on start (default true). */
   migrateOnStart: boolean;
   /**
@@ -69,6 +75,10 @@ export interface Config {
    */
   credentialsKey: Buffer;
   credentialsKeyIsDevelopmentDefault: boolean;
+  /** The whatsapp carrier connection partner onboarding (D7) uses when several are enabled (WHATSAPP_ONBOARDING_CONNECTION). */
+  whatsappOnboardingConnection: string | null;
+  /** Where the onboarding page loads Embedded Signup from instead of Meta's JS SDK (WHATSAPP_SDK_URL: the simulator's `/_sim/sdk.js`). */
+  whatsappSdkUrl: string | null;
 }
 
 /**
@@ -94,6 +104,8 @@ const schema = Joi.object({
   DEFAULT_SENDER: Joi.string().min(1).max(15).default('Info'),
   LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
   SMPP_URL: Joi.string().pattern(/^s?smpps?:\/\//).allow(''),
+  WHATSAPP_GRAPH_URL: Joi.string().uri({ scheme: ['http', 'https'] }).default('https://graph.facebook.com'),
+  WHATSAPP_GRAPH_VERSION: Joi.string().pattern(/^v\d+\.\d+$/).default('v25.0').messages({ 'string.pattern.base': 'must look like v25.0' }),
   ...Object.fromEntries(FAMILIES.map((f) => [concurrencyVariable(f), Joi.number().integer().min(1).max(1000).default(DEFAULT_POOL_CONCURRENCY[f])])),
   STATUS_PARTITIONS: Joi.number().integer().min(1).max(64).default(4),
   WEBHOOK_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(32),
@@ -108,9 +120,12 @@ const schema = Joi.object({
   WEBHOOK_DIRECT_BACKLOG_MB: Joi.number().integer().min(0).max(4096).default(64),
   SANDBOX_SLOW_DELIVERY_MS: Joi.number().integer().min(0).default(5000),
   RECOVERY_SWEEP_MS: Joi.number().integer().min(100).default(30000),
+  RECEIPT_WAIT_HOURS: Joi.number().min(0.001).max(24 * 365).default(72),
   MIGRATE_ON_START: bool.default(true),
   CREDENTIALS_KEY: Joi.string().allow('').custom((v: string, helpers) => (v === '' || parseKey(v) ? v : helpers.error('any.invalid')))
     .messages({ 'any.invalid': 'must be 32 bytes as 64 hex characters or base64 (e.g. `openssl rand -hex 32`)' }),
+  WHATSAPP_ONBOARDING_CONNECTION: Joi.string().pattern(/^[A-Za-z0-9_-]{1,40}$/).allow(''),
+  WHATSAPP_SDK_URL: Joi.string().uri({ scheme: ['http', 'https'] }).allow(''),
 }).unknown(true);
 
 /** 32 bytes from 64 hex characters or base64 (standard or url-safe), else null. */
@@ -160,6 +175,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     defaultSender: value.DEFAULT_SENDER,
     logLevel: value.LOG_LEVEL,
     smppUrl: value.SMPP_URL ? value.SMPP_URL : null,
+    whatsappGraphUrl: value.WHATSAPP_GRAPH_URL,
+    whatsappGraphVersion: value.WHATSAPP_GRAPH_VERSION,
     concurrency: {
       ...(Object.fromEntries(FAMILIES.map((f) => [f, value[concurrencyVariable(f)] as number])) as Record<Family, number>),
       status: value.STATUS_PARTITIONS,
@@ -178,9 +195,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     webhookDirectBacklogBytes: value.WEBHOOK_DIRECT_BACKLOG_MB * 1024 * 1024,
     sandboxSlowDeliveryMs: value.SANDBOX_SLOW_DELIVERY_MS,
     recoverySweepMs: value.RECOVERY_SWEEP_MS,
+    receiptWaitHours: value.RECEIPT_WAIT_HOURS,
     migrateOnStart: value.MIGRATE_ON_START,
     credentialsKey: credentialsKey ?? DEVELOPMENT_CREDENTIALS_KEY,
     credentialsKeyIsDevelopmentDefault: credentialsKey === null,
+    whatsappOnboardingConnection: value.WHATSAPP_ONBOARDING_CONNECTION ? value.WHATSAPP_ONBOARDING_CONNECTION : null,
+    whatsappSdkUrl: value.WHATSAPP_SDK_URL ? value.WHATSAPP_SDK_URL : null,
   });
 }
 

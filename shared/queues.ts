@@ -74,11 +74,16 @@ export const webhookJobId = (batchId: number): string => `wh.${batchId}`;
 
 const KEEP = { removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600, count: 10000 } } satisfies JobsOptions;
 
-/** Dispatch jobs are idempotent and re-run after a crash; a few quick retries cover transient DB errors. */
-export const DISPATCH_JOB_OPTIONS: JobsOptions = { ...KEEP, attempts: 5, backoff: { type: 'exponential', delay: 500 } };
-// Status jobs carry reports a carrier was told are safe (and ttl timers): they retry for hours
-// (0.5 s doubling, 16 attempts: about 9 h in all), through a database outage.
-export const STATUS_JOB_OPTIONS: JobsOptions = { ...KEEP, attempts: 16, backoff: { type: 'exponential', delay: 500 } };
+/**
+ * Jobs retry through a dependency outage (Postgres or Redis down, a carrier link lost): 0.5 s
+ * doubling, 16 attempts, about 9 h in all. Dispatch jobs are idempotent (a run writes nothing twice
+ * and re-hands only what never reached a carrier); status jobs carry reports a carrier was told are
+ * safe, and ttl timers. A job that fails for good anyway is replaced by the recovery sweep, which
+ * finds its work in Postgres.
+ */
+const RETRY_THROUGH_OUTAGES = { attempts: 16, backoff: { type: 'exponential', delay: 500 } } satisfies JobsOptions;
+export const DISPATCH_JOB_OPTIONS: JobsOptions = { ...KEEP, ...RETRY_THROUGH_OUTAGES };
+export const STATUS_JOB_OPTIONS: JobsOptions = { ...KEEP, ...RETRY_THROUGH_OUTAGES };
 
 /** All producers of the service share these Queue objects (one Redis connection). */
 export class Queues {
@@ -91,6 +96,8 @@ export class Queues {
     readonly prefix: string,
     /** Number of status partitions; must be the same in every process of a deployment. */
     readonly statusPartitions = 4,
+    /** Where the queues' connection errors go (a queue without an 'error' listener prints each one's stack). */
+    onError: (source: string, err: Error) => void = () => undefined,
   ) {
     for (const pool of CHANNEL_POOLS) {
       for (const lane of LANES) {
@@ -100,6 +107,9 @@ export class Queues {
     }
     this.status = Array.from({ length: statusPartitions }, (_, p) => new Queue<StatusJob>(statusQueueName(p), { connection, prefix }));
     this.webhooks = new Queue<WebhookJob>(WEBHOOK_QUEUE, { connection, prefix });
+    for (const queue of this.all()) {
+      queue.on('error', (err) => onError(`queue ${queue.name}`, err));
+    }
   }
 
   dispatchQueue(pool: ChannelPool, lane: Lane): Queue<DispatchJob> {

@@ -15,7 +15,7 @@ import type { WebhookClient } from '../shared/webhooks/http.js';
 import { deliverBatch } from '../shared/webhooks/deliver.js';
 import { deadLetterIfExhausted, retryDelay } from '../shared/webhooks/jobs.js';
 import type { OriginSlots } from '../shared/webhooks/direct.js';
-import type { WorkerConnection } from './connection.js';
+import { logWorkerErrors, type WorkerConnection } from './connection.js';
 
 class RetryLater extends Error {
   constructor(readonly retryAfterMs: number | undefined, readonly attempts: number, reason: string) {
@@ -73,7 +73,7 @@ export function startWebhookPool(
       },
     },
   );
-  worker.on('error', (err) => logger.error({ err: err.message }, 'webhook worker error'));
+  logWorkerErrors(worker, conn, logger, 'webhook');
   return worker;
 }
 

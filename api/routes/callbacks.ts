@@ -8,6 +8,8 @@ import type { AppContext } from '../context.js';
 import { readRawBody, BodyError } from '../middleware/body.js';
 import { loggedPath } from '../middleware/request-log.js';
 import { handleCarrierCallback, type CallbackDeps } from '../../shared/carriers/callbacks.js';
+import { knownError } from '../middleware/errors.js';
+import { AppError } from '../../shared/errors.js';
 
 /** Carriers' callbacks are small; this bounds what one may make us read. */
 const MAX_CALLBACK_BYTES = 1024 * 1024;
@@ -38,8 +40,9 @@ export function callbacksRouter(ctx: AppContext): Router {
     res.send(outcome.body ?? '');
   });
 
-  router.use(((err, req, res, _next) => {
-    if (err instanceof BodyError) {
+  router.use(((caught, req, res, _next) => {
+    const err = knownError(caught, req, res, ctx.logger);
+    if (err instanceof BodyError || (err instanceof AppError && err.status !== 500)) {
       res.status(err.status).json({ message: err.message });
       return;
     }

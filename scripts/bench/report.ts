@@ -32,6 +32,12 @@ function cells(r: ScenarioResult, x: Any): string[] {
         `accepted ${num(x.acceptedPerS)}/s, submits ${num(x.submitsPerS)}/s, receipts applied ${num(x.receiptsAppliedPerS)}/s, ` +
         `webhook events ${num(x.webhookEventsPerS)}/s (${x.check?.ok}/${x.check?.recipients} recipients exactly right)`,
         `accept ${lat(x.acceptLatencyMs)}`, cost(x.cpuUsPerRecipient), rss(x.rss), check];
+    case 'e2e-whatsapp':
+      return ['e2e-whatsapp',
+        `${num(x.recipients)} recipients${x.warmup ? ` (after a warm-up of ${num(x.warmup.recipients)})` : ''}, last event after ${x.secondsUntil?.lastEvent} s: **${num(x.recipientsPerSEndToEnd)} recipients/s end to end**; ` +
+        `accepted ${num(x.acceptedPerS)}/s, Graph sends ${num(x.graphSendsPerS)}/s, webhook events ${num(x.webhookEventsPerS)}/s ` +
+        `(${x.check?.ok}/${x.check?.recipients} recipients exactly right)`,
+        `accept ${lat(x.acceptLatencyMs)}`, cost(x.cpuUsPerRecipient), rss(x.rss), check];
     case 'e2e-viber':
       return ['e2e-viber (simulator)',
         `${num(x.recipients)} recipients${x.warmup ? ` (after a warm-up of ${num(x.warmup.recipients)})` : ''}, last event after ${x.secondsUntil?.lastEvent} s: **${num(x.recipientsPerSEndToEnd)} recipients/s end to end**; ` +

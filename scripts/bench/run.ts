@@ -23,6 +23,7 @@ import { startOwnRedis, type Ctx } from './stack.js';
 import { Meter } from './meter.js';
 import { acceptScenario, e2eScenario, verifyScenario, webhooksScenario, type ScenarioResult } from './scenarios.js';
 import { formatTable } from './report.js';
+import { e2eWhatsappScenario } from './whatsapp.js';
 import { e2eViberScenario } from './viber.js';
 
 function repoRoot(): string {
@@ -94,6 +95,7 @@ async function environment(opts: Options, redis: Redis, root: string): Promise<R
     redisShared: !opts.ownRedis,
     carrier: resolveCarrier(opts, root),
     smppParams: opts.smppParams,
+    smscIds: opts.smscIds,
     processes: opts.processes,
     serviceEnv: opts.env,
     setupSql: opts.setupSql,
@@ -207,6 +209,9 @@ async function main(): Promise<number> {
       : want.has('e2e-smpp') ? 'e2e-smpp' : 'priority-under-load';
     // priority-under-load needs the backlog, so it runs e2e-smpp's load; its own result is printed.
     await run(label, () => e2eScenario(ctx, want.has('e2e-smpp'), want.has('priority-under-load')));
+  }
+  if (want.has('e2e-whatsapp')) {
+    await run('e2e-whatsapp', () => e2eWhatsappScenario(ctx));
   }
   if (want.has('webhooks')) {
     await run('webhooks', () => webhooksScenario(ctx));

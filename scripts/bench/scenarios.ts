@@ -19,8 +19,8 @@ export interface ScenarioResult {
   [field: string]: unknown;
 }
 
-const r1 = (x: number) => Math.round(x * 10) / 10;
-const rate = (n: number, ms: number) => (ms > 0 ? Math.round((n * 1000) / ms) : 0);
+export const r1 = (x: number) => Math.round(x * 10) / 10;
+export const rate = (n: number, ms: number) => (ms > 0 ? Math.round((n * 1000) / ms) : 0);
 const pad6 = (i: number) => String(i).padStart(6, '0');
 
 // ---------------------------------------------------------------------------------------------
@@ -74,7 +74,7 @@ export interface EventCheck {
  * Every recipient got exactly its expected events: count, results and the final result.
  * `subset`: the receiver also got events of other recipients (not counted as unexpected).
  */
-export function checkEvents(receiver: Receiver, phones: Iterable<string>, subset = false, expected: (phone: string) => string[] = expectedResults): EventCheck {
+export function checkEvents(receiver: Receiver, phones: Iterable<string>, subset = false, expectedOf: (phone: string) => string[] = expectedResults): EventCheck {
   const c: EventCheck = {
     recipients: 0, expectedEvents: 0, receivedEvents: receiver.events, ok: 0, missingEvents: 0, duplicateEvents: 0,
     wrongResults: 0, wrongFinal: 0, unexpectedRecipients: 0, outOfOrder: 0, finals: {}, examples: [], passed: false,
@@ -83,7 +83,7 @@ export function checkEvents(receiver: Receiver, phones: Iterable<string>, subset
   for (const phone of phones) {
     seen.add(phone);
     c.recipients++;
-    const want = expected(phone);
+    const want = expectedOf(phone);
     c.expectedEvents += want.length;
     const got = receiver.results.get(phone) ?? [];
     const final = got.reduce<string | null>((best, s) => (best === null || (RANK[s] ?? 0) > (RANK[best] ?? 0) ? s : best), null);
@@ -130,7 +130,7 @@ export function checkEvents(receiver: Receiver, phones: Iterable<string>, subset
 // Common pieces
 // ---------------------------------------------------------------------------------------------
 
-function serviceRole(ctx: Ctx): 'all' | 'split' | 'procfile' {
+export function serviceRole(ctx: Ctx): 'all' | 'split' | 'procfile' {
   return ctx.opts.processes;
 }
 

@@ -348,7 +348,7 @@ export async function startSimulator(ctx: Ctx): Promise<Simulator> {
   const script = path.join(ctx.root, 'dist/scripts/bench/smsc-child.js');
   const { child, ready } = await spawnChild<{ port: number; controlPort: number }>({
     name: 'smsc simulator',
-    args: [script, '--receipt-delay', String(ctx.opts.receiptDelayMs)],
+    args: [script, '--receipt-delay', String(ctx.opts.receiptDelayMs), '--smsc-ids', ctx.opts.smscIds],
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', NODE_ENV: 'production' },
     cwd: ctx.root,
     logFile: path.join(ctx.runDir, 'smsc.log'),

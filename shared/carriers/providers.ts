@@ -7,10 +7,12 @@ import type { Family } from '../channels/index.js';
 import type { CarrierProvider } from './provider.js';
 import { smppProvider } from './smpp/provider.js';
 import { viberProvider } from './viber/provider.js';
+import { whatsappProvider } from './whatsapp/provider.js';
 
 const ALL: CarrierProvider[] = [
   smppProvider as unknown as CarrierProvider,
   viberProvider as unknown as CarrierProvider,
+  whatsappProvider as unknown as CarrierProvider,
 ];
 
 export const PROVIDERS: ReadonlyMap<string, CarrierProvider> = new Map(ALL.map((p) => [p.kind, p]));

@@ -25,7 +25,8 @@ export class ConnectionConflictError extends Error {
  */
 export const carrierConfigChanges = new EventEmitter<{ changed: [] }>();
 
-const connectionAad = (name: string): string => `carrier-connection:${name}`;
+/** What a connection's sealed secrets are bound to (also read by onboarding, shared/whatsapp/onboarding/connection.ts). */
+export const connectionAad = (name: string): string => `carrier-connection:${name}`;
 const senderAad = (accountId: number, family: string, sender: string): string => `carrier-sender:${accountId}:${family}:${sender}`;
 
 interface ConnectionRow {

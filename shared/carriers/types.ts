@@ -55,6 +55,13 @@ export interface CarrierSink {
    */
   report(updates: StatusReport[], opts?: { priority?: boolean }): Promise<void>;
   inbound(message: InboundReport): Promise<void>;
+  /**
+   * Of `refs` (readings of one receipt id), those registered under `carrier` to attempts still
+   * waiting for a receipt, from the durable registrations in Postgres. A carrier that cannot tell
+   * which reading a receipt means (SMPP while it learns its SMSC's id forms) asks this rather than
+   * guessing.
+   */
+  matchRefs?(carrier: string, refs: string[]): Promise<string[]>;
 }
 
 export interface Carrier {

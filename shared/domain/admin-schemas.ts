@@ -10,6 +10,13 @@ const country = Joi.string().length(2).uppercase().custom((v: string, helpers) =
 const money = Joi.number().precision(4).min(-1e12).max(1e12);
 const sender = Joi.string().min(1).max(15).pattern(/^[A-Za-z0-9 .&_-]+$/);
 
+/**
+ * An ISO 8601 instant within years 1970-9999. JavaScript dates reach ±275,760 years and
+ * timestamptz only 4713 BC to 294276 AD, so an unbounded date could pass the schema and fail in
+ * Postgres; no instant this service stores is outside these years.
+ */
+export const isoInstant = Joi.date().iso().min('1970-01-01T00:00:00Z').max('9999-12-31T23:59:59.999Z');
+
 export const newAccountSchema = Joi.object<NewAccount>({
   name: Joi.string().max(200).allow(''),
   country,

@@ -58,16 +58,33 @@ export function recipientJob(target: DispatchTarget, messageId: string, step: nu
  * Adds jobs, one command per queue. A lone job goes with `add`: BullMQ's addBulk runs even one job
  * through an ioredis pipeline, whose constructor copies every Lua command onto it.
  */
-export async function addDispatchJobs(queues: Queues, jobs: QueuedDispatchJob[]): Promise<void> {
+export async function addDispatchJobs(queues: Queues, jobs: QueuedDispatchJob[], opts: { replaceFailed?: boolean } = {}): Promise<{ replaced: number }> {
   const byQueue = new Map<string, QueuedDispatchJob[]>();
   for (const j of jobs) {
     const list = byQueue.get(j.queue);
     if (list) list.push(j);
     else byQueue.set(j.queue, [j]);
   }
-  await Promise.all([...byQueue].map(([name, list]) => {
+  let replaced = 0;
+  await Promise.all([...byQueue].map(async ([name, list]) => {
     const queue: Queue<DispatchJob> = queues.dispatchByName(name);
+    if (opts.replaceFailed) replaced += await removeFailed(queue, list);
     const only = list.length === 1 ? list[0]! : null;
-    return only ? queue.add(only.name, only.data, only.opts) : queue.addBulk(list.map((j) => ({ name: j.name, data: j.data, opts: j.opts })));
+    await (only ? queue.add(only.name, only.data, only.opts) : queue.addBulk(list.map((j) => ({ name: j.name, data: j.data, opts: j.opts }))));
   }));
+  return { replaced };
+}
+
+/**
+ * A job id already in the queue makes adding it a no-op, also when that job failed for good (its
+ * retries ran out during a long outage): the sweep removes such jobs first, so its work runs again.
+ */
+async function removeFailed(queue: Queue<DispatchJob>, jobs: QueuedDispatchJob[]): Promise<number> {
+  const ids = jobs.map((j) => j.opts.jobId!);
+  const states = await Promise.all(ids.map((id) => queue.getJobState(id)));
+  let removed = 0;
+  for (let i = 0; i < ids.length; i++) {
+    if (states[i] === 'failed') removed += await queue.remove(ids[i]!);
+  }
+  return removed;
 }

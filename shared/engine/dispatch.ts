@@ -238,8 +238,8 @@ function runDispatchTx(input: DispatchTxInput): Promise<DispatchTxResult> {
   return withTxEnding(input.deps.db, dispatchInTx, { indexOnly: true }, input);
 }
 
-// A module-level function, not an arrow per job: V8 keeps a function's optimised code only while
-// the function lives, and this one is the largest of the send path (see attemptColumns).
+// A module-level function, not an arrow per job: the largest function of the send path keeps its
+// optimised code (docs/architecture.md, "Hot loops").
 async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<DispatchTxResult>> {
   const { deps, partOf, recipients, step, prices, now, mode } = input;
   const texts = new Map<number, string>();

@@ -9,7 +9,7 @@ import type { CarrierSink, StatusReport } from '../carriers/types.js';
 import { Queues, STATUS_JOB_OPTIONS, ttlJobId, statusPartitionOf, type DispatchJob, type StatusJob, type Lane } from '../queues.js';
 import type { CarrierRegistry } from './routing.js';
 import { dispatchStep, type DispatchOutcome } from './dispatch.js';
-import { applyReports, type ApplyOutcome } from './status.js';
+import { applyReports, matchWaitingRefs, type ApplyOutcome } from './status.js';
 import { pushTo } from '../collections.js';
 import { MessageFactsCache } from './message-facts.js';
 import { StatusIntake } from './status-intake.js';
@@ -80,6 +80,7 @@ export class Engine {
         }
         await this.inboundHandler(message);
       },
+      matchRefs: (carrier, refs) => matchWaitingRefs(statusDeps.db, carrier, refs),
     };
   }
 

@@ -88,7 +88,7 @@ export function eventsCtes($: Readonly<Record<EventParam, string>>, onlyRecipien
   // The bodies travel as one text, joined by BODY_SEPARATOR, rather than a text[] parameter:
   // escaping each body into an array literal was the send path's largest JavaScript cost. Splitting
   // on a character no JSON text contains costs Postgres less than lexing the bodies as one JSON
-  // array (json_array_elements: json_lex was ~4 % of Postgres' CPU on the send path).
+  // array (json_array_elements; docs/benchmarks.md).
   return `events_in AS (
        INSERT INTO events (account_id, key_id, callback_url, recipient_id, kind, body)
        SELECT u.account_id, u.key_id, u.callback_url, u.recipient_id, u.kind, b.body
@@ -118,9 +118,9 @@ const BODY_SEPARATOR_BYTE = BODY_SEPARATOR.charCodeAt(0);
  * `bodies: 'borrow'` hands over the writer's own memory instead of a copy, valid only until the
  * next call. Only for parameters passed straight to `query` of a client that is not running
  * another query (a transaction's, between awaited statements): pg then writes the Bind message,
- * copying the bytes, before `query` returns. The send path's statements do; the copy they saved
- * (one large allocation per batch outside the heap) had raised the SMS worker's RSS ratio by
- * ~2.5 points in `npm run bench` (x1.155 -> x1.129, 3 runs each).
+ * copying the bytes, before `query` returns. The send path's statements do: the copy they save is
+ * one large allocation per batch outside the heap, which raised the SMS worker's memory over a run
+ * (docs/benchmarks.md).
  */
 export function eventParams(events: OutboxEvent[], bodies: 'copy' | 'borrow' = 'copy'): Record<EventParam, unknown> {
   // One loop and no closures made per call (docs/architecture.md, "Hot loops").

@@ -7,6 +7,7 @@
 import { eventKeyOf, type AttemptState, type Channel } from '../channels/index.js';
 import { round4 } from '../domain/money.js';
 import { JsonBytes } from './event-json.js';
+import { assertUnreachable } from '../errors.js';
 
 export interface SentMessageFacts {
   requestId: string;
@@ -169,6 +170,8 @@ export function writeSentMessage(w: JsonBytes, f: SentMessageFacts): void {
         }
         break;
       }
+      default:
+        assertUnreachable(op);
     }
   }
 }

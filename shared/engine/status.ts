@@ -6,7 +6,7 @@
  * one event per state entered. The recipient row itself changes only then: its state is its
  * current attempt's. Late reports of abandoned steps are reported but never start anything (D3).
  */
-import { prepared, withTx, type Tx } from '../db/pool.js';
+import { prepared, withTx, type Queryable, type Tx } from '../db/pool.js';
 import { boolArray, numberArray, textArray, timestampArray } from '../db/arrays.js';
 import { namedParams } from '../db/params.js';
 import type { StatusReport } from '../carriers/types.js';
@@ -210,9 +210,8 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
   return { transitions: changed.size, events, nextSteps, delivered, sources };
 }
 
-// Module-level helpers and loops instead of per-call arrows on this path: V8 keeps a closure's
-// optimised code only weakly, so short-lived arrows were optimised again after every full
-// collection (see attemptColumns in dispatch.ts).
+// Module-level helpers and loops instead of per-call arrows on this path (docs/architecture.md,
+// "Hot loops").
 
 /** The distinct attempt ids of a batch's moves, ascending (rows are locked in this order). */
 function attemptIdsOf(moves: Move[]): number[] {
@@ -382,7 +381,9 @@ function refColumns(rows: RefRow[]): unknown[] {
 async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
   const moves: Move[] = [];
   for (const r of reports) {
-    if (r.attemptId !== undefined) {
+    // Nothing moves to `sending`: such a report (a carrier's acceptance, with its ref) only
+    // registers the ref below, without locking the attempt.
+    if (r.attemptId !== undefined && r.state !== 'sending') {
       moves.push({ attemptId: r.attemptId, state: r.state, resultInfo: r.resultInfo, at: r.at, ttl: false });
     }
   }
@@ -464,4 +465,18 @@ async function refund(tx: Tx, attempts: AttemptRow[]): Promise<void> {
     // The same balance change as the dispatch's debits (migration 013), with a positive delta.
     await tx.query('SELECT change_credit($1, $2, $3, $4)', [payer.kind, payer.id, payer.currency, fromUnits(units)]);
   }
+}
+
+/**
+ * Of `refs`, those registered under `carrier` to attempts still waiting for a receipt (not final;
+ * for a multi-part message, a part not yet reported): what a receipt id read several ways may mean
+ * (CarrierSink.matchRefs).
+ */
+export async function matchWaitingRefs(db: Queryable, carrier: string, refs: string[]): Promise<string[]> {
+  if (refs.length === 0) return [];
+  const { rows } = await db.query<{ ref: string }>(prepared(
+    `SELECT c.ref FROM carrier_refs c JOIN attempts a ON a.id = c.attempt_id
+      WHERE c.carrier = $1 AND c.ref = ANY($2::text[]) AND a.state IN ('sending', 'sent') AND (a.parts = 1 OR c.state = 'sent')`,
+    [carrier, textArray(refs)]));
+  return rows.map((r) => r.ref);
 }

@@ -12,6 +12,7 @@
  * duplicates and late reports change nothing.
  */
 import { isStepSuccess, type AttemptState, type Channel } from '../channels/index.js';
+import { assertUnreachable } from '../errors.js';
 
 const NEXT: Record<AttemptState, readonly AttemptState[]> = {
   sending: ['sent', 'failed', 'rejected', 'undelivered'],
@@ -91,5 +92,7 @@ export function defaultResultInfo(state: AttemptState): string {
       return '[2] Rejected';
     case 'failed':
       return '[3] Failed';
+    default:
+      return assertUnreachable(state);
   }
 }

@@ -23,6 +23,7 @@ import { normalizePhone } from '../phone/normalize.js';
 import { resolveSendAt, validateDeliveryWindow, nextSendInstant } from '../schedule/window.js';
 import { checkCallbackUrl } from '../net/ssrf.js';
 import { badRequest } from '../errors.js';
+import { StorageUnavailableError } from '../storage-unavailable.js';
 
 /** D2: accepted with ids, never sent, never charged, no webhooks. */
 export const TEST_NUMBER = '420777777777';
@@ -276,10 +277,27 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
     jobs.push(job);
   });
   try {
+    if (!(await queuesConnected(deps.queues, jobs))) {
+      throw new StorageUnavailableError('redis', 'not connected');
+    }
     await addDispatchJobs(deps.queues, jobs);
   } catch (err) {
     // Committed in Postgres: the recovery sweep will enqueue these; the caller's work is safe.
     deps.logger.error({ err: (err as Error).message, requestId: result.requestId }, 'enqueue after accept failed; left to the recovery sweep');
   }
   return result;
+}
+
+/**
+ * Whether the queues a call's jobs go to are connected. While Redis is down their client holds
+ * commands until it reconnects: the caller would wait for the whole outage for work that is
+ * already safe in Postgres, so acceptance leaves it to the recovery sweep at once instead.
+ */
+async function queuesConnected(queues: Queues, jobs: QueuedDispatchJob[]): Promise<boolean> {
+  for (const name of new Set(jobs.map((j) => j.queue))) {
+    if ((await queues.dispatchByName(name).backend.client).status !== 'ready') {
+      return false;
+    }
+  }
+  return true;
 }

@@ -7,6 +7,7 @@ import Joi from 'joi';
 import type { DeliveryWindow } from '../schedule/window.js';
 import { bodyText, httpUri } from '../channels/fields.js';
 import { channelModule, flowStepSchema, stepBody, stepOf, type FlowStep } from '../channels/index.js';
+import { findUnstorable } from '../unstorable-text.js';
 
 export const MAX_RECIPIENTS = 10;
 /** The XML API has no 10-recipient limit per Request (it predates v2's); the document size caps it. */
@@ -59,9 +60,6 @@ export function effectiveFlow(input: MessageInput): FlowStep[] {
   return input.flow ?? [{ sms: {} }];
 }
 
-/** U+0000 and unpaired UTF-16 surrogates: Postgres refuses them in text and jsonb columns. */
-const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
 /**
  * The first string (or property name) of a validated message that cannot be stored as text, as
  * `<field path>: <what is wrong>`, or null. `payload` is exempt: it is kept in a `json` column,
@@ -71,33 +69,6 @@ export function unstorableText(input: MessageInput): string | null {
   for (const [name, value] of Object.entries(input)) {
     if (name !== 'payload') {
       const problem = findUnstorable(value, name);
-      if (problem) {
-        return problem;
-      }
-    }
-  }
-  return null;
-}
-
-function findUnstorable(value: unknown, path: string): string | null {
-  if (typeof value === 'string') {
-    return UNSTORABLE.test(value) ? `${path}: must not contain NUL characters or unpaired surrogates` : null;
-  }
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const problem = findUnstorable(value[i], `${path}[${i}]`);
-      if (problem) {
-        return problem;
-      }
-    }
-    return null;
-  }
-  if (value !== null && typeof value === 'object') {
-    for (const [name, inner] of Object.entries(value)) {
-      if (UNSTORABLE.test(name)) {
-        return `${path}: property names must not contain NUL characters or unpaired surrogates`;
-      }
-      const problem = findUnstorable(inner, `${path}.${name}`);
       if (problem) {
         return problem;
       }

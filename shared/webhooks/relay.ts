@@ -52,7 +52,7 @@ export interface RelayPass {
 /**
  * A pass's events by key and callback URL, in id order within each group. Rows of one statement
  * mostly share both, so a row like the one before joins that one's list without a key string
- * being built and hashed for it (that was 2.7 % of the webhook worker's busy time, `--cpu-prof`).
+ * being built and hashed for it (docs/benchmarks.md).
  */
 export function groupByReceiver(rows: EventRef[]): Map<string, EventRef[]> {
   const groups = new Map<string, EventRef[]>();
@@ -96,8 +96,8 @@ export async function relayOnce(
       return { created: [], doneThrough: null, readAt };
     }
     // The claimed rows' ids as runs of consecutive ids, each read as one range of the primary key:
-    // one statement's events are consecutive, so a pass of ~1,500 ids makes ~10-20 runs (per id,
-    // the index was descended ~1,500 times: 3.7-4.2 against ~2 ms per pass, EXPLAIN ANALYZE).
+    // one statement's events are consecutive, so a pass of ~1,500 ids makes ~10-20 runs instead of
+    // ~1,500 descents of the index (docs/benchmarks.md).
     const ids: number[] = [];
     for (const c of claimed) {
       for (const id of c.event_ids) ids.push(Number(id)); // bigint[] elements arrive as text

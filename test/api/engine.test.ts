@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { startTestService, waitFor, type TestService } from '../support/harness.js';
 import { recipientEvents, sendMessage, trailOf, waitForTrail } from '../support/trails.js';
 import { ttlJobId } from '../../shared/queues.js';
-import { messageJobId, recipientJobId } from '../../shared/engine/dispatch-jobs.js';
+import { messageJobId } from '../../shared/engine/dispatch-jobs.js';
 
 let svc: TestService;
 let key: string;

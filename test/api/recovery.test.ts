@@ -176,3 +176,35 @@ test('a later flow step stays findable by its due_at until it is handed over', a
   }, 5_000, 'delivered over sms');
   assert.deepEqual(state, { state: 'delivered', channel: 'sms' });
 });
+
+test('a job that failed for good during a long outage is replaced by the sweep, not left under its id', async () => {
+  const { apiKey } = await svc.createAccount();
+  const later = new Date(Date.now() + 3600_000).toISOString();
+  const res = await svc.request('POST', '/v2/message', {
+    body: { body: 'scheduled', datetime: later, to: [{ phone_number: '420777401000' }] }, headers: { 'x-api-key': apiKey },
+  });
+  assert.equal(res.status, 200);
+  const id = res.body.accepted[0].message_id as string;
+  const [recipient] = await svc.sql<{ message_id: string }>('SELECT message_id FROM recipients WHERE public_id = $1', [id]);
+  const messageId = recipient!.message_id;
+  const queue = svc.runtime.queues.dispatchQueue('sms', 'promotional');
+  const jobId = messageJobId(messageId, 0);
+  // The job fails for good (its retries ran out while Postgres was down).
+  await queue.remove(jobId);
+  await queue.add('dispatch', { step: 0, messages: [{ messageId, recipientIds: [1] }] }, { jobId, attempts: 1 });
+  const { Worker } = await import('bullmq');
+  const failing = new Worker(queue.name, async () => {
+    throw new Error('database unavailable');
+  }, { connection: svc.runtime.queues.connection, prefix: svc.prefix });
+  await waitFor(async () => (await queue.getJobState(jobId)) === 'failed', 10_000, 'job failed');
+  await failing.close();
+
+  // Its time came long ago: the sweep finds the recipient and replaces the failed job.
+  await svc.sql(`UPDATE recipients SET due_at = now() - interval '1 hour' WHERE public_id = $1`, [id]);
+  const swept = await sweepOnce(svc.runtime.db, svc.runtime.queues, { graceMs: 30_000, webhookRetries: 3 });
+  assert.equal(swept.replaced, 1);
+  assert.ok(['waiting', 'prioritized'].includes(await queue.getJobState(jobId)), 'a live job again');
+  const job = await queue.getJob(jobId);
+  assert.deepEqual(job!.data.messages[0]!.messageId, messageId);
+  await queue.remove(jobId);
+});

@@ -10,7 +10,6 @@ import { parseOfficialCallback } from '../../shared/carriers/viber/official.js';
 import { parsePartnerCallback } from '../../shared/carriers/viber/partner.js';
 import { viberCallbackUrl, viberProvider, type ViberConfig } from '../../shared/carriers/viber/provider.js';
 import { viber } from '../../shared/channels/viber.js';
-import { sendWindowOf } from '../../shared/carriers/viber/carrier.js';
 import type { ConnectionSpec } from '../../shared/carriers/provider.js';
 import type { SendOutcome } from '../../shared/carriers/http-carrier.js';
 
@@ -218,10 +217,3 @@ describe('the viber step schema', () => {
   });
 });
 
-describe('sendWindowOf', () => {
-  it('at most mps requests per second (plus the jitter margin), fractional caps as one request per 1/mps s', () => {
-    assert.deepEqual(sendWindowOf(50), { limit: 50, windowMs: 1010 });
-    assert.deepEqual(sendWindowOf(12.5), { limit: 12, windowMs: 970 });
-    assert.deepEqual(sendWindowOf(0.5), { limit: 1, windowMs: 2010 });
-  });
-});

@@ -361,7 +361,7 @@ export class WebhookEmitter {
       status = res.statusCode;
       text = await res.body.text();
     } catch (err) {
-      throw new Error(`webhook verification of ${callbackUrl} failed: ${err instanceof Error ? err.message : String(err)}`);
+      throw new Error(`webhook verification of ${callbackUrl} failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     }
     if (status !== 200 || text.trim() !== challenge) {
       throw new Error(`webhook verification of ${callbackUrl} failed: HTTP ${status}, body ${JSON.stringify(text.slice(0, 100))} instead of the challenge ${challenge}`);

@@ -5,14 +5,13 @@
  * deliver_sm / enquire_link / unbind; graceful unbind on close.
  *
  * Framing and every PDU sent or read are ours (`pdu.ts`), not the `smpp` library's: its generic
- * decoding and callbacks were 8-10 % of the busiest worker, its response-callback map never expires
+ * decoding and callbacks cost the busiest worker dearly (docs/benchmarks.md), its response-callback map never expires
  * entries, and it decodes short_message to a string, lossily for GSM-7. deliver_sm reaches handlers
  * as `parseSmPdu` reads the raw bytes.
  */
 import { EventEmitter } from 'node:events';
 import net from 'node:net';
 import tls from 'node:tls';
-import type { Readable } from 'node:stream';
 import type { MessageIdForm } from './pdu.js';
 import { smppStatusName } from './status-codes.js';
 import {
@@ -192,29 +191,6 @@ export interface SmppSessionStats {
 // ---------------------------------------------------------------------------------------------
 // Raw PDU capture (for the SMSC simulator, which still frames with the `smpp` library)
 // ---------------------------------------------------------------------------------------------
-
-/**
- * Wraps `socket.read` so every PDU the `smpp` Session extracts is also handed over as raw bytes,
- * synchronously before the Session emits it (it reads the 4-octet length, then the rest, then
- * emits 'pdu'). Relies on smpp 0.5.1's `_extractPDUs`; install before any data is read.
- */
-export function tapRawPdus(socket: Readable, onPdu: (raw: Buffer) => void): void {
-  const original = socket.read.bind(socket);
-  let header: Buffer | null = null;
-  socket.read = (size?: number): unknown => {
-    const chunk: unknown = original(size);
-    if (Buffer.isBuffer(chunk) && typeof size === 'number' && size > 0) {
-      if (header === null) {
-        header = chunk;
-      } else {
-        const raw = Buffer.concat([header, chunk]);
-        header = null;
-        onPdu(raw);
-      }
-    }
-    return chunk;
-  };
-}
 
 // ---------------------------------------------------------------------------------------------
 // Session
@@ -752,8 +728,7 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
     void this.awaitSubmitResp(conn, item);
   }
 
-  // Methods rather than arrows per submit: V8 keeps a function's optimised code only while the
-  // function lives (see attemptColumns in engine/dispatch.ts).
+  // A method rather than an arrow per submit (docs/architecture.md, "Hot loops").
   private async awaitSubmitResp(conn: Connection, item: QueuedSubmit): Promise<void> {
     try {
       const raw = await this.request(conn, 'submit_sm', encodeQueuedSubmit, item.options.timeoutMs ?? this.responseTimeoutMs, 'response', item);

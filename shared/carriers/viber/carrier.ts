@@ -3,9 +3,9 @@
  * reports what became of them (reports.ts decides). Per attempt:
  *
  * - the sender row the step names gives the service id (official) or source name (partner);
- * - the connection's throughput cap (`mps`, shared through Redis by every process that runs the
- *   connection) before each request, retries included: a token bucket for an even rate and a log
- *   of the last second's sends (send-window.ts) so that no second ever has more than `mps`;
+ * - a token of the connection's throughput cap (`mps`, the lease-based bucket of
+ *   smpp/token-bucket.ts, shared through Redis by every process that runs the connection: at most
+ *   `mps` in any second) before each request, retries included;
  * - `seq` and tracking data are the attempt id: a re-hand after a crash gets 12 SRVC_ALREADY_SENT
  *   from the official API instead of a second message, and receipts and replies name the attempt;
  * - retryable faults are sent again from an in-process timer, inside the step's ttl. A process
@@ -23,22 +23,9 @@ import type { ViberAttempt } from '../../channels/index.js';
 import type { ConnectionState, SenderSpec } from '../provider.js';
 import { RedisTokenBucket } from '../smpp/token-bucket.js';
 import { ViberClient } from './client.js';
-import { RedisSendWindow } from './send-window.js';
 import { senderField, type ViberDialect } from './types.js';
 import { DEFAULT_RETRY, decideSend, type RetryPolicy } from './reports.js';
 
-/**
- * The bucket lets a tenth of a second's requests go at once: a process that was held up (a busy
- * event loop, a loaded machine) catches up instead of losing those slots; the send window keeps
- * the cap.
- */
-export const BURST_SECONDS = 0.1;
-/**
- * The send window is this much longer than the cap's second: a request let go at the window's
- * edge may reach Viber a little later than one let go before it (network, event loop) and still
- * not make a second with more than `mps`.
- */
-export const WINDOW_MARGIN_MS = 10;
 /** Attempts of one `send` call waiting for the cap at once. */
 const PACERS_PER_SEND = 4;
 
@@ -69,12 +56,6 @@ export function viberBucketKey(redisPrefix: string, connection: string): string 
   return `${redisPrefix}:viber:${connection}:bucket`;
 }
 
-/** The connection's send window for a cap of `mps`: `limit` requests per `windowMs` (fractional caps included). */
-export function sendWindowOf(mps: number): { limit: number; windowMs: number } {
-  const limit = Math.max(1, Math.floor(mps));
-  return { limit, windowMs: (limit * 1000) / mps + WINDOW_MARGIN_MS };
-}
-
 interface PendingRetry {
   attempt: ViberAttempt;
   timer: NodeJS.Timeout;
@@ -90,7 +71,6 @@ export class ViberCarrier implements Carrier {
   readonly name: string;
   private readonly client: ViberClient;
   private readonly bucket: RedisTokenBucket | null;
-  private readonly window: RedisSendWindow | null = null;
   private readonly retryPolicy: RetryPolicy;
   /** `<accountId>\0<sender>` → service id (official) or source name (partner). */
   private senders = new Map<string, number | string>();
@@ -110,13 +90,7 @@ export class ViberCarrier implements Carrier {
       connections: 64,
       timeoutMs: opts.timeoutMs ?? 10_000,
     });
-    this.bucket = opts.mps
-      ? new RedisTokenBucket(opts.redis, viberBucketKey(opts.redisPrefix, opts.connection), { tps: opts.mps, burst: Math.max(1, Math.floor(opts.mps * BURST_SECONDS)) })
-      : null;
-    if (opts.mps) {
-      const { limit, windowMs } = sendWindowOf(opts.mps);
-      this.window = new RedisSendWindow(opts.redis, `${opts.redisPrefix}:viber:${opts.connection}:window`, limit, windowMs);
-    }
+    this.bucket = opts.mps ? new RedisTokenBucket(opts.redis, viberBucketKey(opts.redisPrefix, opts.connection), { tps: opts.mps }) : null;
     this.retryPolicy = opts.retry ?? DEFAULT_RETRY;
   }
 
@@ -142,9 +116,8 @@ export class ViberCarrier implements Carrier {
     const work: Array<Promise<void>> = [];
     let unsent = 0;
     let next = 0;
-    // A few attempts of a call wait for the cap at once (each wait is a Redis round trip or two),
-    // not all of them: a large promotional call must not reserve the next seconds ahead of a
-    // priority message handed meanwhile.
+    // A few attempts of a call wait for the cap at once, not all of them: a large promotional
+    // call must not queue the next seconds' tokens ahead of a priority message handed meanwhile.
     const pacers = Array.from({ length: Math.min(PACERS_PER_SEND, attempts.length) }, async () => {
       while (next < attempts.length) {
         const a = attempts[next++]!;
@@ -166,10 +139,9 @@ export class ViberCarrier implements Carrier {
     if (unsent > 0) throw new Error(`Viber connection ${this.opts.connection} closed before ${unsent} attempts were sent`);
   }
 
-  /** The connection's cap (`mps`), shared by every process: a smooth rate, and never more than `mps` in a second. */
+  /** The connection's cap (`mps`), shared by every process: never more than `mps` in a second. */
   private async pace(): Promise<void> {
     if (this.bucket) await this.bucket.take();
-    if (this.window) await this.window.acquire();
   }
 
   private track(p: Promise<void>): Promise<void> {
@@ -268,6 +240,7 @@ export class ViberCarrier implements Carrier {
     const abandoned = pending.map((r) => this.abandon(r.attempt, r.info).catch((err: unknown) =>
       this.opts.logger.error({ err: (err as Error).message, carrier: this.name }, 'Viber retry not ended')));
     await Promise.allSettled([...this.inFlight, ...abandoned]);
+    await this.bucket?.close(); // unspent tokens go back to the other processes
     await this.client.close();
   }
 }

@@ -135,13 +135,13 @@ export class GraphClient {
   /** `POST /{v}/{waba-id}/subscribed_apps`: our app gets the WABA's webhooks (optionally at a per-WABA URL). */
   async subscribeApp(wabaId: string, token: string, override?: { callbackUri: string; verifyToken: string }): Promise<void> {
     const json = override ? { override_callback_uri: override.callbackUri, verify_token: override.verifyToken } : {};
-    await this.expectSuccess(await this.call('POST', `/${seg(wabaId)}/subscribed_apps`, { headers: bearer(token), json }));
+    this.expectSuccess(await this.call('POST', `/${seg(wabaId)}/subscribed_apps`, { headers: bearer(token), json }));
   }
 
   /** `POST /{v}/{phone-number-id}/register` with the number's 6-digit two-step PIN. */
   async registerNumber(phoneNumberId: string, token: string, pin: string): Promise<void> {
     const json = { messaging_product: 'whatsapp', pin };
-    await this.expectSuccess(await this.call('POST', `/${seg(phoneNumberId)}/register`, { headers: bearer(token), json }));
+    this.expectSuccess(await this.call('POST', `/${seg(phoneNumberId)}/register`, { headers: bearer(token), json }));
   }
 
   private expectSuccess(body: unknown): void {

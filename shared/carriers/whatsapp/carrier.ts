@@ -1,0 +1,406 @@
+/**
+ * One WhatsApp connection's Carrier: hands `whatsapp_text` and `whatsapp_template` attempts to
+ * Meta's Cloud API with the business token of the sender row the step names, and reports what
+ * became of each through the sink. Statuses after acceptance come back as webhooks (callback.ts).
+ *
+ * Per `send` call, before any request: the sender rows (from `setSenders`); for attempts handed
+ * before (`rehand`), whether Meta already accepted them (never sent twice, see below); for free
+ * text, the 24-hour window of every (business number, person) pair in one read (window.ts):
+ * outside it the attempt ends `undelivered` `[131047]` without calling Meta; for templates, the
+ * WABA's cached templates (templates.ts): language, parameter shapes and the `[132000]` count
+ * check. Then each request waits for a token of its business number's throughput cap, shared by
+ * every process through Redis (`<prefix>:wa:<phone_number_id>:bucket`), and its answer is read by
+ * Meta's error code (errors.ts):
+ *
+ * - accepted: the wamid is registered against the attempt (a `sending` report with the ref: no
+ *   move, no event) and remembered in Redis first;
+ * - unreachable: `undelivered` `[code] title`, the flow falls back at once (refunded, D3);
+ * - failed: `failed` `[code] title`; a configuration or account problem is logged at warn once per
+ *   sender and code;
+ * - retry (throttling, a fault at Meta, no answer): the same attempt again after a backoff, while
+ *   its step's ttl lasts, from an in-process timer; throttling also pauses the business number for
+ *   every process. A retry that would fall after the ttl ends the attempt `failed` with the last
+ *   answer instead. A process that dies with retries pending leaves their attempts to the step's
+ *   ttl timer (the engine's, in Redis), which ends them `undelivered` `[1] TTL expired`.
+ *
+ * `send` resolves once every attempt's first outcome is durable (reported through the sink), so a
+ * process that dies before that leaves the attempts to be handed again (`rehand`). Meta has no
+ * idempotency key; an attempt is never sent again once Meta accepted it, because the wamid is
+ * written to Redis (`<prefix>:wa:acc:<attempt id>`, kept for the step's ttl and an hour) as soon
+ * as Meta answers, and registered in `carrier_refs` through the status path; a re-handed attempt
+ * is looked up in both. What can still repeat a message: a crash in the moment between Meta's
+ * answer and that Redis write, or a request Meta took but whose answer never came (a timeout is
+ * retried).
+ */
+import type { Redis } from 'ioredis';
+import type { Db } from '../../db/pool.js';
+import { numberArray } from '../../db/arrays.js';
+import type { Logger } from '../../logger.js';
+import type { WhatsappTemplateAttempt, WhatsappTextAttempt } from '../../channels/index.js';
+import type { AttemptState, Carrier, CarrierSink, OutboundAttempt, StatusReport } from '../types.js';
+import type { ConnectionState, SenderSpec } from '../provider.js';
+import type { SendOutcome } from '../http-carrier.js';
+import { RedisTokenBucket } from '../smpp/token-bucket.js';
+import type { GraphClient } from './graph.js';
+import { buildTemplateMessage, buildTextMessage, checkTemplateParams, findTemplate } from './messages.js';
+import { BUCKET_RATE_SHARE, TEMPLATE_CODES, ourRefOf, retryDelayMs, throttlePauseMs } from './policy.js';
+import { TemplateCache } from './templates.js';
+import type { GraphSendBody, GraphTemplate } from './types.js';
+import { OUTSIDE_WINDOW_INFO, lastInbound, userKey, windowKey, windowOpen, type WindowPair } from './window.js';
+
+type WhatsappAttempt = WhatsappTextAttempt | WhatsappTemplateAttempt;
+
+export interface WhatsappCarrierOptions {
+  /** The connection's name; the carrier is `whatsapp.<connection>`. */
+  connection: string;
+  graph: GraphClient;
+  /** Messages per second per business number, across every process. */
+  perNumberMps: number;
+  db: Db;
+  redis: Redis;
+  redisPrefix: string;
+  sink: CarrierSink;
+  logger: Logger;
+}
+
+/** A sender row as the carrier needs it: the business number and its token (never logged). */
+interface SenderEntry {
+  phoneNumberId: string;
+  token: string;
+  wabaId?: string;
+}
+
+/** One attempt on its way to Meta. */
+interface Job {
+  attempt: WhatsappAttempt;
+  sender: SenderEntry;
+  body: GraphSendBody;
+  /** After this (unix ms) the step's ttl has passed: no further try. */
+  deadline: number;
+  tries: number;
+}
+
+/** The connection closed while attempts waited: they go back to the engine, which hands them again. */
+export class WhatsappCarrierClosed extends Error {
+  override name = 'WhatsappCarrierClosed';
+}
+
+const senderKey = (accountId: number, sender: string): string => `${accountId}\u0000${sender}`;
+
+export class WhatsappCarrier implements Carrier {
+  readonly name: string;
+  private senders = new Map<string, SenderEntry>();
+  private readonly buckets = new Map<string, RedisTokenBucket>();
+  private readonly templates: TemplateCache;
+  /** Attempts being sent by this process (the same job run twice at once sends each once). */
+  private readonly inFlight = new Set<number>();
+  private readonly retries = new Map<number, NodeJS.Timeout>();
+  private readonly warned = new Set<string>();
+  /** Accepted sends waiting to be remembered in Redis (see `remember`). */
+  private accepted: Array<{ key: string; wamid: string; ttlS: number; resolve: () => void }> = [];
+  private lastError: string | null = null;
+  private closed = false;
+
+  constructor(private readonly o: WhatsappCarrierOptions) {
+    this.name = `whatsapp.${o.connection}`;
+    this.templates = new TemplateCache(o.graph, o.logger);
+  }
+
+  /** The connection's sender rows (credentials opened), replacing the previous ones. */
+  setSenders(senders: readonly SenderSpec[]): void {
+    const next = new Map<string, SenderEntry>();
+    for (const s of senders) {
+      const token = s.credentials.access_token;
+      if (typeof token !== 'string' || token === '') continue;
+      const entry: SenderEntry = { phoneNumberId: s.sender, token };
+      if (typeof s.details.waba_id === 'string' && s.details.waba_id !== '') entry.wabaId = s.details.waba_id;
+      next.set(senderKey(s.accountId, s.sender), entry);
+    }
+    this.senders = next;
+  }
+
+  state(): ConnectionState {
+    return this.lastError === null ? { state: 'ready' } : { state: 'error', detail: this.lastError };
+  }
+
+  /** Retries waiting in this process (operations, tests). */
+  get pendingRetries(): number {
+    return this.retries.size;
+  }
+
+  async send(attempts: OutboundAttempt[]): Promise<void> {
+    if (attempts.length === 0) return;
+    if (this.closed) throw new WhatsappCarrierClosed(`${this.name} is closed; the attempts will be handed again`);
+    const now = Date.now();
+    const reports: Promise<void>[] = [];
+    const mine: Array<{ attempt: WhatsappAttempt; sender: SenderEntry }> = [];
+    for (const attempt of attempts) {
+      if (attempt.channel !== 'whatsapp_text' && attempt.channel !== 'whatsapp_template') {
+        // A route table that sends another channel here is a configuration bug: the step fails and the flow moves on.
+        reports.push(this.report(attempt, 'failed', `[3] ${attempt.channel} cannot be sent over WhatsApp`));
+        continue;
+      }
+      if (this.inFlight.has(attempt.attemptId) || this.retries.has(attempt.attemptId)) continue;
+      const sender = this.senders.get(senderKey(attempt.accountId, attempt.sender));
+      if (!sender) {
+        // The route table had the row a moment ago; it was removed since.
+        reports.push(this.report(attempt, 'rejected', `[303] No route: sender "${attempt.sender}" is not registered for whatsapp`));
+        continue;
+      }
+      mine.push({ attempt, sender });
+    }
+    for (const m of mine) this.inFlight.add(m.attempt.attemptId);
+    try {
+      const fresh = await this.skipAccepted(mine, reports);
+      const open = await this.checkWindows(fresh, reports, now);
+      const jobs = await this.prepare(open, reports, now);
+      await Promise.all(jobs.map((job) => this.deliver(job, reports)));
+    } catch (err) {
+      await Promise.allSettled(reports);
+      throw err;
+    } finally {
+      for (const m of mine) this.inFlight.delete(m.attempt.attemptId);
+    }
+    await Promise.all(reports);
+  }
+
+  /**
+   * Attempts handed before that Meta already accepted are not sent again: their wamid is
+   * registered once more (a repeated registration changes nothing) and they are left out.
+   */
+  private async skipAccepted(
+    list: Array<{ attempt: WhatsappAttempt; sender: SenderEntry }>, reports: Promise<void>[],
+  ): Promise<Array<{ attempt: WhatsappAttempt; sender: SenderEntry }>> {
+    const rehanded = list.filter((m) => m.attempt.rehand === true).map((m) => m.attempt.attemptId);
+    if (rehanded.length === 0) return list;
+    const accepted = await this.acceptedBefore(rehanded);
+    if (accepted.size === 0) return list;
+    const out: typeof list = [];
+    for (const m of list) {
+      const ref = accepted.get(m.attempt.attemptId);
+      if (ref === undefined) {
+        out.push(m);
+        continue;
+      }
+      this.o.logger.info({ carrier: this.name, attemptId: m.attempt.attemptId }, 'WhatsApp attempt handed again after Meta accepted it; not sent twice');
+      reports.push(this.report(m.attempt, 'sending', 'Sending', ref));
+    }
+    return out;
+  }
+
+  /** The wamids Meta gave these attempts: Redis first (written at once), then `carrier_refs`. */
+  private async acceptedBefore(attemptIds: number[]): Promise<Map<number, string>> {
+    const out = new Map<number, string>();
+    const values = await this.o.redis.mget(...attemptIds.map((id) => this.acceptedKey(id)));
+    const missing: number[] = [];
+    attemptIds.forEach((id, i) => {
+      const v = values[i];
+      if (typeof v === 'string' && v !== '') out.set(id, v);
+      else missing.push(id);
+    });
+    if (missing.length > 0) {
+      const { rows } = await this.o.db.query<{ attempt_id: string; ref: string }>(
+        'SELECT attempt_id, ref FROM carrier_refs WHERE attempt_id = ANY($1::bigint[]) AND carrier = $2', [numberArray(missing), this.name]);
+      for (const row of rows) out.set(Number(row.attempt_id), row.ref);
+    }
+    return out;
+  }
+
+  /** Free text only inside the 24-hour window: one read for the whole call. */
+  private async checkWindows(
+    list: Array<{ attempt: WhatsappAttempt; sender: SenderEntry }>, reports: Promise<void>[], now: number,
+  ): Promise<Array<{ attempt: WhatsappAttempt; sender: SenderEntry }>> {
+    const pairs: WindowPair[] = [];
+    for (const m of list) {
+      if (m.attempt.channel === 'whatsapp_text') pairs.push({ phoneNumberId: m.sender.phoneNumberId, user: userKey(m.attempt.to) });
+    }
+    if (pairs.length === 0) return list;
+    const last = await lastInbound(this.o.db, pairs);
+    const out: typeof list = [];
+    for (const m of list) {
+      if (m.attempt.channel === 'whatsapp_text' && !windowOpen(last.get(windowKey(m.sender.phoneNumberId, userKey(m.attempt.to))), now)) {
+        reports.push(this.report(m.attempt, 'undelivered', OUTSIDE_WINDOW_INFO));
+        continue;
+      }
+      out.push(m);
+    }
+    return out;
+  }
+
+  /** The request bodies; a template step whose parameters do not fit its cached template fails here. */
+  private async prepare(list: Array<{ attempt: WhatsappAttempt; sender: SenderEntry }>, reports: Promise<void>[], now: number): Promise<Job[]> {
+    const wabas = new Map<string, string>();
+    for (const m of list) {
+      if (m.attempt.channel === 'whatsapp_template' && m.sender.wabaId !== undefined) wabas.set(m.sender.wabaId, m.sender.token);
+    }
+    const cached = new Map<string, GraphTemplate[] | null>();
+    await Promise.all([...wabas].map(async ([wabaId, token]) => {
+      cached.set(wabaId, await this.templates.get(wabaId, token));
+    }));
+    const jobs: Job[] = [];
+    for (const { attempt, sender } of list) {
+      const ourRef = ourRefOf(attempt.attemptId);
+      let body: GraphSendBody;
+      if (attempt.channel === 'whatsapp_text') {
+        body = buildTextMessage({ to: attempt.to, text: attempt.text, ourRef });
+      } else {
+        const t = attempt.template;
+        const known = sender.wabaId === undefined ? null : cached.get(sender.wabaId) ?? null;
+        const template = known ? findTemplate(known, t.templateName, t.language) : undefined;
+        const input = {
+          to: attempt.to, name: t.templateName, ourRef,
+          ...(t.language !== undefined && { language: t.language }),
+          ...(t.params !== undefined && { params: t.params }),
+          ...(t.paramsHeader !== undefined && { paramsHeader: t.paramsHeader }),
+          ...(t.paramsButtons !== undefined && { paramsButtons: t.paramsButtons }),
+        };
+        const misfit = template ? checkTemplateParams(template, input) : null;
+        if (misfit) {
+          reports.push(this.outcome(attempt, sender, misfit));
+          continue;
+        }
+        body = buildTemplateMessage(input, template);
+      }
+      jobs.push({ attempt, sender, body, deadline: now + attempt.ttlMinutes * 60_000, tries: 0 });
+    }
+    return jobs;
+  }
+
+  private bucketOf(phoneNumberId: string): RedisTokenBucket {
+    let bucket = this.buckets.get(phoneNumberId);
+    if (!bucket) {
+      bucket = new RedisTokenBucket(this.o.redis, `${this.o.redisPrefix}:wa:${phoneNumberId}:bucket`, { tps: this.o.perNumberMps * BUCKET_RATE_SHARE });
+      this.buckets.set(phoneNumberId, bucket);
+    }
+    return bucket;
+  }
+
+  private acceptedKey(attemptId: number): string {
+    return `${this.o.redisPrefix}:wa:acc:${attemptId}`;
+  }
+
+  /**
+   * Writes `<prefix>:wa:acc:<attempt id>` = wamid (kept for the step's ttl and an hour). The
+   * answers that arrive together (one turn of the event loop) go to Redis in one pipeline.
+   */
+  private remember(attempt: WhatsappAttempt, wamid: string): Promise<void> {
+    return new Promise((resolve) => {
+      this.accepted.push({ key: this.acceptedKey(attempt.attemptId), wamid, ttlS: attempt.ttlMinutes * 60 + 3600, resolve });
+      if (this.accepted.length === 1) setImmediate(() => this.writeAccepted());
+    });
+  }
+
+  private writeAccepted(): void {
+    const batch = this.accepted;
+    this.accepted = [];
+    const pipeline = this.o.redis.pipeline();
+    for (const a of batch) pipeline.set(a.key, a.wamid, 'EX', a.ttlS);
+    void pipeline.exec()
+      .then((results) => {
+        if (results?.some(([err]) => err)) throw new Error('a SET failed');
+      })
+      .catch((err: unknown) => this.o.logger.warn({ carrier: this.name, count: batch.length, err: (err as Error).message },
+        'accepted WhatsApp messages not remembered in Redis (a crash now could send them again)'))
+      .finally(() => {
+        for (const a of batch) a.resolve();
+      });
+  }
+
+  /** One try: a token of the number's cap, the request, and what its answer leads to. */
+  private async deliver(job: Job, reports: Promise<void>[]): Promise<void> {
+    const bucket = this.bucketOf(job.sender.phoneNumberId);
+    let outcome: SendOutcome;
+    try {
+      await bucket.take();
+      if (this.closed) throw new WhatsappCarrierClosed(`${this.name} closed before the attempt was sent; it will be handed again`);
+      job.tries++;
+      outcome = await this.o.graph.sendMessage(job.sender.phoneNumberId, job.sender.token, job.body);
+    } catch (err) {
+      if (err instanceof WhatsappCarrierClosed) throw err;
+      // The cap's store (Redis) did not answer: tried again like a fault at Meta.
+      outcome = { kind: 'retry', code: 0, info: `[0] ${(err as Error).message}` };
+    }
+    if (outcome.kind === 'accepted') {
+      this.lastError = null;
+      await this.remember(job.attempt, outcome.carrierRef);
+    } else if (outcome.kind === 'retry') {
+      if (outcome.code === 0) this.lastError = outcome.info;
+      const pause = throttlePauseMs(outcome.code);
+      if (pause > 0) {
+        await bucket.pause(outcome.afterMs ?? pause).catch(() => undefined);
+      }
+      const delay = retryDelayMs(job.tries, outcome.code, outcome.afterMs);
+      if (!this.closed && Date.now() + delay < job.deadline) {
+        this.retryLater(job, delay);
+        return;
+      }
+      // No time left in the step: it ends with the last answer (the carrier never took it).
+      reports.push(this.report(job.attempt, 'failed', outcome.info));
+      return;
+    }
+    reports.push(this.outcome(job.attempt, job.sender, outcome));
+  }
+
+  private retryLater(job: Job, delayMs: number): void {
+    const id = job.attempt.attemptId;
+    const timer = setTimeout(() => {
+      this.retries.delete(id);
+      if (this.closed) return;
+      const reports: Promise<void>[] = [];
+      this.inFlight.add(id);
+      void this.deliver(job, reports)
+        .then(() => Promise.all(reports))
+        .catch((err: unknown) => {
+          if (!(err instanceof WhatsappCarrierClosed)) {
+            this.o.logger.error({ carrier: this.name, attemptId: id, err: (err as Error).message }, 'WhatsApp retry not reported; the step ttl ends it');
+          }
+        })
+        .finally(() => this.inFlight.delete(id));
+    }, delayMs);
+    timer.unref();
+    this.retries.set(id, timer);
+  }
+
+  /** The report of a final first answer (accepted, unreachable, failed). */
+  private outcome(attempt: WhatsappAttempt, sender: SenderEntry, outcome: SendOutcome): Promise<void> {
+    switch (outcome.kind) {
+      case 'accepted':
+        return this.report(attempt, 'sending', 'Sending', outcome.carrierRef);
+      case 'unreachable':
+        return this.report(attempt, 'undelivered', outcome.info);
+      case 'failed':
+        if (outcome.config) this.warnOnce(sender, outcome.code, outcome.info);
+        if (TEMPLATE_CODES.has(outcome.code) && sender.wabaId !== undefined) this.templates.invalidate(sender.wabaId);
+        return this.report(attempt, 'failed', outcome.info);
+      case 'retry':
+        return this.report(attempt, 'failed', outcome.info);
+    }
+  }
+
+  private warnOnce(sender: SenderEntry, metaCode: number, info: string): void {
+    const key = `${sender.phoneNumberId} ${metaCode}`;
+    if (this.warned.has(key)) return;
+    this.warned.add(key);
+    this.o.logger.warn({ carrier: this.name, sender: sender.phoneNumberId, graphError: info },
+      'Meta refuses sends over this WhatsApp number for an account, token, template or payment problem (logged once per number and error)');
+  }
+
+  /** `ref`: the wamid Meta gave the attempt (registered with a `sending` report, which moves nothing). */
+  private report(attempt: OutboundAttempt, state: AttemptState, resultInfo: string, ref?: string): Promise<void> {
+    const r: StatusReport = { attemptId: attempt.attemptId, state, resultInfo, at: Date.now() };
+    if (ref !== undefined) {
+      r.carrier = this.name;
+      r.ref = ref;
+    }
+    return this.o.sink.report([r], { priority: attempt.priority === true });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    // Pending retries are left to their steps' ttl timers (kept by the engine in Redis).
+    for (const timer of this.retries.values()) clearTimeout(timer);
+    this.retries.clear();
+    await this.o.graph.close();
+  }
+}
