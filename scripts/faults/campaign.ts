@@ -1,8 +1,8 @@
 /**
  * The campaign a customer sends while the faults happen: `POST /v2/messages` calls of 100
- * recipients (10 message objects of 10), paced over a window so that every fault meets work in
- * flight, over keep-alive connections with a bounded number in flight; and single priority
- * messages (`POST /v2/message`, tag `priority`) beside it. A call that is not answered 200 is sent
+ * recipients (10 message objects of 10), each sent at its planned time (`callOffsets`: in bursts
+ * just before the faults), over keep-alive connections with a bounded number in flight; and single
+ * priority messages (`POST /v2/message`, tag `priority`) beside it during the whole window. A call that is not answered 200 is sent
  * again (as a client would after a 503 or a broken connection) until it is, or the deadline.
  */
 import { Pool } from 'undici';
@@ -21,7 +21,9 @@ export interface CampaignOptions {
   callback: string;
   recipients: number;
   concurrency: number;
-  /** The calls are spread evenly over this window. */
+  /** When each call of 100 recipients is due, ms after the start (ascending). */
+  callOffsetsMs: number[];
+  /** Priority messages are sent during this window. */
   windowMs: number;
   /** One priority message this often during the window (0: none). */
   priorityIntervalMs: number;
@@ -62,12 +64,11 @@ export class Campaign {
   async run(): Promise<void> {
     const t0 = Date.now();
     const callsTotal = Math.ceil(this.opts.recipients / 100);
-    const interval = this.opts.windowMs / Math.max(1, callsTotal);
     let next = 0;
     const worker = async () => {
       while (next < callsTotal) {
         const i = next++;
-        const due = t0 + i * interval;
+        const due = t0 + (this.opts.callOffsetsMs[i] ?? 0);
         if (due > Date.now()) {
           await sleep(due - Date.now());
         }

@@ -11,8 +11,10 @@ export interface FaultOptions {
   concurrency: number;
   priorityIntervalMs: number;
   timing: FaultTiming;
-  /** Campaign calls keep coming this long after the last fault was undone. */
+  /** Priority messages keep coming this long after the last fault was undone. */
   tailMs: number;
+  /** A burst of campaign calls starts this long before each fault. */
+  burstLeadMs: number;
   /** Waiting for the system to settle: at most this long, and not longer than `settleStallMs` without progress. */
   settleMs: number;
   settleStallMs: number;
@@ -85,6 +87,7 @@ export function parseFaultOptions(argv: string[]): FaultOptions | 'help' {
     priorityIntervalMs: int('priority-interval', values['priority-interval'], short ? 1000 : 2000, 0, 60_000),
     timing,
     tailMs: short ? 5000 : 10_000,
+    burstLeadMs: 2000,
     settleMs: settleS * 1000,
     settleStallMs: Math.min(settleS * 1000, short ? 75_000 : 120_000),
     build: values['no-build'] !== true,

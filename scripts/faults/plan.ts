@@ -191,6 +191,25 @@ export function planFaults(names: readonly string[], seed: number, timing: Fault
   return plan;
 }
 
+/**
+ * When each campaign call is sent (ms after the campaign started): the calls in bursts, one at the
+ * start and one `leadMs` before each fault, so that every fault meets a backlog in flight (a
+ * campaign paced evenly over minutes leaves each fault only a few messages to disturb). Calls are
+ * split as evenly as possible; the earlier bursts take the remainder.
+ */
+export function callOffsets(calls: number, plan: readonly PlannedFault[], leadMs: number): number[] {
+  const starts = [0, ...plan.map((f) => Math.max(0, f.atMs - leadMs))];
+  const per = Math.floor(calls / starts.length);
+  const extra = calls % starts.length;
+  const offsets: number[] = [];
+  starts.forEach((start, b) => {
+    for (let k = 0; k < per + (b < extra ? 1 : 0); k++) {
+      offsets.push(start);
+    }
+  });
+  return offsets;
+}
+
 /** When the last fault of a plan is undone (ms after the campaign started). */
 export function planEndMs(plan: readonly PlannedFault[]): number {
   return plan.reduce((end, f) => Math.max(end, f.atMs + f.downMs), 0);

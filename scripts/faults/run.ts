@@ -23,7 +23,7 @@ import { Supervisor } from './roles.js';
 import { EventReceiver } from './receiver.js';
 import { Campaign } from './campaign.js';
 import { runChecks, unsettledRecipients, type CheckRow, type SubmitsByDestination } from './checks.js';
-import { INFRA_FAULTS, planEndMs, planFaults, resolveProcfile, type PlannedFault } from './plan.js';
+import { INFRA_FAULTS, callOffsets, planEndMs, planFaults, resolveProcfile, type PlannedFault } from './plan.js';
 import { parseFaultOptions, USAGE, type FaultOptions } from './options.js';
 import { formatChecks, seconds, table } from './report.js';
 
@@ -253,7 +253,7 @@ async function main(): Promise<number> {
   const t0 = Date.now();
   const campaign = new Campaign({
     origin, apiKey: account.body.api_key, callback: receiver.url, recipients: opts.recipients, concurrency: opts.concurrency,
-    windowMs, priorityIntervalMs: opts.priorityIntervalMs, deadline: t0 + windowMs + 120_000, activeFault,
+    callOffsetsMs: callOffsets(Math.ceil(opts.recipients / 100), plan, opts.burstLeadMs), windowMs, priorityIntervalMs: opts.priorityIntervalMs, deadline: t0 + windowMs + 120_000, activeFault,
   });
   const samples: Sample[] = [];
   let sampling = true;
@@ -530,12 +530,16 @@ function faultTable(records: FaultRecord[], samples: Sample[], campaign: Campaig
     const s = samples.find((x) => x.t > from && x.t <= until && x[key] > base);
     return s ? s.t - origin : null;
   };
+  // The last time the delivered count grew: after it there was nothing left to deliver.
+  const lastDelivery = samples.reduce((t, s, i) => (i > 0 && s.delivered > samples[i - 1]!.delivered ? s.t : t), samples[0]?.t ?? 0);
+  /** Longest time the delivered count stood still between `from` and `until` (while work was left). */
   const longestStall = (from: number, until: number) => {
+    const end = Math.min(until, lastDelivery);
     let last = from;
     let prev = valueAt(from, 'delivered');
     let longest = 0;
     for (const s of samples) {
-      if (s.t <= from || s.t > until) {
+      if (s.t <= from || s.t > end) {
         continue;
       }
       if (s.delivered > prev) {
@@ -544,7 +548,7 @@ function faultTable(records: FaultRecord[], samples: Sample[], campaign: Campaig
         prev = s.delivered;
       }
     }
-    return longest;
+    return Math.max(longest, end - last);
   };
   const end = samples[samples.length - 1]?.t ?? Date.now();
   return records.map((r, i) => {

@@ -2,6 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import {
+  callOffsets,
   campaignEnding,
   campaignPhone,
   expectedFinal,
@@ -120,5 +121,18 @@ describe('planFaults', () => {
     assert.equal(by.web!.copy, 0);
     const last = plan[plan.length - 1]!;
     assert.equal(planEndMs(plan), last.atMs + last.downMs);
+  });
+});
+
+describe('callOffsets', () => {
+  const fault = (atMs: number) => ({ name: 'web', kind: 'kill' as const, atMs, downMs: 1000, copy: 0 });
+
+  it('sends one burst at the start and one shortly before each fault, the earlier bursts taking the remainder', () => {
+    assert.deepEqual(callOffsets(8, [fault(5000), fault(12_000)], 2000), [0, 0, 0, 3000, 3000, 3000, 10_000, 10_000]);
+  });
+
+  it('never schedules before the start, and sends everything at once without faults', () => {
+    assert.deepEqual(callOffsets(3, [fault(1000)], 2000), [0, 0, 0]);
+    assert.deepEqual(callOffsets(2, [], 2000), [0, 0]);
   });
 });
