@@ -1,9 +1,12 @@
 /**
  * The campaign a customer sends while the faults happen: `POST /v2/messages` calls of 100
- * recipients (10 message objects of 10), each sent at its planned time (`callOffsets`: in bursts
- * just before the faults), over keep-alive connections with a bounded number in flight; and single
- * priority messages (`POST /v2/message`, tag `priority`) beside it during the whole window. A call that is not answered 200 is sent
- * again (as a client would after a 503 or a broken connection) until it is, or the deadline.
+ * recipients (10 message objects of 10) in bursts (`burst()`: the suite sends one at the start and
+ * one just before each fault, so that every fault meets a backlog in flight), over keep-alive
+ * connections with a bounded number in flight; and single priority messages (`POST /v2/message`,
+ * tag `priority`) at a steady pace during the whole window, with a flurry around each fault
+ * (`priorityFlurry()`), so that a killed process is likely to hold one. A call that is not
+ * answered 200 is sent again (as a client would after a 503 or a broken connection) until it is,
+ * or the deadline.
  */
 import { Pool } from 'undici';
 import { campaignPhone, priorityPhone } from './plan.js';
@@ -21,11 +24,7 @@ export interface CampaignOptions {
   callback: string;
   recipients: number;
   concurrency: number;
-  /** When each call of 100 recipients is due, ms after the start (ascending). */
-  callOffsetsMs: number[];
-  /** Priority messages are sent during this window. */
-  windowMs: number;
-  /** One priority message this often during the window (0: none). */
+  /** One priority message this often until `stopPriority()` (0: none besides the flurries). */
   priorityIntervalMs: number;
   /** No call is started or retried after this (epoch ms). */
   deadline: number;
@@ -48,36 +47,73 @@ export class Campaign {
   abandoned = 0;
   /** Objects rejected inside a 200 answer (none expected). */
   rejectedObjects = 0;
-  lastAcceptAt = 0;
   prioritySent = 0;
   private readonly pool: Pool;
+  private nextCall = 0;
+  private readonly pending = new Set<Promise<void>>();
+  private priorityTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly opts: CampaignOptions) {
-    this.pool = new Pool(opts.origin, { connections: opts.concurrency + 2, pipelining: 1, keepAliveTimeout: 30_000, keepAliveMaxTimeout: 60_000 });
+    this.pool = new Pool(opts.origin, { connections: opts.concurrency + 4, pipelining: 1, keepAliveTimeout: 30_000, keepAliveMaxTimeout: 60_000 });
   }
 
   get acknowledgedRecipients(): number {
     return this.accepted.size;
   }
 
-  /** Sends the whole campaign and the priority messages; resolves when every call was answered 200 or given up. */
-  async run(): Promise<void> {
-    const t0 = Date.now();
-    const callsTotal = Math.ceil(this.opts.recipients / 100);
-    let next = 0;
+  get callsTotal(): number {
+    return Math.ceil(this.opts.recipients / 100);
+  }
+
+  /** Sends the next `calls` calls of the campaign, `concurrency` at a time (not awaited: see `settled()`). */
+  burst(calls: number): void {
+    const first = this.nextCall;
+    const last = Math.min(this.callsTotal, first + calls);
+    this.nextCall = last;
+    let next = first;
     const worker = async () => {
-      while (next < callsTotal) {
-        const i = next++;
-        const due = t0 + (this.opts.callOffsetsMs[i] ?? 0);
-        if (due > Date.now()) {
-          await sleep(due - Date.now());
-        }
-        await this.sendCall(i);
+      while (next < last) {
+        await this.sendCall(next++);
       }
     };
-    const bulk = Promise.all(Array.from({ length: this.opts.concurrency }, worker));
-    const priority = this.opts.priorityIntervalMs > 0 ? this.priorityLoop(t0) : Promise.resolve();
-    await Promise.all([bulk, priority]);
+    this.track(Promise.all(Array.from({ length: this.opts.concurrency }, worker)).then(() => undefined));
+  }
+
+  /** Starts the steady priority messages. */
+  startPriority(): void {
+    if (this.opts.priorityIntervalMs > 0) {
+      this.priorityTimer = setInterval(() => this.track(this.sendPriority()), this.opts.priorityIntervalMs);
+    }
+  }
+
+  stopPriority(): void {
+    if (this.priorityTimer) {
+      clearInterval(this.priorityTimer);
+    }
+  }
+
+  /** `count` priority messages `spacingMs` apart, starting now (not awaited). */
+  priorityFlurry(count: number, spacingMs: number): void {
+    this.track((async () => {
+      for (let k = 0; k < count; k++) {
+        this.track(this.sendPriority());
+        await sleep(spacingMs);
+      }
+    })());
+  }
+
+  /** Resolves when every call and priority message started so far was answered 200 or given up. */
+  async settled(): Promise<void> {
+    while (this.pending.size > 0) {
+      await Promise.all([...this.pending]);
+    }
+  }
+
+  private track(p: Promise<void>): void {
+    const tracked = p.catch((err: unknown) => {
+      this.oddAnswers.push(`campaign error: ${(err as Error).message}`);
+    }).finally(() => this.pending.delete(tracked));
+    this.pending.add(tracked);
   }
 
   private body(i: number): { text: string; phones: string[] } {
@@ -103,7 +139,6 @@ export class Campaign {
     }
     const body = JSON.parse(answer) as { accepted?: Array<{ key: string; message_id: string }>; rejected?: unknown[] };
     const now = Date.now();
-    this.lastAcceptAt = now;
     this.rejectedObjects += body.rejected?.length ?? 0;
     for (const a of body.accepted ?? []) {
       const o = Number(a.key);
@@ -113,21 +148,9 @@ export class Campaign {
     }
   }
 
-  private async priorityLoop(t0: number): Promise<void> {
-    const sends: Array<Promise<void>> = [];
-    for (let j = 0; t0 + j * this.opts.priorityIntervalMs < t0 + this.opts.windowMs; j++) {
-      const due = t0 + j * this.opts.priorityIntervalMs + this.opts.priorityIntervalMs / 2;
-      if (due > Date.now()) {
-        await sleep(due - Date.now());
-      }
-      sends.push(this.sendPriority(j));
-    }
-    await Promise.all(sends);
-  }
-
-  private async sendPriority(j: number): Promise<void> {
+  private async sendPriority(): Promise<void> {
+    const j = this.prioritySent++;
     const phone = priorityPhone(j);
-    this.prioritySent++;
     const answer = await this.post('/v2/message', JSON.stringify({
       body: `Your code is ${100000 + j}`, to: [{ phone_number: `+${phone}` }], tag: 'priority', callback: this.opts.callback,
     }));

@@ -204,24 +204,28 @@ export async function runChecks(input: CheckInput): Promise<CheckRow[]> {
   let extraSubmits = 0;
   let twiceAccepted = 0;
   const dupByFault = new Map<string, number>();
+  const repeatAfter = new Map<string, number>();
   const accepted = new Set([...campaign.accepted.values()].map((a) => a.phone));
-  for (const [dest, [submits, acceptedIds, , lastAt]] of input.submits) {
+  for (const [submits, acceptedIds, firstAt, lastAt] of input.submits.values()) {
     if (submits > 1) {
       dupDestinations++;
       extraSubmits += submits - 1;
       if (acceptedIds > 1) {
         twiceAccepted++;
       }
-      bump(dupByFault, input.faultAt(lastAt) || 'no fault');
+      // Named by the fault its first submit met (in flight up to a second before the injection).
+      const fault = input.faultAt(firstAt + 1000) || 'before the first fault';
+      bump(dupByFault, fault);
+      repeatAfter.set(fault, Math.max(repeatAfter.get(fault) ?? 0, lastAt - firstAt));
     }
-    void dest;
   }
   const neverSubmitted = [...accepted].filter((p) => !input.submits.has(p)).length;
   rows.push({
     check: 'duplicate submits (same recipient submitted more than once)',
     verdict: 'INFO',
     detail: `${plural(dupDestinations, 'recipient')} submitted more than once (${extraSubmits} extra submit_sm, ${twiceAccepted} given two SMSC ids, ` +
-      `i.e. sent twice to the handset); by the fault before the repeat: ${tally(dupByFault) || 'none'}; ` +
+      `i.e. sent twice to the handset); by the fault the first submit met: ` +
+      `${[...dupByFault].map(([f, n]) => `${f} ${n} (repeated up to ${((repeatAfter.get(f) ?? 0) / 1000).toFixed(1)} s later)`).join(', ') || 'none'}; ` +
       `${neverSubmitted} acknowledged recipients never submitted`,
   });
 

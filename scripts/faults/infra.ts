@@ -5,7 +5,7 @@
  * scripts/bench/procs.ts; `remove()` of the run directory is the caller's.
  */
 import { execFileSync } from 'node:child_process';
-import { chownSync, existsSync, mkdirSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, readFileSync, statSync, truncateSync } from 'node:fs';
 import path from 'node:path';
 import { spawnChild, stopChild, type Child } from '../bench/procs.js';
 import { freePort } from '../bench/stack.js';
@@ -102,9 +102,16 @@ export class OwnPostgres {
   }
 }
 
-/** redis-server with AOF (everysec) and noeviction in `<runDir>/redis`, as the README asks of production. */
+/**
+ * redis-server with AOF (everysec) and noeviction in `<runDir>/redis`, as the README asks of
+ * production. While it runs, the size of its current AOF file is noted every 100 ms, so that a
+ * crash can be made to lose the writes of its last second: what `appendfsync everysec` allows
+ * when the host fails (a kill -9 of the process alone loses nothing that was written to the file).
+ */
 export class OwnRedis {
   private child: Child | null = null;
+  private sizes: Array<{ t: number; file: string; size: number }> = [];
+  private sizeTimer: NodeJS.Timeout | null = null;
 
   private constructor(readonly port: number, private readonly dir: string, private readonly runDir: string) {}
 
@@ -127,7 +134,7 @@ export class OwnRedis {
       name: 'redis-server',
       command: 'redis-server',
       args: ['--port', String(this.port), '--bind', '127.0.0.1', '--protected-mode', 'yes', '--dir', this.dir,
-        '--appendonly', 'yes', '--appendfsync', 'everysec', '--save', '', '--maxmemory-policy', 'noeviction'],
+        '--appendonly', 'yes', '--appendfsync', 'everysec', '--aof-load-truncated', 'yes', '--save', '', '--maxmemory-policy', 'noeviction'],
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
       cwd: this.dir,
       logFile: path.join(this.runDir, 'redis.log'),
@@ -135,18 +142,76 @@ export class OwnRedis {
       readyTimeoutMs: 60_000,
     });
     this.child = child;
+    this.sizes = [];
+    this.sizeTimer ??= setInterval(() => this.noteSize(), 100);
+    this.sizeTimer.unref();
   }
 
-  /** kill -9: what was written in the last second may be lost (appendfsync everysec). */
-  async kill9(): Promise<void> {
-    const c = this.child;
-    if (c?.alive()) {
-      c.proc.kill('SIGKILL');
-      await c.exited;
+  /** The AOF file Redis appends to now (the manifest's `type i` entry). */
+  private currentAof(): string | null {
+    try {
+      const manifest = readFileSync(path.join(this.dir, 'appendonlydir', 'appendonly.aof.manifest'), 'utf8');
+      const incr = manifest.split('\n').filter((l) => / type i\b/.test(l)).pop();
+      const file = incr ? /^file (\S+)/.exec(incr)?.[1] : undefined;
+      return file ? path.join(this.dir, 'appendonlydir', file) : null;
+    } catch {
+      return null;
     }
   }
 
+  private noteSize(): void {
+    if (!this.child?.alive()) {
+      return;
+    }
+    const file = this.currentAof();
+    if (!file) {
+      return;
+    }
+    try {
+      this.sizes.push({ t: Date.now(), file, size: statSync(file).size });
+    } catch {
+      return;
+    }
+    if (this.sizes.length > 200) {
+      this.sizes.shift();
+    }
+  }
+
+  /**
+   * kill -9; with `loseMs` > 0 the AOF is then cut back to its length `loseMs` before the kill (a
+   * cut inside a command or a MULTI is dropped by aof-load-truncated when Redis loads it). Returns
+   * the bytes cut (0 when nothing was, or the file changed within that time, e.g. by a rewrite).
+   */
+  async kill9(loseMs = 0): Promise<number> {
+    const c = this.child;
+    if (!c?.alive()) {
+      return 0;
+    }
+    c.proc.kill('SIGKILL');
+    await c.exited;
+    if (this.sizeTimer) {
+      clearInterval(this.sizeTimer);
+      this.sizeTimer = null;
+    }
+    const killedAt = Date.now();
+    const file = this.currentAof();
+    const before = [...this.sizes].reverse().find((s) => s.t <= killedAt - loseMs);
+    if (loseMs <= 0 || !file || !before || before.file !== file) {
+      return 0;
+    }
+    const now = statSync(file).size;
+    if (now <= before.size) {
+      return 0;
+    }
+    truncateSync(file, before.size);
+    return now - before.size;
+  }
+
   async stop(): Promise<void> {
+    if (this.sizeTimer) {
+      clearInterval(this.sizeTimer);
+      this.sizeTimer = null;
+    }
     if (this.child) {
       await stopChild(this.child, 10_000);
     }

@@ -10,6 +10,10 @@ export interface FaultOptions {
   faults: string[] | null;
   concurrency: number;
   priorityIntervalMs: number;
+  /** The Redis fault loses the AOF's last this many ms of writes (0: a plain kill -9, which loses nothing written). */
+  redisLossMs: number;
+  /** Form of the SMSC simulator's message ids. */
+  smscIds: 'hex' | 'decimal';
   timing: FaultTiming;
   /** Priority messages keep coming this long after the last fault was undone. */
   tailMs: number;
@@ -31,6 +35,10 @@ export const USAGE = `usage: npm run test:faults -- [options]
   --faults a,b,c       only these faults: Procfile roles (kill -9, then restart) and
                        ${INFRA_FAULTS.join(', ')} (default: all)
   --concurrency N      campaign calls in flight (default 4)
+  --redis-loss MS      the Redis fault cuts the AOF back to its length MS before the kill, as a host
+                       crash may with appendfsync everysec (default 1000; 0: kill -9 alone)
+  --smsc-ids hex|decimal  the simulator's message ids: hex (default; 00001234, whose decimal reading
+                       names an older message) or decimal (1, 2, 3: the other reading names a newer one)
   --priority-interval MS  one priority message this often during the campaign (default 2000; short 1000)
   --settle S           wait at most S seconds for the system to settle (default 300; short 150)
   --no-build           use the existing dist/ (default: npm run build first)
@@ -58,6 +66,8 @@ export function parseFaultOptions(argv: string[]): FaultOptions | 'help' {
       seed: { type: 'string' },
       faults: { type: 'string' },
       concurrency: { type: 'string' },
+      'smsc-ids': { type: 'string' },
+      'redis-loss': { type: 'string' },
       'priority-interval': { type: 'string' },
       settle: { type: 'string' },
       'no-build': { type: 'boolean', default: false },
@@ -77,6 +87,10 @@ export function parseFaultOptions(argv: string[]): FaultOptions | 'help' {
   const timing: FaultTiming = short
     ? { firstAtMs: 6000, gapMs: [2000, 5000], killDownMs: [1000, 3000], redisDownMs: [1000, 3000], postgresDownMs: 10_000, smscDownMs: 3000, receiverDownMs: 20_000 }
     : { firstAtMs: 8000, gapMs: [4000, 10_000], killDownMs: [2000, 6000], redisDownMs: [2000, 5000], postgresDownMs: 15_000, smscDownMs: 5000, receiverDownMs: 60_000 };
+  const smscIds = values['smsc-ids'] ?? 'hex';
+  if (smscIds !== 'hex' && smscIds !== 'decimal') {
+    throw new Error(`--smsc-ids must be hex or decimal (got "${smscIds}")`);
+  }
   const settleS = int('settle', values.settle, short ? 150 : 300, 10, 3600);
   return {
     short,
@@ -84,6 +98,8 @@ export function parseFaultOptions(argv: string[]): FaultOptions | 'help' {
     seed: int('seed', values.seed, Math.floor(Math.random() * 1_000_000), 0, 2 ** 31 - 1),
     faults: faults && faults.length ? faults : null,
     concurrency: int('concurrency', values.concurrency, 4, 1, 64),
+    smscIds,
+    redisLossMs: int('redis-loss', values['redis-loss'], 1000, 0, 10_000),
     priorityIntervalMs: int('priority-interval', values['priority-interval'], short ? 1000 : 2000, 0, 60_000),
     timing,
     tailMs: short ? 5000 : 10_000,

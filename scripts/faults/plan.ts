@@ -192,22 +192,14 @@ export function planFaults(names: readonly string[], seed: number, timing: Fault
 }
 
 /**
- * When each campaign call is sent (ms after the campaign started): the calls in bursts, one at the
- * start and one `leadMs` before each fault, so that every fault meets a backlog in flight (a
- * campaign paced evenly over minutes leaves each fault only a few messages to disturb). Calls are
- * split as evenly as possible; the earlier bursts take the remainder.
+ * How many campaign calls each burst sends: one burst at the start and one before each fault, so
+ * that every fault meets a backlog in flight (a campaign paced evenly over minutes leaves each
+ * fault only a few messages to disturb). Split as evenly as possible; earlier bursts take the rest.
  */
-export function callOffsets(calls: number, plan: readonly PlannedFault[], leadMs: number): number[] {
-  const starts = [0, ...plan.map((f) => Math.max(0, f.atMs - leadMs))];
-  const per = Math.floor(calls / starts.length);
-  const extra = calls % starts.length;
-  const offsets: number[] = [];
-  starts.forEach((start, b) => {
-    for (let k = 0; k < per + (b < extra ? 1 : 0); k++) {
-      offsets.push(start);
-    }
-  });
-  return offsets;
+export function burstSizes(calls: number, faults: number): number[] {
+  const bursts = faults + 1;
+  const per = Math.floor(calls / bursts);
+  return Array.from({ length: bursts }, (_, b) => per + (b < calls % bursts ? 1 : 0));
 }
 
 /** When the last fault of a plan is undone (ms after the campaign started). */

@@ -23,7 +23,7 @@ import { Supervisor } from './roles.js';
 import { EventReceiver } from './receiver.js';
 import { Campaign } from './campaign.js';
 import { runChecks, unsettledRecipients, type CheckRow, type SubmitsByDestination } from './checks.js';
-import { INFRA_FAULTS, callOffsets, planEndMs, planFaults, resolveProcfile, type PlannedFault } from './plan.js';
+import { INFRA_FAULTS, burstSizes, planEndMs, planFaults, resolveProcfile, type PlannedFault } from './plan.js';
 import { parseFaultOptions, USAGE, type FaultOptions } from './options.js';
 import { formatChecks, seconds, table } from './report.js';
 
@@ -70,10 +70,10 @@ interface SimControl {
   linkDown(ms: number): Promise<void>;
 }
 
-async function startSimulator(root: string, runDir: string): Promise<SimControl> {
+async function startSimulator(root: string, runDir: string, idForm: 'hex' | 'decimal'): Promise<SimControl> {
   const { child, ready } = await spawnChild<{ port: number; controlPort: number }>({
     name: 'smsc simulator',
-    args: [path.join(root, 'dist/scripts/faults/smsc-child.js'), '--response-delay', '50', '--receipt-delay', '100'],
+    args: [path.join(root, 'dist/scripts/faults/smsc-child.js'), '--id-form', idForm, '--response-delay', '50', '--receipt-delay', '100'],
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', NODE_ENV: 'production' },
     cwd: root,
     logFile: path.join(runDir, 'smsc.log'),
@@ -118,7 +118,13 @@ interface Sample {
 }
 
 async function main(): Promise<number> {
-  const parsed = parseFaultOptions(process.argv.slice(2));
+  let parsed: ReturnType<typeof parseFaultOptions>;
+  try {
+    parsed = parseFaultOptions(process.argv.slice(2));
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n(see --help)\n`);
+    return 2;
+  }
   if (parsed === 'help') {
     process.stdout.write(`${USAGE}\n`);
     return 0;
@@ -165,7 +171,7 @@ async function main(): Promise<number> {
   onCleanup(() => redis.stop());
   await redis.start();
   log(`postgres on ${postgres.port}, redis (AOF) on ${redis.port}`);
-  const sim = await startSimulator(root, runDir);
+  const sim = await startSimulator(root, runDir, opts.smscIds);
   const receiver = new EventReceiver();
   await receiver.start();
   onCleanup(() => receiver.stop());
@@ -241,9 +247,8 @@ async function main(): Promise<number> {
   // --- The campaign and the faults -------------------------------------------------------------
   const copies = Object.fromEntries(roles.map((r) => [r, supervisor.copiesOf(r).length]));
   const plan = planFaults(faultNames, opts.seed, opts.timing, copies);
-  const windowMs = Math.max(20_000, planEndMs(plan) + opts.tailMs);
+  const windowMs = planEndMs(plan) + opts.tailMs;
   log(`plan (seed ${opts.seed}): ${plan.map((f) => `${f.name}${(copies[f.name] ?? 1) > 1 ? `#${f.copy + 1}` : ''} at ${seconds(f.atMs)} s for ${seconds(f.downMs)} s`).join('; ')}`);
-  log(`campaign over ${seconds(windowMs)} s`);
   const records: FaultRecord[] = [];
   const activeFault = () => {
     const now = Date.now();
@@ -253,7 +258,7 @@ async function main(): Promise<number> {
   const t0 = Date.now();
   const campaign = new Campaign({
     origin, apiKey: account.body.api_key, callback: receiver.url, recipients: opts.recipients, concurrency: opts.concurrency,
-    callOffsetsMs: callOffsets(Math.ceil(opts.recipients / 100), plan, opts.burstLeadMs), windowMs, priorityIntervalMs: opts.priorityIntervalMs, deadline: t0 + windowMs + 120_000, activeFault,
+    priorityIntervalMs: opts.priorityIntervalMs, deadline: t0 + windowMs + 180_000, activeFault,
   });
   const samples: Sample[] = [];
   let sampling = true;
@@ -271,18 +276,28 @@ async function main(): Promise<number> {
     log(`accepted ${campaign.acknowledgedRecipients}, submitted ${last?.submits ?? 0}, webhook events ${receiver.events} (${receiver.delivered} delivered)` +
       `${activeFault() ? `; fault in progress: ${activeFault()}` : ''}`);
   }, 10_000);
-  const sending = campaign.run();
-  const injecting = (async () => {
-    for (const f of plan) {
-      const wait = t0 + f.atMs - Date.now();
-      if (wait > 0) {
-        await sleep(wait);
-      }
-      const r: FaultRecord = { ...f, target: f.name, injectedAt: Date.now(), restoredAt: 0, upAt: 0, note: '' };
-      records.push(r);
-      await inject(r);
+  // A burst of the campaign at the start and one shortly before each fault (when the fault is
+  // actually injected, not when it was planned: a slow restart pushes the next fault back), with
+  // a flurry of priority messages across the injection.
+  const bursts = burstSizes(campaign.callsTotal, plan.length);
+  campaign.burst(bursts[0]!);
+  campaign.startPriority();
+  for (const [k, f] of plan.entries()) {
+    const wait = t0 + f.atMs - opts.burstLeadMs - Date.now();
+    if (wait > 0) {
+      await sleep(wait);
     }
-  })();
+    campaign.burst(bursts[k + 1]!);
+    await sleep(opts.burstLeadMs - 1000);
+    campaign.priorityFlurry(20, 100);
+    await sleep(1000);
+    const r: FaultRecord = { ...f, target: f.name, injectedAt: Date.now(), restoredAt: 0, upAt: 0, note: '' };
+    records.push(r);
+    await inject(r);
+  }
+  await sleep(opts.tailMs);
+  campaign.stopPriority();
+  await campaign.settled();
 
   /** Injects a fault, waits out its duration and undoes it, noting the times in `live`. */
   async function inject(live: FaultRecord): Promise<void> {
@@ -301,9 +316,10 @@ async function main(): Promise<number> {
         break;
       }
       case 'redis':
-        log(`fault: kill -9 redis-server (pid ${redis.pid}) for ${seconds(f.downMs)} s`);
+        log(`fault: kill -9 redis-server (pid ${redis.pid}) for ${seconds(f.downMs)} s, losing the AOF's last ${seconds(opts.redisLossMs)} s`);
         live.injectedAt = Date.now();
-        await redis.kill9();
+        const cut = await redis.kill9(opts.redisLossMs);
+        live.target = `redis (AOF -${Math.round(cut / 1024)} KiB)`;
         await sleep(f.downMs);
         live.restoredAt = Date.now();
         await redis.start();
@@ -336,7 +352,6 @@ async function main(): Promise<number> {
     log(`fault ${live.target} undone after ${seconds(live.upAt - live.injectedAt)} s${live.note ? ` (${live.note})` : ''}`);
   }
 
-  await Promise.all([sending, injecting]);
   log(`campaign sent: ${campaign.acknowledgedRecipients} recipients acknowledged in ${campaign.calls} calls (${campaign.retries} retries, ` +
     `${campaign.abandoned} given up); faults done`);
 
@@ -414,7 +429,7 @@ async function main(): Promise<number> {
   out.push(`fault suite: seed ${opts.seed}, ${opts.recipients.toLocaleString('en-US')} recipients + ${campaign.prioritySent} priority messages, ` +
     `${records.length} faults${opts.short ? ' (short)' : ''}; ${Math.round((Date.now() - started) / 1000)} s; ${load}`);
   out.push('', 'Faults (times in s from the injection; "moved" = the counter grew again after the fault was undone)', table(
-    ['fault', 'target', 'at', 'outage', 'submits moved', 'delivered moved', 'longest delivered stall', 'slowest accept→submit (bulk / priority)', 'API answers meanwhile'],
+    ['fault', 'target', 'at', 'outage', 'submits moved', 'delivered moved', 'longest delivered stall', 'slowest accept→submit (bulk / priority)', 'submitted twice', 'API answers meanwhile'],
     faultRows,
   ));
   out.push('', 'Processes (output lines: JSON, raw on stdout, raw on stderr; error = JSON lines at level >= 50)', table(
@@ -567,12 +582,18 @@ function faultTable(records: FaultRecord[], samples: Sample[], campaign: Campaig
         bulk = Math.max(bulk, latency);
       }
     }
+    let twice = 0;
+    for (const [submitsN, , firstAt] of submits.values()) {
+      if (submitsN > 1 && firstAt + 1000 >= r.injectedAt && firstAt + 1000 < next) {
+        twice++;
+      }
+    }
     const during = answers.get(r.name);
     const fmt = (ms: number) => (Number.isFinite(ms) ? seconds(ms) : 'never');
     return [
       r.name, r.target, seconds(r.injectedAt - started), seconds(r.upAt - r.injectedAt),
       seconds(movedAt(r.restoredAt, next, 'submits', r.injectedAt)), seconds(movedAt(r.restoredAt, next, 'delivered', r.injectedAt)),
-      seconds(longestStall(r.injectedAt, next)), `${fmt(bulk)} / ${fmt(priority)}`,
+      seconds(longestStall(r.injectedAt, next)), `${fmt(bulk)} / ${fmt(priority)}`, String(twice),
       during ? [...during].map(([s, n]) => `${s}×${n}`).join(' ') : '-',
     ];
   });

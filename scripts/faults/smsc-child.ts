@@ -1,11 +1,11 @@
 /**
- * The SMSC simulator as a child process of the fault suite (scripts/faults/run.ts): decimal
- * message ids (1, 2, 3, …, the form whose hex reading names another, older id), a latency on every
- * submit_sm_resp, receipts a while later, and receipts sent again until acknowledged (as an SMSC
- * does). It remembers, per destination, how often it was submitted and when, so the suite can
+ * The SMSC simulator as a child process of the fault suite (scripts/faults/run.ts): message ids in
+ * the form asked for (default hex: 8 upper-case digits, `00001234`, which read as a decimal number
+ * name an older message), a latency on every submit_sm_resp, receipts a while later, and receipts
+ * sent again until acknowledged (as an SMSC does). It remembers, per destination, how often it was submitted and when, so the suite can
  * count duplicate submits and priority latencies; and it can take the link down.
  *
- *   node dist/scripts/faults/smsc-child.js [--response-delay 50] [--receipt-delay 100] [--slow-delay 5000]
+ *   node dist/scripts/faults/smsc-child.js [--id-form hex|decimal] [--response-delay 50] [--receipt-delay 100] [--slow-delay 5000]
  *   → prints {"event":"listening","port":…,"controlPort":…}
  *   GET  /stats                 counters, bound sessions, destinations, submits so far
  *   GET  /destinations          → {destinations: [[destination, submits, accepted, firstAt, lastAt], …]}
@@ -19,6 +19,7 @@ import { readJson, runSimulatorChild, send } from '../control-http.js';
 
 const { values } = parseArgs({
   options: {
+    'id-form': { type: 'string', default: 'hex' },
     'response-delay': { type: 'string', default: '50' },
     'receipt-delay': { type: 'string', default: '100' },
     'slow-delay': { type: 'string', default: '5000' },
@@ -28,7 +29,7 @@ const { values } = parseArgs({
 
 const sim = new SmscSimulator({
   port: 0,
-  idForm: 'decimal',
+  idForm: values['id-form'] === 'decimal' ? 'decimal' : 'hex',
   receiptIdForm: 'same',
   responseDelayMs: Number(values['response-delay']),
   receiptDelayMs: Number(values['receipt-delay']),

@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import {
-  callOffsets,
+  burstSizes,
   campaignEnding,
   campaignPhone,
   expectedFinal,
@@ -124,15 +124,11 @@ describe('planFaults', () => {
   });
 });
 
-describe('callOffsets', () => {
-  const fault = (atMs: number) => ({ name: 'web', kind: 'kill' as const, atMs, downMs: 1000, copy: 0 });
-
-  it('sends one burst at the start and one shortly before each fault, the earlier bursts taking the remainder', () => {
-    assert.deepEqual(callOffsets(8, [fault(5000), fault(12_000)], 2000), [0, 0, 0, 3000, 3000, 3000, 10_000, 10_000]);
-  });
-
-  it('never schedules before the start, and sends everything at once without faults', () => {
-    assert.deepEqual(callOffsets(3, [fault(1000)], 2000), [0, 0, 0]);
-    assert.deepEqual(callOffsets(2, [], 2000), [0, 0]);
+describe('burstSizes', () => {
+  it('splits the calls into one burst more than there are faults, the earlier bursts taking the remainder', () => {
+    assert.deepEqual(burstSizes(8, 2), [3, 3, 2]);
+    assert.deepEqual(burstSizes(200, 10), [19, 19, 18, 18, 18, 18, 18, 18, 18, 18, 18]);
+    assert.deepEqual(burstSizes(2, 0), [2]);
+    assert.equal(burstSizes(30, 10).reduce((a, b) => a + b, 0), 30);
   });
 });
