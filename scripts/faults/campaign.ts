@@ -9,13 +9,15 @@
  * or the deadline.
  */
 import { Pool } from 'undici';
-import { campaignPhone, priorityPhone } from './plan.js';
+import { campaignPhone, priorityPhone, scheduledPhone } from './plan.js';
 
 export interface Accepted {
   phone: string;
   /** When the 200 that named it arrived (epoch ms). */
   acceptedAt: number;
   priority: boolean;
+  /** Scheduled for this time (epoch ms); 0 = sent at once. */
+  dueAt: number;
 }
 
 export interface CampaignOptions {
@@ -77,6 +79,38 @@ export class Campaign {
       }
     };
     this.track(Promise.all(Array.from({ length: this.opts.concurrency }, worker)).then(() => undefined));
+  }
+
+  /**
+   * Scheduled messages (`datetime`), one of 5 recipients per due time, in calls of up to 10: their
+   * dispatch jobs wait in Redis as delayed jobs and run when due, whatever is down then.
+   */
+  scheduled(dueAt: number[]): void {
+    let k = 0;
+    for (let c = 0; c < dueAt.length; c += 10) {
+      const objects = dueAt.slice(c, c + 10).map((due) => {
+        const phones = Array.from({ length: 5 }, () => scheduledPhone(k++));
+        return { due, phones };
+      });
+      const text = `[${objects.map((o) => JSON.stringify({
+        body: 'Reminder: your appointment is tomorrow', to: o.phones.map((p) => ({ phone_number: `+${p}` })),
+        datetime: new Date(o.due).toISOString(), callback: this.opts.callback,
+      })).join(',')}]`;
+      this.track((async () => {
+        const answer = await this.post('/v2/messages', text);
+        if (answer === null) {
+          this.abandoned++;
+          return;
+        }
+        const body = JSON.parse(answer) as { accepted?: Array<{ key: string; message_id: string }>; rejected?: unknown[] };
+        this.rejectedObjects += body.rejected?.length ?? 0;
+        const now = Date.now();
+        for (const a of body.accepted ?? []) {
+          const o = objects[Number(a.key)]!;
+          o.phones.forEach((phone, i) => this.accepted.set(`${a.message_id}-${i}`, { phone, acceptedAt: now, priority: false, dueAt: o.due }));
+        }
+      })());
+    }
   }
 
   /** Starts the steady priority messages. */
@@ -143,7 +177,7 @@ export class Campaign {
     for (const a of body.accepted ?? []) {
       const o = Number(a.key);
       for (let k = 0; k < 10 && o * 10 + k < phones.length; k++) {
-        this.accepted.set(`${a.message_id}-${k}`, { phone: phones[o * 10 + k]!, acceptedAt: now, priority: false });
+        this.accepted.set(`${a.message_id}-${k}`, { phone: phones[o * 10 + k]!, acceptedAt: now, priority: false, dueAt: 0 });
       }
     }
   }
@@ -161,7 +195,7 @@ export class Campaign {
     const body = JSON.parse(answer) as { accepted?: Array<{ message_id: string }> };
     const id = body.accepted?.[0]?.message_id;
     if (id) {
-      this.accepted.set(id, { phone, acceptedAt: Date.now(), priority: true });
+      this.accepted.set(id, { phone, acceptedAt: Date.now(), priority: true, dueAt: 0 });
     }
   }
 

@@ -16,8 +16,8 @@ export interface CheckRow {
   examples?: string[];
 }
 
-/** Per destination at the simulator: [submits, accepted, firstAt, lastAt]. */
-export type SubmitsByDestination = Map<string, [number, number, number, number]>;
+/** Per destination at the simulator: [submits, accepted, firstAt, lastAt, receipts sent, last receipt's stat]. */
+export type SubmitsByDestination = Map<string, [number, number, number, number, number, string]>;
 
 export interface CheckInput {
   db: pg.Pool;
@@ -41,6 +41,8 @@ interface RecipientRow {
 const plural = (n: number, what: string) => `${n.toLocaleString('en-US')} ${what}${n === 1 ? '' : 's'}`;
 const tally = (m: Map<string, number>) => [...m].sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${v}`).join(', ');
 const bump = (m: Map<string, number>, k: string, by = 1) => m.set(k, (m.get(k) ?? 0) + by);
+/** The states a receipt moves an SMS attempt to. */
+const RECEIPT_STATE_VALUES: ReadonlySet<string> = new Set(['delivered', 'undelivered', 'rejected']);
 
 /** Recipients not yet at their expected final result, by `expected→actual` (the settle loop's measure too). */
 export async function unsettledRecipients(db: pg.Pool, accountId: number): Promise<{ total: number; wrong: number; byKind: Map<string, number> }> {
@@ -199,7 +201,39 @@ export async function runChecks(input: CheckInput): Promise<CheckRow[]> {
     ...(undeliveredExamples.length && { examples: undeliveredExamples }),
   });
 
-  // 5. Duplicate submits at the SMSC (allowed by SMPP's at-least-once hand-over; reported).
+  // 5. Every receipt the SMSC sent was applied to its own message, and no message got a receipt
+  // that was not its own (a recipient whose number never gets a receipt cannot end delivered).
+  const RECEIPT_STATE: Record<string, string> = { DELIVRD: 'delivered', UNDELIV: 'undelivered', REJECTD: 'rejected' };
+  const receiptMisses = new Map<string, number>();
+  const missExamples: string[] = [];
+  for (const r of recipients) {
+    const sim = r.phone ? input.submits.get(r.phone) : undefined;
+    const own = sim && sim[4] > 0 ? RECEIPT_STATE[sim[5]] ?? null : null;
+    let miss: string | null = null;
+    if (own && r.state === 'sent') {
+      miss = 'its receipt was not applied (stays sent)';
+    } else if (own && r.state !== own && RECEIPT_STATE_VALUES.has(r.state)) {
+      miss = `ends ${r.state} though its receipt said ${own}`;
+    } else if (!own && RECEIPT_STATE_VALUES.has(r.state)) {
+      miss = `ends ${r.state} without a receipt of its own`;
+    }
+    if (miss) {
+      bump(receiptMisses, miss);
+      if (missExamples.length < 4) {
+        missExamples.push(`${r.public_id} (${r.phone}): ${miss}; attempt ${r.attempt_id} "${r.result_info ?? ''}"`);
+      }
+    }
+  }
+  const missTotal = [...receiptMisses.values()].reduce((a, b) => a + b, 0);
+  rows.push({
+    check: 'every receipt applied to its own message',
+    verdict: missTotal === 0 ? 'PASS' : 'FAIL',
+    detail: missTotal === 0 ? 'each recipient ends as the receipt the SMSC sent for its own message said (or sent, without one)'
+      : `${plural(missTotal, 'recipient')}: ${tally(receiptMisses)}`,
+    ...(missExamples.length && { examples: missExamples }),
+  });
+
+  // 6. Duplicate submits at the SMSC (allowed by SMPP's at-least-once hand-over; reported).
   let dupDestinations = 0;
   let extraSubmits = 0;
   let twiceAccepted = 0;
@@ -229,7 +263,7 @@ export async function runChecks(input: CheckInput): Promise<CheckRow[]> {
       `${neverSubmitted} acknowledged recipients never submitted`,
   });
 
-  // 6. Duplicate webhook deliveries (allowed: at-least-once; reported).
+  // 7. Duplicate webhook deliveries (allowed: at-least-once; reported).
   rows.push({
     check: 'duplicate webhook deliveries (same message_id+gateway+result)',
     verdict: 'INFO',

@@ -12,6 +12,8 @@ export interface FaultOptions {
   priorityIntervalMs: number;
   /** The Redis fault loses the AOF's last this many ms of writes (0: a plain kill -9, which loses nothing written). */
   redisLossMs: number;
+  /** The simulator's delay before a receipt. */
+  receiptDelayMs: number;
   /** Form of the SMSC simulator's message ids. */
   smscIds: 'hex' | 'decimal';
   timing: FaultTiming;
@@ -37,6 +39,8 @@ export const USAGE = `usage: npm run test:faults -- [options]
   --concurrency N      campaign calls in flight (default 4)
   --redis-loss MS      the Redis fault cuts the AOF back to its length MS before the kill, as a host
                        crash may with appendfsync everysec (default 1000; 0: kill -9 alone)
+  --receipt-delay MS   the simulator sends a receipt this long after its submit_sm_resp (default 1000;
+                       each submit_sm_resp comes 50 ms after its submit_sm)
   --smsc-ids hex|decimal  the simulator's message ids: hex (default; 00001234, whose decimal reading
                        names an older message) or decimal (1, 2, 3: the other reading names a newer one)
   --priority-interval MS  one priority message this often during the campaign (default 2000; short 1000)
@@ -68,6 +72,7 @@ export function parseFaultOptions(argv: string[]): FaultOptions | 'help' {
       concurrency: { type: 'string' },
       'smsc-ids': { type: 'string' },
       'redis-loss': { type: 'string' },
+      'receipt-delay': { type: 'string' },
       'priority-interval': { type: 'string' },
       settle: { type: 'string' },
       'no-build': { type: 'boolean', default: false },
@@ -99,6 +104,7 @@ export function parseFaultOptions(argv: string[]): FaultOptions | 'help' {
     faults: faults && faults.length ? faults : null,
     concurrency: int('concurrency', values.concurrency, 4, 1, 64),
     smscIds,
+    receiptDelayMs: int('receipt-delay', values['receipt-delay'], 1000, 0, 60_000),
     redisLossMs: int('redis-loss', values['redis-loss'], 1000, 0, 10_000),
     priorityIntervalMs: int('priority-interval', values['priority-interval'], short ? 1000 : 2000, 0, 60_000),
     timing,

@@ -88,6 +88,21 @@ const pad6 = (i: number) => String(i).padStart(6, '0');
 export const campaignPhone = (i: number) => `4207${pad6(i)}${campaignEnding(i)}`;
 /** Priority message j: a range of its own, always delivered. */
 export const priorityPhone = (j: number) => `4206${pad6(j)}10`;
+/** Recipient k of the scheduled messages: a range of its own, always delivered. */
+export const scheduledPhone = (k: number) => `4205${pad6(k)}1${k % 10}`;
+
+/**
+ * When the scheduled messages come due (ms after the campaign started): one every `everyMs` from
+ * `firstMs` (a send time at least 60 s ahead is scheduled; nearer ones are sent at once) to `endMs`.
+ * Their delayed dispatch jobs fall due during the faults after the first minute.
+ */
+export function scheduledDueTimes(firstMs: number, endMs: number, everyMs: number): number[] {
+  const out: number[] = [];
+  for (let t = firstMs; t <= endMs; t += everyMs) {
+    out.push(t);
+  }
+  return out;
+}
 
 export function expectedFinal(phone: string): FinalResult {
   switch (phone.slice(-2)) {
@@ -167,7 +182,9 @@ export function seededRandom(seed: number): () => number {
  * The faults in a seeded order, one after another: each starts when the one before was undone and
  * a seeded pause passed. `copies` says how many processes a role has (a kill picks one of them).
  */
-export function planFaults(names: readonly string[], seed: number, timing: FaultTiming, copies: Record<string, number>): PlannedFault[] {
+export function planFaults(
+  names: readonly string[], seed: number, timing: FaultTiming, copies: Record<string, number>, notBeforeMs: Record<string, number> = {},
+): PlannedFault[] {
   const random = seededRandom(seed);
   const between = ([min, max]: readonly [number, number]) => Math.round(min + random() * (max - min));
   const order = [...names];
@@ -175,20 +192,32 @@ export function planFaults(names: readonly string[], seed: number, timing: Fault
     const j = Math.floor(random() * (i + 1));
     [order[i], order[j]] = [order[j]!, order[i]!];
   }
-  const plan: PlannedFault[] = [];
-  let at = timing.firstAtMs;
-  for (const name of order) {
+  const drawn = order.map((name) => {
     const kind: PlannedFault['kind'] = (INFRA_FAULTS as readonly string[]).includes(name) ? (name as InfraFault) : 'kill';
     const downMs = kind === 'kill' ? between(timing.killDownMs)
       : kind === 'redis' ? between(timing.redisDownMs)
         : kind === 'postgres' ? timing.postgresDownMs
           : kind === 'smsc' ? timing.smscDownMs
             : timing.receiverDownMs;
-    const copy = Math.floor(random() * (copies[name] ?? 1));
-    plan.push({ name, kind, atMs: at, downMs, copy });
-    at += downMs + between(timing.gapMs);
+    return { name, kind, downMs, copy: Math.floor(random() * (copies[name] ?? 1)), gapMs: between(timing.gapMs) };
+  });
+  const schedule = () => {
+    let at = timing.firstAtMs;
+    return drawn.map(({ gapMs, ...f }) => {
+      const planned: PlannedFault = { ...f, atMs: at };
+      at += f.downMs + gapMs;
+      return planned;
+    });
+  };
+  // A fault that must not come too early moves later in the order, one place at a time.
+  for (let moves = 0, i = 0; i < drawn.length - 1 && moves < drawn.length ** 2; i++) {
+    const limit = notBeforeMs[drawn[i]!.name];
+    if (limit !== undefined && schedule()[i]!.atMs < limit) {
+      [drawn[i], drawn[i + 1]] = [drawn[i + 1]!, drawn[i]!];
+      moves++;
+    }
   }
-  return plan;
+  return schedule();
 }
 
 /**

@@ -23,7 +23,7 @@ import { Supervisor } from './roles.js';
 import { EventReceiver } from './receiver.js';
 import { Campaign } from './campaign.js';
 import { runChecks, unsettledRecipients, type CheckRow, type SubmitsByDestination } from './checks.js';
-import { INFRA_FAULTS, burstSizes, planEndMs, planFaults, resolveProcfile, type PlannedFault } from './plan.js';
+import { INFRA_FAULTS, burstSizes, planEndMs, planFaults, resolveProcfile, scheduledDueTimes, type PlannedFault } from './plan.js';
 import { parseFaultOptions, USAGE, type FaultOptions } from './options.js';
 import { formatChecks, seconds, table } from './report.js';
 
@@ -70,10 +70,10 @@ interface SimControl {
   linkDown(ms: number): Promise<void>;
 }
 
-async function startSimulator(root: string, runDir: string, idForm: 'hex' | 'decimal'): Promise<SimControl> {
+async function startSimulator(root: string, runDir: string, idForm: 'hex' | 'decimal', receiptDelayMs: number): Promise<SimControl> {
   const { child, ready } = await spawnChild<{ port: number; controlPort: number }>({
     name: 'smsc simulator',
-    args: [path.join(root, 'dist/scripts/faults/smsc-child.js'), '--id-form', idForm, '--response-delay', '50', '--receipt-delay', '100'],
+    args: [path.join(root, 'dist/scripts/faults/smsc-child.js'), '--id-form', idForm, '--response-delay', '50', '--receipt-delay', String(receiptDelayMs)],
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', NODE_ENV: 'production' },
     cwd: root,
     logFile: path.join(runDir, 'smsc.log'),
@@ -92,7 +92,7 @@ async function startSimulator(root: string, runDir: string, idForm: 'hex' | 'dec
     port: ready.port,
     stats: () => call('GET', '/stats'),
     destinations: async () => {
-      const { destinations } = await call<{ destinations: Array<[string, number, number, number, number]> }>('GET', '/destinations');
+      const { destinations } = await call<{ destinations: Array<[string, number, number, number, number, number, string]> }>('GET', '/destinations');
       return new Map(destinations.map(([d, ...rest]) => [d.replace(/^\+/, ''), rest]));
     },
     linkDown: async (ms) => {
@@ -171,7 +171,7 @@ async function main(): Promise<number> {
   onCleanup(() => redis.stop());
   await redis.start();
   log(`postgres on ${postgres.port}, redis (AOF) on ${redis.port}`);
-  const sim = await startSimulator(root, runDir, opts.smscIds);
+  const sim = await startSimulator(root, runDir, opts.smscIds, opts.receiptDelayMs);
   const receiver = new EventReceiver();
   await receiver.start();
   onCleanup(() => receiver.stop());
@@ -246,7 +246,10 @@ async function main(): Promise<number> {
 
   // --- The campaign and the faults -------------------------------------------------------------
   const copies = Object.fromEntries(roles.map((r) => [r, supervisor.copiesOf(r).length]));
-  const plan = planFaults(faultNames, opts.seed, opts.timing, copies);
+  // Scheduled messages come due every 2 s from 64 s on (a send time 60 s ahead or nearer is sent
+  // at once); the Postgres outage is planned after that, so that some fall due while it is down.
+  const SCHEDULED_FROM_MS = 64_000;
+  const plan = planFaults(faultNames, opts.seed, opts.timing, copies, { postgres: SCHEDULED_FROM_MS + 1000 });
   const windowMs = planEndMs(plan) + opts.tailMs;
   log(`plan (seed ${opts.seed}): ${plan.map((f) => `${f.name}${(copies[f.name] ?? 1) > 1 ? `#${f.copy + 1}` : ''} at ${seconds(f.atMs)} s for ${seconds(f.downMs)} s`).join('; ')}`);
   const records: FaultRecord[] = [];
@@ -280,6 +283,7 @@ async function main(): Promise<number> {
   // actually injected, not when it was planned: a slow restart pushes the next fault back), with
   // a flurry of priority messages across the injection.
   const bursts = burstSizes(campaign.callsTotal, plan.length);
+  campaign.scheduled(scheduledDueTimes(SCHEDULED_FROM_MS, planEndMs(plan), 2000).map((ms) => t0 + ms));
   campaign.burst(bursts[0]!);
   campaign.startPriority();
   for (const [k, f] of plan.entries()) {
@@ -426,7 +430,9 @@ async function main(): Promise<number> {
   const load = `load average (1 min) ${loads[0]!.toFixed(2)} at start, max ${Math.max(...loads).toFixed(2)}, ${os.loadavg()[0]!.toFixed(2)} at the end (${os.availableParallelism()} cores)`;
 
   const out: string[] = [];
-  out.push(`fault suite: seed ${opts.seed}, ${opts.recipients.toLocaleString('en-US')} recipients + ${campaign.prioritySent} priority messages, ` +
+  const scheduledN = [...campaign.accepted.values()].filter((a) => a.dueAt > 0).length;
+  out.push(`fault suite: seed ${opts.seed}, ${opts.recipients.toLocaleString('en-US')} recipients + ${campaign.prioritySent} priority messages ` +
+    `+ ${scheduledN} scheduled recipients, ` +
     `${records.length} faults${opts.short ? ' (short)' : ''}; ${Math.round((Date.now() - started) / 1000)} s; ${load}`);
   out.push('', 'Faults (times in s from the injection; "moved" = the counter grew again after the fault was undone)', table(
     ['fault', 'target', 'at', 'outage', 'submits moved', 'delivered moved', 'longest delivered stall', 'slowest accept→submit (bulk / priority)', 'submitted twice', 'API answers meanwhile'],
@@ -571,11 +577,12 @@ function faultTable(records: FaultRecord[], samples: Sample[], campaign: Campaig
     let bulk = 0;
     let priority = 0;
     for (const a of campaign.accepted.values()) {
-      if (a.acceptedAt < r.injectedAt - 5000 || a.acceptedAt >= next) {
+      const from = Math.max(a.acceptedAt, a.dueAt);
+      if (from < r.injectedAt - 5000 || from >= next) {
         continue;
       }
       const s = submits.get(a.phone);
-      const latency = s ? Math.max(0, s[2] - a.acceptedAt) : Number.POSITIVE_INFINITY;
+      const latency = s ? Math.max(0, s[2] - from) : Number.POSITIVE_INFINITY;
       if (a.priority) {
         priority = Math.max(priority, latency);
       } else {
@@ -605,7 +612,7 @@ function acceptToSubmit(campaign: Campaign, submits: SubmitsByDestination): { bu
   for (const a of campaign.accepted.values()) {
     const s = submits.get(a.phone);
     if (s) {
-      (a.priority ? priority : bulk).push(Math.max(0, s[2] - a.acceptedAt));
+      (a.priority ? priority : bulk).push(Math.max(0, s[2] - Math.max(a.acceptedAt, a.dueAt)));
     }
   }
   const summary = (xs: number[]) => {

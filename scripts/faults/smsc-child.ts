@@ -8,7 +8,7 @@
  *   node dist/scripts/faults/smsc-child.js [--id-form hex|decimal] [--response-delay 50] [--receipt-delay 100] [--slow-delay 5000]
  *   → prints {"event":"listening","port":…,"controlPort":…}
  *   GET  /stats                 counters, bound sessions, destinations, submits so far
- *   GET  /destinations          → {destinations: [[destination, submits, accepted, firstAt, lastAt], …]}
+ *   GET  /destinations          → {destinations: [[destination, submits, accepted, firstAt, lastAt, receipts, lastStat], …]}
  *   POST /link-down {ms}        drops every connection and refuses binds for `ms`
  * Exits when its stdin closes (the suite died) or on SIGTERM/SIGINT.
  */
@@ -43,8 +43,13 @@ interface Dest {
   accepted: number;
   firstAt: number;
   lastAt: number;
+  /** Receipts sent for this destination (again after a refusal counts again) and the last one's stat. */
+  receipts: number;
+  stat: string;
 }
 const destinations = new Map<string, Dest>();
+/** SMSC message id → its destination, for the receipts. */
+const destinationOf = new Map<string, string>();
 let linkDownUntil = 0;
 
 sim.on('submit', (record) => {
@@ -55,7 +60,17 @@ sim.on('submit', (record) => {
     d.accepted += accepted;
     d.lastAt = record.receivedAt;
   } else {
-    destinations.set(record.destination_addr, { submits: 1, accepted, firstAt: record.receivedAt, lastAt: record.receivedAt });
+    destinations.set(record.destination_addr, { submits: 1, accepted, firstAt: record.receivedAt, lastAt: record.receivedAt, receipts: 0, stat: '' });
+  }
+  if (record.messageId !== null) {
+    destinationOf.set(record.messageId, record.destination_addr);
+  }
+});
+sim.on('receipt', ({ messageId, stat }) => {
+  const d = destinations.get(destinationOf.get(messageId) ?? '');
+  if (d) {
+    d.receipts++;
+    d.stat = stat;
   }
 });
 
@@ -72,7 +87,7 @@ async function handle(req: http.IncomingMessage, res: http.ServerResponse): Prom
       });
       return;
     case 'GET /destinations':
-      send(res, 200, { destinations: [...destinations].map(([k, d]) => [k, d.submits, d.accepted, d.firstAt, d.lastAt]) });
+      send(res, 200, { destinations: [...destinations].map(([k, d]) => [k, d.submits, d.accepted, d.firstAt, d.lastAt, d.receipts, d.stat]) });
       return;
     case 'POST /link-down': {
       const body = await readJson(req);

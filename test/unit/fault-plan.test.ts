@@ -124,6 +124,28 @@ describe('planFaults', () => {
   });
 });
 
+describe('planFaults with a fault that must not come early', () => {
+  const timing: FaultTiming = {
+    firstAtMs: 5000, gapMs: [1000, 1000], killDownMs: [1000, 1000], redisDownMs: [1000, 1000], postgresDownMs: 15_000, smscDownMs: 1000, receiverDownMs: 1000,
+  };
+  const names = ['web', 'worker_sms', 'worker_status', 'redis', 'postgres', 'smsc'];
+
+  it('moves it later in the order until it starts after the limit, keeping the others in their order', () => {
+    for (let seed = 0; seed < 50; seed++) {
+      const free = planFaults(names, seed, timing, {});
+      const held = planFaults(names, seed, timing, {}, { postgres: 12_000 });
+      const pg = held.find((f) => f.name === 'postgres')!;
+      assert.ok(pg.atMs >= 12_000, `seed ${seed}: postgres at ${pg.atMs}`);
+      assert.deepEqual(held.filter((f) => f.name !== 'postgres').map((f) => f.name), free.filter((f) => f.name !== 'postgres').map((f) => f.name));
+    }
+  });
+
+  it('puts it last when no place is late enough', () => {
+    const plan = planFaults(names, 1, timing, {}, { postgres: 1_000_000 });
+    assert.equal(plan[plan.length - 1]!.name, 'postgres');
+  });
+});
+
 describe('burstSizes', () => {
   it('splits the calls into one burst more than there are faults, the earlier bursts taking the remainder', () => {
     assert.deepEqual(burstSizes(8, 2), [3, 3, 2]);
