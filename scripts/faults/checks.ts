@@ -76,8 +76,10 @@ export async function runChecks(input: CheckInput): Promise<CheckRow[]> {
   for (const r of recipients) {
     const want = expectedFinal(r.phone ?? '');
     if (r.state !== want) {
-      bump(wrong, `${want}→${r.state}`);
-      if (wrongExamples.length < 6) {
+      const kind = `${want}→${r.state}`;
+      bump(wrong, kind);
+      // Two examples of each kind, at most eight in all.
+      if (wrong.get(kind)! <= 2 && wrongExamples.length < 8) {
         wrongExamples.push(r);
       }
     }

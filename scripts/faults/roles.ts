@@ -17,6 +17,8 @@ export interface LineCounts {
   /** JSON lines with pino level >= 50. */
   errors: number;
   errorExamples: string[];
+  /** "recovery sweep re-enqueued work" lines: how many, the dispatch jobs they re-added, the last one's time. */
+  sweeps: { lines: number; dispatch: number; lastAt: number };
 }
 
 export interface RoleProcess {
@@ -54,7 +56,7 @@ export class Supervisor {
         this.processes.push({
           id: k === 1 ? command.role : `${command.role}#${k}`, role: command.role, command, child: null, starts: 0,
           unexpectedExits: [], expectingExit: false,
-          lines: { json: 0, rawStdout: 0, rawStderr: 0, examples: [], errors: 0, errorExamples: [] },
+          lines: { json: 0, rawStdout: 0, rawStderr: 0, examples: [], errors: 0, errorExamples: [], sweeps: { lines: 0, dispatch: 0, lastAt: 0 } },
         });
       }
     }
@@ -115,7 +117,12 @@ export class Supervisor {
     }
     if (parsed !== null && typeof parsed === 'object') {
       c.json++;
-      const level = (parsed as { level?: unknown }).level;
+      const { level, msg, dispatch } = parsed as { level?: unknown; msg?: unknown; dispatch?: unknown };
+      if (msg === 'recovery sweep re-enqueued work' && typeof dispatch === 'number' && dispatch > 0) {
+        c.sweeps.lines++;
+        c.sweeps.dispatch += dispatch;
+        c.sweeps.lastAt = Date.now();
+      }
       if (typeof level === 'number' && level >= 50) {
         c.errors++;
         if (c.errorExamples.length < 5) {

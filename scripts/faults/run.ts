@@ -519,17 +519,27 @@ async function serviceChecks(supervisor: Supervisor, campaign: Campaign, redisUr
         const n = type === 'zset' ? await redis.zcard(key) : type === 'list' ? await redis.llen(key) : 0;
         if (n > 0) {
           if (m[2] === 'failed') {
-            failed.push(`${m[1]} ${n}`);
+            // Job ids tell the producer: c. = a call's job (accept), m./r. = a message's or recipient's (scheduled, later steps, the sweep).
+            const ids = await redis.zrange(key, '0', '-1');
+            const kinds = new Map<string, number>();
+            for (const id of ids) {
+              const k = `${id.split('.')[0]}.`;
+              kinds.set(k, (kinds.get(k) ?? 0) + 1);
+            }
+            failed.push(`${m[1]} ${n} (${[...kinds].map(([k, v]) => `${k} ${v}`).join(', ')})`);
           } else {
             left.set(m[2]!, (left.get(m[2]!) ?? 0) + n);
           }
         }
       }
     } while (cursor !== '0');
+    const sweeps = supervisor.processes.reduce((a, p) => ({ lines: a.lines + p.lines.sweeps.lines, dispatch: a.dispatch + p.lines.sweeps.dispatch, lastAt: Math.max(a.lastAt, p.lines.sweeps.lastAt) }), { lines: 0, dispatch: 0, lastAt: 0 });
     rows.push({
       check: 'no job left in a failed set (Redis)',
       verdict: failed.length === 0 ? 'PASS' : 'FAIL',
-      detail: `${failed.length ? `failed: ${failed.join(', ')}` : 'no failed jobs'}; other jobs left: ${[...left].map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}`,
+      detail: `${failed.length ? `failed: ${failed.join(', ')}` : 'no failed jobs'}; other jobs left: ${[...left].map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}; ` +
+        `the recovery sweep re-added ${sweeps.dispatch} dispatch job(s) in ${sweeps.lines} pass(es)` +
+        `${sweeps.lastAt ? `, the last ${seconds(Date.now() - sweeps.lastAt)} s before this check` : ''}`,
     });
   } catch (err) {
     rows.push({ check: 'no job left in a failed set (Redis)', verdict: 'FAIL', detail: `could not read Redis: ${(err as Error).message}` });
