@@ -93,8 +93,8 @@ export const scheduledPhone = (k: number) => `4205${pad6(k)}1${k % 10}`;
 
 /**
  * When the scheduled messages come due (ms after the campaign started): one every `everyMs` from
- * `firstMs` (a send time at least 60 s ahead is scheduled; nearer ones are sent at once) to `endMs`.
- * Their delayed dispatch jobs fall due during the faults after the first minute.
+ * `firstMs` (a send time more than 60 s ahead is scheduled; nearer ones are sent at once) to
+ * `endMs`. Their delayed dispatch jobs fall due while the faults of that time last.
  */
 export function scheduledDueTimes(firstMs: number, endMs: number, everyMs: number): number[] {
   const out: number[] = [];

@@ -36,6 +36,8 @@ const onCleanup = (fn: () => Promise<void>) => cleanups.add(fn);
 const cleanupAll = () => cleanups.runAll();
 
 const RUNS_DIR = path.join(os.tmpdir(), 'switchboard-faults');
+/** The first delays of D4's webhook retry schedule (the service's default), before the ±20 % jitter. */
+const WEBHOOK_FIRST_RETRIES_MS = [10_000, 60_000, 300_000];
 
 /** Run directories of earlier runs whose suite process is gone (killed before it could clean up). */
 function removeStaleRuns(): void {
@@ -246,8 +248,8 @@ async function main(): Promise<number> {
 
   // --- The campaign and the faults -------------------------------------------------------------
   const copies = Object.fromEntries(roles.map((r) => [r, supervisor.copiesOf(r).length]));
-  // Scheduled messages come due every 2 s from 64 s on (a send time 60 s ahead or nearer is sent
-  // at once); the Postgres outage is planned after that, so that some fall due while it is down.
+  // Scheduled messages come due every 2 s from the Postgres outage on, which is therefore planned
+  // after the first minute (a send time 60 s ahead or nearer is sent at once).
   const SCHEDULED_FROM_MS = 64_000;
   const plan = planFaults(faultNames, opts.seed, opts.timing, copies, { postgres: SCHEDULED_FROM_MS + 1000 });
   const windowMs = planEndMs(plan) + opts.tailMs;
@@ -374,12 +376,21 @@ async function main(): Promise<number> {
   let lastChange = Date.now();
   let settled = false;
   let unsettled = '';
-  while (Date.now() - settleStart < opts.settleMs) {
+  // A webhook batch that failed while its receiver was down waits for its next retry (D4: 10 s,
+  // 1 min, 5 min, ±20 %): a 60 s outage can leave one waiting five minutes. While such a retry is
+  // still ahead the wait is not cut short for lack of progress, and it may run past --settle, by
+  // up to half of it.
+  let retryAhead = 0;
+  while (Date.now() - settleStart < Math.max(opts.settleMs, Math.min(opts.settleMs * 1.5, retryAhead - settleStart))) {
     try {
       const u = await unsettledRecipients(db, accountId);
-      const { rows: [o] } = await db.query<{ outbox: string; pending: string; events: string }>(
+      const { rows: [o] } = await db.query<{ outbox: string; pending: string; events: string; retry_ahead: number | null }>(
         `SELECT (SELECT count(*) FROM outbox) AS outbox, (SELECT count(*) FROM webhook_batches WHERE status = 'pending') AS pending,
-                (SELECT count(*) FROM events WHERE account_id = $1 AND callback_url IS NOT NULL) AS events`, [accountId]);
+                (SELECT count(*) FROM events WHERE account_id = $1 AND callback_url IS NOT NULL) AS events,
+                (SELECT max(extract(epoch FROM updated_at) * 1000 + 1.2 * ($2::float8[])[attempts] + 15000) FROM webhook_batches
+                  WHERE status = 'pending' AND attempts BETWEEN 1 AND cardinality($2::float8[]))::float8 AS retry_ahead`,
+        [accountId, WEBHOOK_FIRST_RETRIES_MS]);
+      retryAhead = o!.retry_ahead ?? 0;
       unsettled = `${u.wrong} recipients not at their expected result${u.wrong ? ` (${[...u.byKind].map(([k, v]) => `${k} ${v}`).join(', ')})` : ''}, ` +
         `${o!.outbox} outbox rows, ${o!.pending} pending webhook batches, ${receiver.distinct}/${o!.events} events received`;
       if (u.wrong === 0 && Number(o!.outbox) === 0 && Number(o!.pending) === 0 && receiver.distinct >= Number(o!.events)) {
@@ -390,8 +401,8 @@ async function main(): Promise<number> {
       if (signature !== lastSignature) {
         lastSignature = signature;
         lastChange = Date.now();
-      } else if (Date.now() - lastChange > opts.settleStallMs) {
-        log(`no progress for ${seconds(opts.settleStallMs)} s: ${unsettled}`);
+      } else if (Date.now() - lastChange > opts.settleStallMs && Date.now() > retryAhead) {
+        log(`no progress for ${seconds(Date.now() - lastChange)} s: ${unsettled}`);
         break;
       }
     } catch (err) {
