@@ -600,15 +600,19 @@ function faultTable(records: FaultRecord[], samples: Sample[], campaign: Campaig
   const end = samples[samples.length - 1]?.t ?? Date.now();
   return records.map((r, i) => {
     const next = records[i + 1]?.injectedAt ?? end;
+    // Messages accepted from just before the injection (the burst's and the flurry's) until just
+    // before the next one.
+    const from = r.injectedAt - 1500;
+    const until = records[i + 1] ? next - 1500 : end;
     let bulk = 0;
     let priority = 0;
     for (const a of campaign.accepted.values()) {
-      const from = Math.max(a.acceptedAt, a.dueAt);
-      if (from < r.injectedAt - 5000 || from >= next) {
+      const start = Math.max(a.acceptedAt, a.dueAt);
+      if (start < from || start >= until) {
         continue;
       }
       const s = submits.get(a.phone);
-      const latency = s ? Math.max(0, s[2] - from) : Number.POSITIVE_INFINITY;
+      const latency = s ? Math.max(0, s[2] - start) : Number.POSITIVE_INFINITY;
       if (a.priority) {
         priority = Math.max(priority, latency);
       } else {
