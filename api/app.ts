@@ -3,7 +3,7 @@
  * with its own error form; nothing here parses bodies globally (each family reads its own, so
  * size, encoding and syntax failures are answered in that family's shape).
  */
-import express, { type Express } from 'express';
+import express, { type ErrorRequestHandler, type Express } from 'express';
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
@@ -18,7 +18,12 @@ import { sandboxRouter } from './routes/sandbox.js';
 import { webhookAdmin } from './routes/admin-webhooks.js';
 import { carrierAdmin } from './routes/admin-carriers.js';
 import { restRouter } from './routes/rest.js';
+import { whatsappRouter } from './routes/whatsapp.js';
 import { verifyRouter } from './routes/verify.js';
+import { callbacksRouter } from './routes/callbacks.js';
+import { knownError } from './middleware/errors.js';
+import { BodyError } from './middleware/body.js';
+import { AppError } from '../shared/errors.js';
 
 export function buildApp(ctx: AppContext, adminExtensions: AdminExtension[] = []): Express {
   const app = express();
@@ -38,7 +43,9 @@ export function buildApp(ctx: AppContext, adminExtensions: AdminExtension[] = []
   app.use(sendRouter(ctx));
   app.use(xmlRouter(ctx));
   app.use(restRouter(ctx));
+  app.use(whatsappRouter(ctx));
   app.use(verifyRouter(ctx));
+  app.use(callbacksRouter(ctx));
   if (ctx.config.sandbox) {
     app.use(sandboxRouter(ctx));
   }
@@ -46,5 +53,19 @@ export function buildApp(ctx: AppContext, adminExtensions: AdminExtension[] = []
   app.use((_req, res) => {
     res.status(404).json({ message: 'Not found' });
   });
+  // Whatever no family answered (bull-board, health, a path no family owns): the 404's shape.
+  app.use(((caught, req, res, next) => {
+    if (res.headersSent) {
+      next(caught);
+      return;
+    }
+    const err = knownError(caught, req, res, ctx.logger);
+    if ((err instanceof AppError || err instanceof BodyError) && err.status !== 500) {
+      res.status(err.status).json({ message: err.message });
+      return;
+    }
+    ctx.logger.error({ err }, 'request failed');
+    res.status(500).json({ message: 'Internal error' });
+  }) satisfies ErrorRequestHandler);
   return app;
 }

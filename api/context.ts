@@ -5,6 +5,7 @@ import type { Redis } from '../shared/redis.js';
 import type { Queues } from '../shared/queues.js';
 import type { Logger } from '../shared/logger.js';
 import type { Engine } from '../shared/engine/engine.js';
+import type { SecretBox } from '../shared/secrets/sealed.js';
 
 export interface AppContext {
   config: Config;
@@ -13,4 +14,6 @@ export interface AppContext {
   queues: Queues;
   logger: Logger;
   engine: Engine;
+  /** Seals and opens carrier credentials (CREDENTIALS_KEY). */
+  secrets: SecretBox;
 }

@@ -4,7 +4,7 @@
  * every worker pool and the sandbox in one process. `--lanes` limits the dispatch pools to some
  * lanes: a process of its own for the priority lane keeps OTPs off a busy backlog's event loop.
  */
-import { startRuntime, StartupError, ALL_POOLS, type PoolName, type Role } from '../shared/runtime.js';
+import { startRuntime, StartupError, ALL_POOLS, type PoolName, type Role } from '../services/runtime.js';
 import { LANES, type Lane } from '../shared/queues.js';
 import { ConfigError } from '../shared/config.js';
 

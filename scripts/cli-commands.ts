@@ -15,7 +15,7 @@
  * same schemas as the admin API; errors name the field and exit with status 2.
  */
 import type { Db } from '../shared/db/pool.js';
-import { validate } from '../api/middleware/validate.js';
+import { validate } from '../shared/validation.js';
 import { AppError } from '../shared/errors.js';
 import { createAccount, getAccount, updateAccount, addAccountCredit, addKeyCredit, listKeys } from '../shared/domain/accounts.js';
 import { listPrices, upsertPrices } from '../shared/domain/prices.js';

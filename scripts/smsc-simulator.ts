@@ -33,10 +33,28 @@ export const SIM_HOST = '127.0.0.1';
 
 /**
  * How ids are written: `hex` upper-case, 8 digits zero-padded (`0000001A`); `hex-lower` lower-case,
- * no padding (`1a`); `decimal` (`26`); `decimal-padded` 10 digits zero-padded (`0000000026`).
+ * no padding (`1a`); `decimal` (`26`); `decimal-padded` 10 digits zero-padded (`0000000026`);
+ * `string` opaque, UUID-like (`5c1f0e4b-93d2-4a61-8f07-00000000001a`: consecutive ids look
+ * unrelated; unique, as the last group is the number).
  */
-export type SimIdForm = 'hex' | 'hex-lower' | 'decimal' | 'decimal-padded';
-export const SIM_ID_FORMS: readonly SimIdForm[] = ['hex', 'hex-lower', 'decimal', 'decimal-padded'];
+export type SimIdForm = 'hex' | 'hex-lower' | 'decimal' | 'decimal-padded' | 'string';
+export const SIM_ID_FORMS: readonly SimIdForm[] = ['hex', 'hex-lower', 'decimal', 'decimal-padded', 'string'];
+
+/** A 32-bit mix of `n` (murmur3's finaliser), as 8 hex digits. */
+function mix32(n: number): string {
+  let h = n >>> 0;
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return ((h ^ (h >>> 16)) >>> 0).toString(16).padStart(8, '0');
+}
+
+/** The `string` id form of number `n`. */
+export function opaqueSimId(n: number): string {
+  const a = mix32(n ^ 0x9e3779b9);
+  const b = mix32(n + 0x7f4a7c15);
+  const last = n.toString(16).padStart(12, '0');
+  return `${a}-${b.slice(0, 4)}-4${b.slice(4, 7)}-8${a.slice(1, 4)}-${last}`;
+}
 
 export interface SmscSimulatorOptions {
   /** 0 (default) = any free port. */
@@ -577,6 +595,8 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
         return n.toString(16);
       case 'decimal-padded':
         return String(n).padStart(10, '0');
+      case 'string':
+        return opaqueSimId(n);
       default:
         return String(n);
     }

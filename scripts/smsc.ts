@@ -2,7 +2,7 @@
  * SMSC simulator CLI (see scripts/smsc-simulator.ts for behaviour).
  *
  *   npm run smsc -- --port 2775 [--control-port 2776] [--system-id ID --password PW]
- *        [--id-form hex|hex-lower|decimal|decimal-padded] [--receipt-id-form same|hex|hex-lower|decimal|decimal-padded]
+ *        [--id-form hex|hex-lower|decimal|decimal-padded|string] [--receipt-id-form same|hex|hex-lower|decimal|decimal-padded|string]
  *        [--receipt-delay 50] [--slow-delay 5000] [--response-delay 0] [--enquire-link 0] [--receipt-first]
  *   (npm run smsc = node --import tsx scripts/smsc.ts)
  *

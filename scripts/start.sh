@@ -7,14 +7,12 @@ role="${1:-all}"; shift || true
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund >&2
 fi
-if [ ! -f dist/bin/switchboard.js ] || [ -n "$(find api workers shared bin scripts -newer dist/bin/switchboard.js -type f 2>/dev/null | head -n 1)" ]; then
+if [ ! -f dist/bin/switchboard.js ] || [ -n "$(find api workers services shared bin scripts -newer dist/bin/switchboard.js -type f 2>/dev/null | head -n 1)" ]; then
   npm run --silent build >&2
 fi
 # Node flags live in scripts/node-flags (the benchmark starts the service with the same ones): a
-# fixed 32 MiB young generation (the send path's short-lived objects die there instead of being
-# promoted; 64 measured no faster and held ~60 MiB more per process) and
-# --heap-growing-percent=100 (a full collection when the old generation doubled its live size,
-# not quadrupled), so memory stays flat under load (measured with npm run bench,
-# docs/benchmarks.md).
+# fixed young generation, so the send path's short-lived objects die there instead of being
+# promoted, and a full collection when the old generation doubled its live size, so memory stays
+# flat under load (the measurements are in docs/benchmarks.md).
 # shellcheck disable=SC2046
 exec node $(cat scripts/node-flags) dist/bin/switchboard.js "$role" "$@"

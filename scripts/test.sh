@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# `npm test`: installs dependencies when missing, then runs every test file with node's test
-# runner (each file in its own process with its own database and Redis prefix).
+# `npm test`: installs dependencies when missing, lints (ESLint and the layering check: `npm run
+# lint`), then runs every test file with node's test runner (each file in its own process with its
+# own database and Redis prefix). Given files, it runs just those, without the lint.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund >&2
 fi
-if [ "$#" -gt 0 ]; then files=("$@"); else mapfile -t files < <(find test -name '*.test.ts' | sort); fi
+if [ "$#" -gt 0 ]; then
+  files=("$@")
+else
+  npm run --silent lint
+  mapfile -t files < <(find test -name '*.test.ts' | sort)
+fi
 exec node --import tsx --test --test-concurrency="${TEST_CONCURRENCY:-2}" --test-timeout=180000 "${files[@]}"

@@ -4,8 +4,10 @@
  * module reads `process.env`.
  */
 import Joi from 'joi';
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { userInfo } from 'node:os';
+import { FAMILIES, type Family } from './channels/index.js';
 
 export interface Config {
   /** `NODE_ENV === 'production'`; everything else counts as development (D11). */
@@ -32,8 +34,11 @@ export interface Config {
   logLevel: string;
   /** Single SMPP connection (`smpp://…`), optional. */
   smppUrl: string | null;
-  /** Worker concurrency per pool; `status` is the number of status partitions (the same in every process). */
-  concurrency: { sms: number; viber: number; whatsapp: number; status: number; webhooks: number };
+  /**
+   * Worker concurrency per pool: one dispatch pool per channel family (`<FAMILY>_CONCURRENCY`);
+   * `status` is the number of status partitions (the same in every process).
+   */
+  concurrency: Record<Family, number> & { status: number; webhooks: number };
   /** Webhook retry delays in ms (D4); overridable for tests. */
   webhookRetryScheduleMs: number[];
   /** Maximum events of one webhook POST and how long events may wait for company (D4). */
@@ -55,9 +60,29 @@ export interface Config {
   sandboxSlowDeliveryMs: number;
   /** How often the recovery sweep looks for work that Redis lost. */
   recoverySweepMs: number;
+  /** How long an attempt may wait for its carrier before the sweep settles it (RECEIPT_WAIT_HOURS, default 72). */
+  receiptWaitHours: number;
   /** Run migrations on start (default true). */
   migrateOnStart: boolean;
+  /**
+   * The 32-byte key carrier credentials are sealed with (CREDENTIALS_KEY: 64 hex characters or
+   * base64). Required in production; in development a fixed development key stands in (a warning
+   * says so at start).
+   */
+  credentialsKey: Buffer;
+  credentialsKeyIsDevelopmentDefault: boolean;
+  /** The whatsapp carrier connection partner onboarding (D7) uses when several are enabled (WHATSAPP_ONBOARDING_CONNECTION). */
+  whatsappOnboardingConnection: string | null;
+  /** Where the onboarding page loads Embedded Signup from instead of Meta's JS SDK (WHATSAPP_SDK_URL: the simulator's `/_sim/sdk.js`). */
+  whatsappSdkUrl: string | null;
 }
+
+/**
+ * Dispatch jobs a process runs at once per pool and lane. SMS: with the worker's 10 connections,
+ * jobs waiting for submit responses overlap with jobs in their transactions (docs/benchmarks.md).
+ */
+const DEFAULT_POOL_CONCURRENCY: Record<Family, number> = { sms: 16, viber: 4, whatsapp: 4 };
+const concurrencyVariable = (family: Family): string => `${family.toUpperCase()}_CONCURRENCY`;
 
 const bool = Joi.boolean().truthy('1').falsy('0').sensitive(false);
 const list = Joi.string().pattern(/^\d+(,\d+)*$/);
@@ -75,11 +100,7 @@ const schema = Joi.object({
   DEFAULT_SENDER: Joi.string().min(1).max(15).default('Info'),
   LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
   SMPP_URL: Joi.string().pattern(/^s?smpps?:\/\//).allow(''),
-  // 16: with the worker's 10 connections, jobs waiting for submit responses overlap with jobs in
-  // their transactions (docs/benchmarks.md: 4 alternating pairs, +7 to +18 % end to end against 8).
-  SMS_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(16),
-  VIBER_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(4),
-  WHATSAPP_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(4),
+  ...Object.fromEntries(FAMILIES.map((f) => [concurrencyVariable(f), Joi.number().integer().min(1).max(1000).default(DEFAULT_POOL_CONCURRENCY[f])])),
   STATUS_PARTITIONS: Joi.number().integer().min(1).max(64).default(4),
   WEBHOOK_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(32),
   WEBHOOK_RETRY_SCHEDULE_MS: list,
@@ -93,8 +114,26 @@ const schema = Joi.object({
   WEBHOOK_DIRECT_BACKLOG_MB: Joi.number().integer().min(0).max(4096).default(64),
   SANDBOX_SLOW_DELIVERY_MS: Joi.number().integer().min(0).default(5000),
   RECOVERY_SWEEP_MS: Joi.number().integer().min(100).default(30000),
+  RECEIPT_WAIT_HOURS: Joi.number().min(0.001).max(24 * 365).default(72),
   MIGRATE_ON_START: bool.default(true),
+  CREDENTIALS_KEY: Joi.string().allow('').custom((v: string, helpers) => (v === '' || parseKey(v) ? v : helpers.error('any.invalid')))
+    .messages({ 'any.invalid': 'must be 32 bytes as 64 hex characters or base64 (e.g. `openssl rand -hex 32`)' }),
+  WHATSAPP_ONBOARDING_CONNECTION: Joi.string().pattern(/^[A-Za-z0-9_-]{1,40}$/).allow(''),
+  WHATSAPP_SDK_URL: Joi.string().uri({ scheme: ['http', 'https'] }).allow(''),
 }).unknown(true);
+
+/** 32 bytes from 64 hex characters or base64 (standard or url-safe), else null. */
+function parseKey(text: string): Buffer | null {
+  if (/^[0-9a-fA-F]{64}$/.test(text)) return Buffer.from(text, 'hex');
+  if (/^[A-Za-z0-9+/_-]{43}=?$/.test(text)) {
+    const key = Buffer.from(text, 'base64');
+    return key.length === 32 ? key : null;
+  }
+  return null;
+}
+
+/** What development runs use without a CREDENTIALS_KEY: known to everyone, so only for development. */
+const DEVELOPMENT_CREDENTIALS_KEY = createHash('sha256').update('switchboard development credentials key').digest();
 
 /** D4: about 10 s, 1 min, 5 min, 15 min, 1 h, 3 h, 6 h, 12 h, 24 h. */
 const DEFAULT_RETRY_SCHEDULE_MS = [10e3, 60e3, 300e3, 900e3, 3600e3, 3 * 3600e3, 6 * 3600e3, 12 * 3600e3, 24 * 3600e3];
@@ -113,6 +152,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     throw new ConfigError(error.details.map((d) => `${String(d.path[0])}: ${d.message.replace(/^"[^"]+" /, '')}`));
   }
   const production = value.NODE_ENV === 'production';
+  const credentialsKey = value.CREDENTIALS_KEY ? parseKey(value.CREDENTIALS_KEY) : null;
+  if (production && !credentialsKey) {
+    throw new ConfigError(['CREDENTIALS_KEY: is required in production (32 random bytes as 64 hex characters, e.g. `openssl rand -hex 32`); carrier credentials are sealed with it']);
+  }
   return Object.freeze({
     production,
     port: value.PORT,
@@ -127,9 +170,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     logLevel: value.LOG_LEVEL,
     smppUrl: value.SMPP_URL ? value.SMPP_URL : null,
     concurrency: {
-      sms: value.SMS_CONCURRENCY,
-      viber: value.VIBER_CONCURRENCY,
-      whatsapp: value.WHATSAPP_CONCURRENCY,
+      ...(Object.fromEntries(FAMILIES.map((f) => [f, value[concurrencyVariable(f)] as number])) as Record<Family, number>),
       status: value.STATUS_PARTITIONS,
       webhooks: value.WEBHOOK_CONCURRENCY,
     },
@@ -146,7 +187,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     webhookDirectBacklogBytes: value.WEBHOOK_DIRECT_BACKLOG_MB * 1024 * 1024,
     sandboxSlowDeliveryMs: value.SANDBOX_SLOW_DELIVERY_MS,
     recoverySweepMs: value.RECOVERY_SWEEP_MS,
+    receiptWaitHours: value.RECEIPT_WAIT_HOURS,
     migrateOnStart: value.MIGRATE_ON_START,
+    credentialsKey: credentialsKey ?? DEVELOPMENT_CREDENTIALS_KEY,
+    credentialsKeyIsDevelopmentDefault: credentialsKey === null,
+    whatsappOnboardingConnection: value.WHATSAPP_ONBOARDING_CONNECTION ? value.WHATSAPP_ONBOARDING_CONNECTION : null,
+    whatsappSdkUrl: value.WHATSAPP_SDK_URL ? value.WHATSAPP_SDK_URL : null,
   });
 }
 

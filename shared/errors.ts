@@ -21,3 +21,8 @@ export const notFound = (message: string, code = 'NOT_FOUND') => new AppError(40
 export const forbidden = (message: string) => new AppError(403, 'FORBIDDEN', message);
 export const unauthorized = (message: string, code = 'UNAUTHORIZED') => new AppError(401, code, message);
 export const conflict = (message: string) => new AppError(409, 'CONFLICT', message);
+
+/** The default of an exhaustive `switch`: the compiler proves it unreachable, and it throws if a value slips through anyway. */
+export function assertUnreachable(value: never): never {
+  throw new Error(`unexpected value: ${JSON.stringify(value)}`);
+}

@@ -5,11 +5,13 @@
  */
 import { Queue, type JobsOptions, type ConnectionOptions } from 'bullmq';
 import type { StatusReport } from './carriers/types.js';
+import { FAMILIES, type Family } from './channels/index.js';
 
 export const LANES = ['priority', 'transactional', 'promotional'] as const;
 export type Lane = (typeof LANES)[number];
-export const CHANNEL_POOLS = ['sms', 'viber', 'whatsapp'] as const;
-export type ChannelPool = (typeof CHANNEL_POOLS)[number];
+/** Dispatch worker pools: one per channel family (whatsapp_text and whatsapp_template share one). */
+export const CHANNEL_POOLS = FAMILIES;
+export type ChannelPool = Family;
 
 /** Lane of a message from its tag (D2): `priority` > `transactional` > everything else. */
 export function laneOfTag(tag: string): Lane {
@@ -67,20 +69,21 @@ export function statusPartitionOf(report: { attemptId?: number; carrier?: string
 }
 export const WEBHOOK_QUEUE = 'webhooks';
 
-export const dispatchJobId = (messageId: string, step: number, recipientId?: number): string =>
-  recipientId === undefined ? `m.${messageId}.s${step}` : `r.${recipientId}.s${step}`;
-/** The job of a batch call's due objects on one queue (first message id: unique per call and queue). */
-export const callJobId = (firstMessageId: string): string => `c.${firstMessageId}.s0`;
 export const ttlJobId = (attemptId: number): string => `ttl.${attemptId}`;
 export const webhookJobId = (batchId: number): string => `wh.${batchId}`;
 
 const KEEP = { removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600, count: 10000 } } satisfies JobsOptions;
 
-/** Dispatch jobs are idempotent and re-run after a crash; a few quick retries cover transient DB errors. */
-export const DISPATCH_JOB_OPTIONS: JobsOptions = { ...KEEP, attempts: 5, backoff: { type: 'exponential', delay: 500 } };
-// Status jobs carry reports a carrier was told are safe (and ttl timers): they retry for hours
-// (0.5 s doubling, 16 attempts: about 9 h in all), through a database outage.
-export const STATUS_JOB_OPTIONS: JobsOptions = { ...KEEP, attempts: 16, backoff: { type: 'exponential', delay: 500 } };
+/**
+ * Jobs retry through a dependency outage (Postgres or Redis down, a carrier link lost): 0.5 s
+ * doubling, 16 attempts, about 9 h in all. Dispatch jobs are idempotent (a run writes nothing twice
+ * and re-hands only what never reached a carrier); status jobs carry reports a carrier was told are
+ * safe, and ttl timers. A job that fails for good anyway is replaced by the recovery sweep, which
+ * finds its work in Postgres.
+ */
+const RETRY_THROUGH_OUTAGES = { attempts: 16, backoff: { type: 'exponential', delay: 500 } } satisfies JobsOptions;
+export const DISPATCH_JOB_OPTIONS: JobsOptions = { ...KEEP, ...RETRY_THROUGH_OUTAGES };
+export const STATUS_JOB_OPTIONS: JobsOptions = { ...KEEP, ...RETRY_THROUGH_OUTAGES };
 
 /** All producers of the service share these Queue objects (one Redis connection). */
 export class Queues {
@@ -93,6 +96,8 @@ export class Queues {
     readonly prefix: string,
     /** Number of status partitions; must be the same in every process of a deployment. */
     readonly statusPartitions = 4,
+    /** Where the queues' connection errors go (a queue without an 'error' listener prints each one's stack). */
+    onError: (source: string, err: Error) => void = () => undefined,
   ) {
     for (const pool of CHANNEL_POOLS) {
       for (const lane of LANES) {
@@ -102,12 +107,19 @@ export class Queues {
     }
     this.status = Array.from({ length: statusPartitions }, (_, p) => new Queue<StatusJob>(statusQueueName(p), { connection, prefix }));
     this.webhooks = new Queue<WebhookJob>(WEBHOOK_QUEUE, { connection, prefix });
+    for (const queue of this.all()) {
+      queue.on('error', (err) => onError(`queue ${queue.name}`, err));
+    }
   }
 
   dispatchQueue(pool: ChannelPool, lane: Lane): Queue<DispatchJob> {
-    const queue = this.dispatch.get(dispatchQueueName(pool, lane));
+    return this.dispatchByName(dispatchQueueName(pool, lane));
+  }
+
+  dispatchByName(name: string): Queue<DispatchJob> {
+    const queue = this.dispatch.get(name);
     if (!queue) {
-      throw new Error(`no dispatch queue ${pool}.${lane}`);
+      throw new Error(`no dispatch queue ${name}`);
     }
     return queue;
   }

@@ -2,6 +2,11 @@
  * JSON.parse plus the checks it skips: duplicate keys (JSON.parse silently keeps the last one,
  * so a client could smuggle a second `to` past a reviewer) and nesting depth. The native parser
  * runs first (fast, good error messages); the scan then walks the already-valid text once.
+ *
+ * A `__proto__` key is kept as the own property JSON.parse makes of it, on an object whose
+ * prototype is then null: copied with `Object.assign` or `{...}` into an ordinary object (as Joi
+ * does when it validates) it would otherwise set that copy's prototype and vanish, so a schema
+ * could never refuse it like any other unknown key.
  */
 export type StrictJsonResult =
   | { ok: true; value: unknown; /** Raw text of each message object's `payload` (by array index; [0] for an object). */ payloads: Array<string | undefined> }
@@ -17,8 +22,32 @@ export function parseStrictJson(text: string, maxDepth = MAX_JSON_DEPTH): Strict
     return { ok: false, message: `Invalid JSON: ${(err as Error).message}` };
   }
   const payloads: Array<string | undefined> = [];
-  const problem = scan(text, maxDepth, payloads);
-  return problem ? { ok: false, message: problem } : { ok: true, value, payloads };
+  const found = { proto: false };
+  const problem = scan(text, maxDepth, payloads, found);
+  if (problem) {
+    return { ok: false, message: problem };
+  }
+  if (found.proto) {
+    keepProtoKeys(value);
+  }
+  return { ok: true, value, payloads };
+}
+
+/** Give every object holding an own `__proto__` key a null prototype, so that copies keep the key. */
+function keepProtoKeys(value: unknown): void {
+  if (value === null || typeof value !== 'object') {
+    return;
+  }
+  if (Array.isArray(value)) {
+    value.forEach(keepProtoKeys);
+    return;
+  }
+  if (Object.prototype.hasOwnProperty.call(value, '__proto__')) {
+    Object.setPrototypeOf(value, null);
+  }
+  for (const inner of Object.values(value)) {
+    keepProtoKeys(inner);
+  }
 }
 
 const QUOTE = 34;
@@ -30,7 +59,7 @@ const BACKSLASH = 92;
  * object of a top-level array): the sending API returns payloads byte for byte, which a
  * parse-and-stringify round trip would not (integer-like keys move, `1.0` becomes `1`).
  */
-function scan(text: string, maxDepth: number, payloads: Array<string | undefined>): string | null {
+function scan(text: string, maxDepth: number, payloads: Array<string | undefined>, found: { proto: boolean }): string | null {
   const messageDepth = text.trimStart().startsWith('[') ? 2 : 1;
   let capture: { start: number; index: number } | null = null;
   const endCapture = (end: number) => {
@@ -75,6 +104,9 @@ function scan(text: string, maxDepth: number, payloads: Array<string | undefined
         }
         lastKey = key;
         expectKey = false;
+        if (key === '__proto__') {
+          found.proto = true;
+        }
         if (key === 'payload' && keys.length === messageDepth) {
           const colon = text.indexOf(':', i + 1);
           capture = { start: colon + 1, index: messageDepth === 2 ? (indexes[0] ?? 0) : 0 };

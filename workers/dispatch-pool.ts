@@ -7,7 +7,7 @@ import { Worker, DelayedError, type Job } from 'bullmq';
 import type { Engine } from '../shared/engine/engine.js';
 import type { Logger } from '../shared/logger.js';
 import { LANES, dispatchQueueName, type ChannelPool, type DispatchJob, type Lane } from '../shared/queues.js';
-import type { WorkerConnection } from './connection.js';
+import { logWorkerErrors, type WorkerConnection } from './connection.js';
 
 // A priority job holds its slot until its submit responses are durable (a few event-loop turns
 // under load), so the lane gets more slots than it has work: an OTP never waits for a free one.
@@ -35,7 +35,7 @@ export function startDispatchPool(
         logger.error({ queue: worker.name, jobId: job.id, err: err.message }, 'dispatch job failed for good; the recovery sweep will retry it');
       }
     });
-    worker.on('error', (err) => logger.error({ queue: worker.name, err: err.message }, 'dispatch worker error'));
+    logWorkerErrors(worker, conn, logger, 'dispatch');
     return worker;
   });
 }

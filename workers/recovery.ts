@@ -6,13 +6,17 @@
  */
 import type { Db } from '../shared/db/pool.js';
 import type { Logger } from '../shared/logger.js';
-import { Queues, LANE_OF_NUMBER, DISPATCH_JOB_OPTIONS, dispatchJobId, type DispatchJob } from '../shared/queues.js';
-import { poolOfChannel } from '../shared/sending/accept.js';
-import { stepChannel, type FlowStep } from '../shared/sending/message-schema.js';
-import { enqueueBatches } from '../shared/webhooks/relay.js';
+import type { Redis } from 'ioredis';
+import { STATUS_JOB_OPTIONS, ttlJobId, type Queues, type StatusJob } from '../shared/queues.js';
+import { CHANNEL_MODULES, isChannel, stepOf, type AttemptState, type FlowStep } from '../shared/channels/index.js';
+import { defaultTtlMinutes } from '../shared/engine/transitions.js';
+import { addDispatchJobs, messageJob, recipientJob } from '../shared/engine/dispatch-jobs.js';
+import { enqueueBatches } from '../shared/webhooks/jobs.js';
 
 export interface SweepResult {
   dispatch: number;
+  /** Of those, jobs that had failed for good (their retries ran out during an outage) and were replaced. */
+  replaced: number;
   webhooks: number;
 }
 
@@ -35,13 +39,13 @@ export async function sweepOnce(db: Db, queues: Queues, opts: { graceMs: number;
   );
   rows.push(...await startsLost(db, opts.graceMs));
   let dispatch = 0;
+  let replaced = 0;
   for (const row of rows) {
-    const pool = poolOfChannel(stepChannel(row.flow[row.step]!).channel);
-    const queue = queues.dispatchQueue(pool, LANE_OF_NUMBER[row.lane] ?? 'promotional');
+    const target = { channel: stepOf(row.flow[row.step]!).channel, lane: row.lane };
     const jobs = row.step === 0
-      ? [{ data: { step: 0, messages: [{ messageId: row.message_id, recipientIds: row.ids }] }, jobId: dispatchJobId(row.message_id, 0) }]
-      : row.ids.map((id) => ({ data: { step: row.step, messages: [{ messageId: row.message_id, recipientIds: [id] }] }, jobId: dispatchJobId(row.message_id, row.step, id) }));
-    await queue.addBulk(jobs.map((j) => ({ name: 'dispatch', data: j.data as DispatchJob, opts: { ...DISPATCH_JOB_OPTIONS, jobId: j.jobId } })));
+      ? [messageJob(target, row.message_id, 0, row.ids)]
+      : row.ids.map((id) => recipientJob(target, row.message_id, row.step, id));
+    replaced += (await addDispatchJobs(queues, jobs, { replaceFailed: true })).replaced;
     dispatch += jobs.length;
   }
   const { rows: batches } = await db.query<{ id: number; url: string }>(
@@ -51,7 +55,7 @@ export async function sweepOnce(db: Db, queues: Queues, opts: { graceMs: number;
   );
   // A pending batch with a live job (waiting out its retry delay) keeps that job: same job id.
   await enqueueBatches(queues, batches, opts.webhookRetries);
-  return { dispatch, webhooks: batches.length };
+  return { dispatch, replaced, webhooks: batches.length };
 }
 
 /**
@@ -79,13 +83,79 @@ async function startsLost(db: Db, graceMs: number): Promise<Array<{ message_id: 
   return rows.filter((r) => r.ids.length > 0);
 }
 
+interface WaitingAttempt {
+  id: number;
+  channel: string;
+  state: AttemptState;
+  step: number;
+  created_ms: number;
+  handed_ms: number | null;
+  flow: FlowStep[];
+}
+
+/**
+ * Attempts nothing may move again otherwise: their ttl timer was lost with Redis, or their carrier
+ * never answered. Walks the attempts by id from a cursor kept in Redis, up to `limit` per sweep and
+ * never past one made less than `boundMs` ago (default 72 h: RECEIPT_WAIT_HOURS):
+ * - a step that succeeds at `delivered` (Viber, WhatsApp) still `sending` or `sent`: its ttl timer
+ *   is added again under its id (a no-op when it still exists; replaced when it failed for good),
+ *   due when the ttl ends, so the step ends `undelivered` (`[1] TTL expired`) and the flow moves on;
+ * - an SMS still `sending` (its submit was never answered): `failed`, `[3] No answer from the
+ *   carrier`, refunded (D3);
+ * - an SMS `sent` without a receipt stays `sent`: its step succeeded (D3) and the spec allows that
+ *   no final state ever comes; nothing waits for it any more.
+ */
+export async function sweepWaitingAttempts(
+  db: Db, redis: Redis, queues: Queues, opts: { boundMs: number; cursorKey: string; limit?: number; now?: number },
+): Promise<{ checked: number; ttlTimers: number; failed: number }> {
+  const now = opts.now ?? Date.now();
+  const cursor = Number(await redis.get(opts.cursorKey) ?? 0);
+  const { rows } = await db.query<WaitingAttempt>(
+    `SELECT a.id, a.channel, a.state, a.step, (extract(epoch FROM a.created_at) * 1000)::float8 AS created_ms,
+            (extract(epoch FROM a.handed_at) * 1000)::float8 AS handed_ms, m.flow
+       FROM (SELECT * FROM attempts WHERE id > $1 ORDER BY id LIMIT $2) a
+       JOIN recipients r ON r.id = a.recipient_id
+       JOIN messages m ON m.id = r.message_id
+      ORDER BY a.id`,
+    [cursor, opts.limit ?? 2000],
+  );
+  let last = cursor;
+  let ttlTimers = 0;
+  const failed: number[] = [];
+  for (const a of rows) {
+    if (now - a.created_ms < opts.boundMs) break;
+    last = a.id;
+    if ((a.state !== 'sending' && a.state !== 'sent') || !isChannel(a.channel)) continue;
+    if (CHANNEL_MODULES[a.channel].succeedsAt === 'sent') {
+      if (a.state === 'sending') failed.push(a.id);
+      continue;
+    }
+    const step = a.flow[a.step];
+    const ttlMinutes = (step ? stepOf(step).config.ttl : undefined) ?? defaultTtlMinutes(a.step, a.flow.length);
+    const due = (a.handed_ms ?? a.created_ms) + ttlMinutes * 60_000;
+    const queue = queues.statusQueueFor(a.id);
+    const id = ttlJobId(a.id);
+    if ((await queue.getJobState(id)) === 'failed') await queue.remove(id);
+    await queue.add('ttl', { kind: 'ttl', attemptId: a.id } satisfies StatusJob, { ...STATUS_JOB_OPTIONS, jobId: id, delay: Math.max(0, due - now) });
+    ttlTimers++;
+  }
+  // Each in its attempt's status partition (one attempt's reports are applied in one order).
+  for (const attemptId of failed) {
+    const reports = [{ attemptId, state: 'failed' as const, resultInfo: '[3] No answer from the carrier', at: now }];
+    await queues.statusQueueFor(attemptId).add('reports', { kind: 'reports', reports } satisfies StatusJob, STATUS_JOB_OPTIONS);
+  }
+  if (last !== cursor) await redis.set(opts.cursorKey, String(last));
+  return { checked: rows.length, ttlTimers, failed: failed.length };
+}
+
 export class RecoverySweep {
   private timer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly db: Db,
+    private readonly redis: Redis,
     private readonly queues: Queues,
-    private readonly opts: { intervalMs: number; graceMs: number; webhookRetries: number },
+    private readonly opts: { intervalMs: number; graceMs: number; webhookRetries: number; receiptWaitMs: number; redisPrefix: string },
     private readonly logger: Logger,
   ) {}
 
@@ -96,8 +166,15 @@ export class RecoverySweep {
         if (result.dispatch + result.webhooks > 0) {
           this.logger.info(result, 'recovery sweep re-enqueued work');
         }
+        const waiting = await sweepWaitingAttempts(this.db, this.redis, this.queues, {
+          boundMs: this.opts.receiptWaitMs, cursorKey: `${this.opts.redisPrefix}:sweep:waiting-attempts`,
+        });
+        if (waiting.ttlTimers + waiting.failed > 0) {
+          this.logger.info(waiting, 'recovery sweep settled attempts that waited too long');
+        }
       } catch (err) {
-        this.logger.error({ err: (err as Error).message }, 'recovery sweep failed');
+        // Work stays findable in Postgres: the next sweep tries again.
+        this.logger.warn({ err: (err as Error).message, code: (err as { code?: string }).code }, 'recovery sweep could not re-enqueue work; trying again next sweep');
       }
       this.timer = setTimeout(() => void tick(), this.opts.intervalMs);
       this.timer.unref();

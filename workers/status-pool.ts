@@ -7,7 +7,7 @@ import { Worker, type Job } from 'bullmq';
 import type { Engine } from '../shared/engine/engine.js';
 import type { Logger } from '../shared/logger.js';
 import type { Queues, StatusJob } from '../shared/queues.js';
-import type { WorkerConnection } from './connection.js';
+import { logWorkerErrors, type WorkerConnection } from './connection.js';
 
 export async function startStatusPool(engine: Engine, queues: Queues, conn: WorkerConnection, logger: Logger): Promise<Worker[]> {
   return Promise.all(queues.status.map(async (queue) => {
@@ -17,7 +17,7 @@ export async function startStatusPool(engine: Engine, queues: Queues, conn: Work
       async (job: Job<StatusJob>) => engine.applyStatusJob(job.data),
       { connection: conn.connection, prefix: conn.prefix, concurrency: 1 },
     );
-    worker.on('error', (err) => logger.error({ queue: queue.name, err: err.message }, 'status worker error'));
+    logWorkerErrors(worker, conn, logger, 'status');
     worker.on('failed', (job, err) => {
       if (job && job.attemptsMade >= (job.opts.attempts ?? 1)) {
         logger.error({ queue: queue.name, jobId: job.id, err: err.message }, 'status job failed for good');

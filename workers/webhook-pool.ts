@@ -12,10 +12,10 @@ import type { Db } from '../shared/db/pool.js';
 import type { Logger } from '../shared/logger.js';
 import { WEBHOOK_QUEUE, type WebhookJob } from '../shared/queues.js';
 import type { WebhookClient } from '../shared/webhooks/http.js';
-import { deliverBatch, markDead } from '../shared/webhooks/deliver.js';
-import { retryDelay } from '../shared/webhooks/relay.js';
+import { deliverBatch } from '../shared/webhooks/deliver.js';
+import { deadLetterIfExhausted, retryDelay } from '../shared/webhooks/jobs.js';
 import type { OriginSlots } from '../shared/webhooks/direct.js';
-import type { WorkerConnection } from './connection.js';
+import { logWorkerErrors, type WorkerConnection } from './connection.js';
 
 class RetryLater extends Error {
   constructor(readonly retryAfterMs: number | undefined, readonly attempts: number, reason: string) {
@@ -39,7 +39,6 @@ export function startWebhookPool(
   db: Db, opts: WebhookPoolOptions, deps: { client: WebhookClient; slots: OriginSlots }, conn: WorkerConnection, logger: Logger,
 ): Worker {
   const { client, slots } = deps;
-  const maxAttempts = opts.retryScheduleMs.length + 1;
 
   const worker = new Worker<WebhookJob>(
     WEBHOOK_QUEUE,
@@ -54,9 +53,7 @@ export function startWebhookPool(
         if (result.kind !== 'failed') {
           return result.kind;
         }
-        if (result.attempts >= maxAttempts) {
-          await markDead(db, job.data.batchId);
-          logger.warn({ batchId: job.data.batchId, reason: result.reason }, 'webhook batch dead-lettered');
+        if (await deadLetterIfExhausted(db, logger, job.data.batchId, result.attempts, opts.retryScheduleMs, result.reason)) {
           return 'dead';
         }
         throw new RetryLater(result.retryAfterMs, result.attempts, result.reason);
@@ -76,7 +73,7 @@ export function startWebhookPool(
       },
     },
   );
-  worker.on('error', (err) => logger.error({ err: err.message }, 'webhook worker error'));
+  logWorkerErrors(worker, conn, logger, 'webhook');
   return worker;
 }
 

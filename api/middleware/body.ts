@@ -8,6 +8,16 @@ import { parseStrictJson } from '../../shared/strict-json.js';
 
 export const MAX_BODY_BYTES = 256 * 1024;
 
+/**
+ * A body over its limit is still read (and dropped) up to this many bytes, so that the client,
+ * which is usually still sending, gets to read the 400 instead of a broken pipe. Beyond it the
+ * answer is sent and the connection dropped: reading gigabytes to be polite is not worth it.
+ */
+export const MAX_DISCARD_BYTES = 8 * 1024 * 1024;
+
+/** The status of a request whose client went away before its body was read (nobody hears the answer). */
+export const CLIENT_ABORTED = 499;
+
 export class BodyError extends Error {
   constructor(readonly status: number, message: string) {
     super(message);
@@ -17,24 +27,87 @@ export class BodyError extends Error {
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-/** Read the whole body (up to the limit) as bytes. */
-export async function readRawBody(req: Request, limit = MAX_BODY_BYTES): Promise<Buffer> {
+/**
+ * Read the whole body (up to the limit) as bytes. Over the limit: the rest is read and dropped
+ * (up to `MAX_DISCARD_BYTES` in all), the answer closes the connection, and beyond that bound the
+ * connection is dropped once the answer is written. A client that disconnects mid-body gives
+ * `BodyError(CLIENT_ABORTED)`.
+ */
+export function readRawBody(req: Request, limit = MAX_BODY_BYTES): Promise<Buffer> {
   const declared = Number(req.headers['content-length'] ?? 0);
-  if (declared > limit) {
-    req.resume();
-    throw new BodyError(413, `Request body too large (limit ${Math.round(limit / 1024)} KB)`);
-  }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) {
-      req.resume();
-      throw new BodyError(413, `Request body too large (limit ${Math.round(limit / 1024)} KB)`);
+  const tooLarge = () => new BodyError(413, `Request body too large (limit ${Math.round(limit / 1024)} KB)`);
+  // No answer may be kept alive after a body that was not read whole.
+  const closeAfterAnswer = (drop: boolean) => {
+    const res = req.res;
+    if (res && !res.headersSent) {
+      res.setHeader('Connection', 'close');
     }
-    chunks.push(chunk);
+    if (drop) {
+      req.removeAllListeners('data');
+      if (res && !res.writableFinished) {
+        res.once('finish', () => req.socket.destroy());
+        res.once('close', () => req.socket.destroy());
+      } else {
+        req.socket.destroy();
+      }
+    }
+  };
+  if (declared > MAX_DISCARD_BYTES) {
+    closeAfterAnswer(true);
+    return Promise.reject(tooLarge());
   }
-  return Buffer.concat(chunks, size);
+  return new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let over = declared > limit;
+    let settled = false;
+    const settle = (fn: () => void) => {
+      if (!settled) {
+        settled = true;
+        // The error listener stays: a connection dropped later must not be an unhandled 'error'.
+        req.off('data', onData).off('end', onEnd).off('close', onClose);
+        fn();
+      }
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_DISCARD_BYTES) {
+        settle(() => {
+          closeAfterAnswer(true);
+          reject(tooLarge());
+        });
+        return;
+      }
+      if (!over && size > limit) {
+        over = true;
+        chunks.length = 0;
+      }
+      if (!over) {
+        chunks.push(chunk);
+      }
+    };
+    const onEnd = () => settle(() => {
+      if (over) {
+        closeAfterAnswer(false);
+        reject(tooLarge());
+      } else {
+        resolve(Buffer.concat(chunks, size));
+      }
+    });
+    const aborted = () => settle(() => reject(new BodyError(CLIENT_ABORTED, 'Client closed the connection before the body was read')));
+    const onError = () => aborted();
+    const onClose = () => {
+      if (!req.complete) {
+        aborted();
+      }
+    };
+    if (req.readableEnded) {
+      // Already consumed (never by our own routes; a body cannot be read twice).
+      resolve(Buffer.alloc(0));
+      return;
+    }
+    req.on('data', onData).on('end', onEnd).on('error', onError).on('close', onClose);
+  });
 }
 
 export function decodeUtf8(raw: Buffer): string {

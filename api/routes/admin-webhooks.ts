@@ -2,17 +2,18 @@
 import Joi from 'joi';
 import type { AdminExtension } from './admin.js';
 import { readJsonBody } from '../middleware/body.js';
-import { validate } from '../middleware/validate.js';
+import { validate } from '../../shared/validation.js';
 import { listDeadBatches, reviveDeadBatches } from '../../shared/webhooks/deliver.js';
-import { enqueueBatches } from '../../shared/webhooks/relay.js';
+import { enqueueBatches } from '../../shared/webhooks/jobs.js';
+import { isoInstant } from '../../shared/domain/admin-schemas.js';
 
 const listQuery = Joi.object<{ key_id?: number; since?: Date }>({
   key_id: Joi.number().integer().min(1),
-  since: Joi.date().iso(),
+  since: isoInstant,
 });
 const replayBody = Joi.alternatives<{ id?: number; key_id?: number; since?: Date }>().try(
   Joi.object({ id: Joi.number().integer().min(1).required() }),
-  Joi.object({ key_id: Joi.number().integer().min(1).required(), since: Joi.date().iso().required() }),
+  Joi.object({ key_id: Joi.number().integer().min(1).required(), since: isoInstant.required() }),
 ).messages({ 'alternatives.match': 'give id, or key_id and since' });
 
 export const webhookAdmin: AdminExtension = (router, ctx) => {

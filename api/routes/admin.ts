@@ -4,8 +4,9 @@ import Joi from 'joi';
 import type { AppContext } from '../context.js';
 import { adminAuth } from '../middleware/admin-auth.js';
 import { readJsonBody, BodyError } from '../middleware/body.js';
-import { validate } from '../middleware/validate.js';
+import { validate } from '../../shared/validation.js';
 import { AppError, badRequest } from '../../shared/errors.js';
+import { knownError, refuseNulInPath } from '../middleware/errors.js';
 import {
   createAccount, getAccount, updateAccount, addAccountCredit, addKeyCredit, listKeys, updateKeySettings,
 } from '../../shared/domain/accounts.js';
@@ -34,6 +35,7 @@ export type AdminExtension = (router: Router, ctx: AppContext) => void;
 export function adminRouter(ctx: AppContext, extensions: AdminExtension[] = []): Router {
   const router = Router();
   router.use(adminAuth(ctx.config.adminToken));
+  router.use(refuseNulInPath);
   const body = (req: Request) => readJsonBody(req);
 
   router.post('/accounts', async (req, res) => {
@@ -97,7 +99,8 @@ export function adminRouter(ctx: AppContext, extensions: AdminExtension[] = []):
 }
 
 function adminErrors(ctx: AppContext): ErrorRequestHandler {
-  return (err, _req, res, _next) => {
+  return (caught, req, res, _next) => {
+    const err = knownError(caught, req, res, ctx.logger);
     if (err instanceof AppError) {
       res.status(err.status).json({ error: err.code, message: err.message });
       return;

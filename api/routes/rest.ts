@@ -11,6 +11,7 @@ import type { AppContext } from '../context.js';
 import { readJsonBody, BodyError } from '../middleware/body.js';
 import { headerKey, keyFromRequest } from '../middleware/api-key.js';
 import { AppError, unauthorized } from '../../shared/errors.js';
+import { knownError } from '../middleware/errors.js';
 import type { ApiKeyRecord } from '../../shared/domain/keys.js';
 import { getCredit } from '../../shared/rest/credit.js';
 import { listMessages, parseMessageQuery } from '../../shared/rest/messages.js';
@@ -24,15 +25,7 @@ export function restRouter(ctx: AppContext): Router {
   const router = Router();
   const opts = { allowPrivateCallbacks: ctx.config.allowPrivateCallbacks };
 
-  const auth = async (req: Request): Promise<ApiKeyRecord> => {
-    const presented = headerKey(req);
-    const key = await keyFromRequest(ctx.db, presented);
-    if (!key) {
-      req.resume(); // an unread body must not hold the connection
-      throw unauthorized(presented ? 'Invalid or disabled API key' : 'Missing API key (header x-api-key)');
-    }
-    return key;
-  };
+  const auth = (req: Request): Promise<ApiKeyRecord> => restKey(ctx, req);
 
   router.get('/v1/credit', async (req, res) => {
     const key = await auth(req);
@@ -85,9 +78,21 @@ export function restRouter(ctx: AppContext): Router {
   return router;
 }
 
-function restErrors(ctx: AppContext): ErrorRequestHandler {
-  return (err, req, res, _next) => {
-    if (err instanceof AppError && err.status < 500) {
+/** The key of a REST call (`x-api-key`), or a 401 AppError for a missing, unknown or disabled one. */
+export async function restKey(ctx: AppContext, req: Request): Promise<ApiKeyRecord> {
+  const presented = headerKey(req);
+  const key = await keyFromRequest(ctx.db, presented);
+  if (!key) {
+    req.resume(); // an unread body must not hold the connection
+    throw unauthorized(presented ? 'Invalid or disabled API key' : 'Missing API key (header x-api-key)');
+  }
+  return key;
+}
+
+export function restErrors(ctx: AppContext): ErrorRequestHandler {
+  return (caught, req, res, _next) => {
+    const err = knownError(caught, req, res, ctx.logger);
+    if (err instanceof AppError && (err.status < 500 || err.status === 503)) {
       res.status(err.status).json({ success: false, message: err.message });
       return;
     }

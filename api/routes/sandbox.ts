@@ -8,12 +8,14 @@ import Joi from 'joi';
 import type { AppContext } from '../context.js';
 import { readJsonBody, BodyError } from '../middleware/body.js';
 import { headerKey, keyFromRequest } from '../middleware/api-key.js';
-import { validate } from '../middleware/validate.js';
+import { validate } from '../../shared/validation.js';
 import { AppError, unauthorized } from '../../shared/errors.js';
+import { knownError } from '../middleware/errors.js';
 import { ingestInbound } from '../../shared/engine/inbound.js';
+import { FAMILIES, type Family } from '../../shared/channels/index.js';
 
-const inboundSchema = Joi.object<{ gateway: 'sms' | 'viber' | 'whatsapp'; sender: string; recipient: string; body: string }>({
-  gateway: Joi.string().valid('sms', 'viber', 'whatsapp').required(),
+const inboundSchema = Joi.object<{ gateway: Family; sender: string; recipient: string; body: string }>({
+  gateway: Joi.string().valid(...FAMILIES).required(),
   sender: Joi.string().min(1).max(64).required(),
   recipient: Joi.string().min(1).max(64).required(),
   body: Joi.string().min(1).max(4000).required(),
@@ -54,8 +56,9 @@ export function sandboxRouter(ctx: AppContext): Router {
     res.json({ messages: rows.map((r) => ({ ...r, created_at: r.created_at.toISOString() })) });
   });
 
-  router.use(((err, _req, res, _next) => {
-    if (err instanceof AppError && err.status < 500) {
+  router.use(((caught, req, res, _next) => {
+    const err = knownError(caught, req, res, ctx.logger);
+    if (err instanceof AppError && (err.status < 500 || err.status === 503)) {
       res.status(err.status).json({ success: false, message: err.message });
       return;
     }

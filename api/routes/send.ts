@@ -12,6 +12,7 @@ import { headerKey, keyFromRequest } from '../middleware/api-key.js';
 import { acceptMessages, type AcceptMode, type MessageSource } from '../../shared/sending/accept.js';
 import { MAX_OBJECTS } from '../../shared/sending/message-schema.js';
 import { AppError } from '../../shared/errors.js';
+import { knownError } from '../middleware/errors.js';
 import type { ApiKeyRecord } from '../../shared/domain/keys.js';
 
 /** D2: the exact text for a missing, unknown, revoked or disabled key (HTTP 400, not 401). */
@@ -159,7 +160,8 @@ function translateSimpleField(message: string): string {
 }
 
 function sendErrors(ctx: AppContext): ErrorRequestHandler {
-  return (err, _req, res, _next) => {
+  return (caught, req, res, _next) => {
+    const err = knownError(caught, req, res, ctx.logger);
     if (err instanceof SendError) {
       res.status(err.status).json({ Message: err.message });
       return;
@@ -174,7 +176,7 @@ function sendErrors(ctx: AppContext): ErrorRequestHandler {
       res.status(400).json({ Message: err.message });
       return;
     }
-    if (err instanceof AppError && err.status < 500) {
+    if (err instanceof AppError && (err.status < 500 || err.status === 503)) {
       res.status(err.status).json({ Message: err.message });
       return;
     }

@@ -9,6 +9,7 @@ import type { AppContext } from '../context.js';
 import { readJsonBody, BodyError } from '../middleware/body.js';
 import { headerKey } from '../middleware/api-key.js';
 import { AppError } from '../../shared/errors.js';
+import { knownError, refuseNulInPath } from '../middleware/errors.js';
 import { authenticateKey, type ApiKeyRecord } from '../../shared/domain/keys.js';
 import { VerificationService, PHONE_PATTERN } from '../../shared/verification/service.js';
 import {
@@ -64,6 +65,7 @@ export function verifyRouter(ctx: AppContext): Router {
     return key;
   };
   const tokenParam = (req: Request): string => String(req.params.token ?? '');
+  router.use('/v1/validations', refuseNulInPath);
 
   router.post('/v1/validations', async (req, res) => {
     const key = await auth(req);
@@ -107,7 +109,8 @@ export function verifyRouter(ctx: AppContext): Router {
 }
 
 function verifyErrors(ctx: AppContext): ErrorRequestHandler {
-  return (err, _req, res, _next) => {
+  return (caught, req, res, _next) => {
+    const err = knownError(caught, req, res, ctx.logger);
     if (err instanceof VerificationError) {
       res.set(err.headers).status(err.status).json({ error: err.code, message: err.message, ...err.extra });
       return;
@@ -116,13 +119,18 @@ function verifyErrors(ctx: AppContext): ErrorRequestHandler {
       res.status(err.status).json({ error: err.status === 413 ? 'PAYLOAD_TOO_LARGE' : 'INVALID_REQUEST', message: err.message });
       return;
     }
-    if (err instanceof AppError && err.status < 500) {
+    if (err instanceof AppError && err.status === 400 && err.code === 'BAD_REQUEST') {
+      // A malformed %-escape in the path (knownError): this API's code for a request it cannot read.
+      res.status(400).json({ error: 'INVALID_REQUEST', message: err.message });
+      return;
+    }
+    if (err instanceof AppError && (err.status < 500 || err.status === 503)) {
       res.status(err.status).json({ error: err.code, message: err.message });
       return;
     }
     const status = (err as { status?: unknown }).status;
     if (typeof status === 'number' && status >= 400 && status < 500) {
-      // Express' own client errors (e.g. a malformed %-escape in the token).
+      // Any other client error Express itself raises.
       res.status(400).json({ error: 'INVALID_REQUEST', message: 'Malformed request' });
       return;
     }

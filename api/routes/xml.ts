@@ -2,18 +2,25 @@
  * The XML API (`POST /xml`, D9): form fields `XMLDATA` and `apikey`. The document is checked whole
  * before anything is accepted; the first problem answers with its error ID.
  */
-import { Router, type Request, type Response } from 'express';
+import { Router, type ErrorRequestHandler, type Request, type Response } from 'express';
 import type { AppContext } from '../context.js';
 import { readFormBody, mediaType, BodyError } from '../middleware/body.js';
 import { keyFromRequest } from '../middleware/api-key.js';
 import { parseXmlRequest, MAX_XML_BYTES, type XmlRequest } from '../xml/parse.js';
 import { presentXmlError, presentXmlSuccess } from '../xml/present.js';
+import { payingBalance } from '../../shared/domain/payer.js';
 import { acceptMessages } from '../../shared/sending/accept.js';
 import { MAX_XML_RECIPIENTS } from '../../shared/sending/message-schema.js';
 import { AppError } from '../../shared/errors.js';
+import { knownError } from '../middleware/errors.js';
 import type { ApiKeyRecord } from '../../shared/domain/keys.js';
 
-const HTTP_OF_ERROR: Record<number, number> = { 103: 401, 105: 402, 900: 500 };
+/**
+ * 901 is ours (D9 lists none for it): storage unavailable, nothing of the document was accepted,
+ * retry after `Retry-After` seconds (issue 22).
+ */
+export const XML_UNAVAILABLE = 901;
+const HTTP_OF_ERROR: Record<number, number> = { 103: 401, 105: 402, 900: 500, [XML_UNAVAILABLE]: 503 };
 
 /** Url-encoded XMLDATA can be three times the document's size. */
 const MAX_FORM_BYTES = MAX_XML_BYTES * 3 + 4096;
@@ -59,11 +66,27 @@ export function xmlRouter(ctx: AppContext): Router {
         // The parser checks what the XML can carry; anything left is a value the message schema refuses.
         return fail(res, /sender/.test(err.message) ? 203 : /body/.test(err.message) ? 202 : 109);
       }
-      ctx.logger.error({ err }, 'XML call failed');
-      return fail(res, 900);
+      throw err;
     }
   });
+  router.use('/xml', xmlErrors(ctx, fail));
   return router;
+}
+
+function xmlErrors(ctx: AppContext, fail: (res: Response, id: number) => unknown): ErrorRequestHandler {
+  return (caught, req, res, _next) => {
+    const err = knownError(caught, req, res, ctx.logger);
+    if (err instanceof AppError && err.status === 503) {
+      fail(res, XML_UNAVAILABLE);
+      return;
+    }
+    if (err instanceof BodyError) {
+      fail(res, err.status === 413 ? 102 : 101);
+      return;
+    }
+    ctx.logger.error({ err }, 'XML call failed');
+    fail(res, 900);
+  };
 }
 
 /** D9: `lowcost` is `high` at promotional priority; `high` and `direct` travel in the transactional lane. */
@@ -81,11 +104,5 @@ function toMessage(r: XmlRequest): Record<string, unknown> {
 }
 
 async function hasPositiveBalance(ctx: AppContext, key: ApiKeyRecord): Promise<boolean> {
-  if (!key.isPrimary && !key.shared) {
-    const { rows } = await ctx.db.query<{ balance: number }>('SELECT balance FROM api_keys WHERE id = $1', [key.id]);
-    return (rows[0]?.balance ?? 0) > 0;
-  }
-  const column = key.currency === 'CZK' ? 'credit_czk' : 'credit_eur';
-  const { rows } = await ctx.db.query<{ balance: number }>(`SELECT ${column} AS balance FROM accounts WHERE id = $1`, [key.accountId]);
-  return (rows[0]?.balance ?? 0) > 0;
+  return (await payingBalance(ctx.db, key.id)) > 0;
 }

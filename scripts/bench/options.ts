@@ -4,6 +4,8 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 
 export const SCENARIOS = ['accept', 'e2e-smpp', 'priority-under-load', 'webhooks', 'verify'] as const;
+export const SMSC_IDS = ['hex', 'dec', 'string'] as const;
+export type SmscIds = (typeof SMSC_IDS)[number];
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 export interface Options {
@@ -35,6 +37,8 @@ export interface Options {
   carrier: 'auto' | 'smpp' | 'sandbox';
   /** Query of SMPP_URL (window, tps, …). */
   smppParams: string;
+  /** The message ids the simulator issues (and writes the same way in its receipts). */
+  smscIds: SmscIds;
   receiptDelayMs: number;
   cpuProf: boolean;
   /** Sample pg_stat_activity while measuring (on with --cpu-prof). */
@@ -74,9 +78,11 @@ const USAGE = `usage: node --import tsx scripts/bench/run.ts [options]
   --receivers N            receivers of the second webhooks phase, one slow (default 50)
   --verify-starts N        validations to start (default 5000; quick 200)
   --carrier auto|smpp|sandbox   carrier of e2e-smpp/priority-under-load (default auto)
-  --smpp-params Q          query of SMPP_URL (default "window=50&submit_id=hex&receipt_id=hex": the
-                           simulator's id forms, set as an operator sets a known SMSC's; "window=50"
-                           measures the default id forms, auto, with their Redis index)
+  --smpp-params Q          query of SMPP_URL (default "window=50&submit_id=F&receipt_id=F", F the
+                           simulator's id form (hex, dec or string), set as an operator sets a known
+                           SMSC's; "window=50" measures the default id forms, auto, learned per connection)
+  --smsc-ids hex|dec|string   ids the simulator issues, receipts naming them the same way: hex
+                           (0000001A, the default), decimal (1, 2, 3, ...), or opaque UUID-like strings
   --receipt-delay MS       simulator receipt delay (default 50)
   --processes procfile|all|split   the Procfile's processes, as docker-compose runs them (default: web and
                            the workers of the Procfile, with their npm scripts' --pools/--lanes), one
@@ -138,6 +144,7 @@ export function parseOptions(argv: string[]): Options {
       'verify-seconds': { type: 'string' },
       carrier: { type: 'string' },
       'smpp-params': { type: 'string' },
+      'smsc-ids': { type: 'string' },
       'receipt-delay': { type: 'string' },
       'cpu-prof': { type: 'boolean', default: false },
       'pg-activity': { type: 'boolean', default: false },
@@ -186,6 +193,7 @@ export function parseOptions(argv: string[]): Options {
   if (!Number.isInteger(receiptDelay) || receiptDelay < 0) {
     throw new Error('--receipt-delay must be an integer >= 0');
   }
+  const smscIds = oneOf('smsc-ids', values['smsc-ids'], SMSC_IDS, 'hex');
   return {
     quick,
     scenarios: scenarios.length ? [...new Set(scenarios as ScenarioName[])] : [...SCENARIOS],
@@ -204,7 +212,8 @@ export function parseOptions(argv: string[]): Options {
     verifyStarts: Math.min(1_000_000, positiveInt('verify-starts', values['verify-starts'], quick ? 200 : 5000)),
     verifySeconds: positiveInt('verify-seconds', values['verify-seconds'], quick ? 2 : 15),
     carrier: oneOf('carrier', values.carrier, ['auto', 'smpp', 'sandbox'] as const, 'auto'),
-    smppParams: values['smpp-params'] ?? 'window=50&submit_id=hex&receipt_id=hex',
+    smppParams: values['smpp-params'] ?? `window=50&submit_id=${smscIds}&receipt_id=${smscIds}`,
+    smscIds,
     receiptDelayMs: receiptDelay,
     cpuProf: values['cpu-prof'] === true,
     pgActivity: values['pg-activity'] === true || values['cpu-prof'] === true,

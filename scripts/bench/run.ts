@@ -62,6 +62,7 @@ async function environment(opts: Options, redis: Redis, root: string): Promise<R
     redisShared: !opts.ownRedis,
     carrier: resolveCarrier(opts, root),
     smppParams: opts.smppParams,
+    smscIds: opts.smscIds,
     processes: opts.processes,
     serviceEnv: opts.env,
     setupSql: opts.setupSql,

@@ -4,7 +4,7 @@
  * submit_sm arrived (so the harness can match priority messages), and the times of the first and
  * last submit and receipt. Exits when its stdin closes (the harness died) or on SIGTERM/SIGINT.
  *
- *   node dist/scripts/bench/smsc-child.js [--receipt-delay 50] [--slow-delay 5000]
+ *   node dist/scripts/bench/smsc-child.js [--receipt-delay 50] [--slow-delay 5000] [--smsc-ids hex|dec|string]
  *   → prints {"event":"listening","port":…,"controlPort":…}
  *   GET  /stats                      counters + first/last submit and receipt times (epoch ms)
  *   POST /lookup {destinations: []}  → {times: {destination: epoch ms of its first submit_sm | null}}
@@ -12,16 +12,25 @@
  */
 import http from 'node:http';
 import { parseArgs } from 'node:util';
-import { SIM_HOST, SmscSimulator } from '../smsc-simulator.js';
+import { SIM_HOST, SmscSimulator, type SimIdForm } from '../smsc-simulator.js';
 import { readJson, runSimulatorChild, send } from '../control-http.js';
 
 const { values } = parseArgs({
   options: {
     'receipt-delay': { type: 'string', default: '50' },
     'slow-delay': { type: 'string', default: '5000' },
+    'smsc-ids': { type: 'string', default: 'hex' },
   },
   strict: true,
 });
+
+/** `--smsc-ids`: the ids this SMSC issues, written the same way in its receipts. */
+const ID_FORMS: Record<string, SimIdForm> = { hex: 'hex', dec: 'decimal', string: 'string' };
+const idForm = ID_FORMS[values['smsc-ids'] ?? 'hex'];
+if (!idForm) {
+  process.stderr.write(`--smsc-ids must be one of ${Object.keys(ID_FORMS).join(', ')}\n`);
+  process.exit(2);
+}
 
 const sim = new SmscSimulator({
   port: 0,
@@ -29,8 +38,8 @@ const sim = new SmscSimulator({
   slowReceiptDelayMs: Number(values['slow-delay']),
   // The harness does not read records; a short list keeps memory flat and shift() cheap.
   maxRecords: 100,
-  // Named here because the harness's default SMPP_URL declares them (submit_id=hex&receipt_id=hex).
-  idForm: 'hex',
+  // The harness's default SMPP_URL declares the same forms (submit_id=hex&receipt_id=hex for hex).
+  idForm,
   receiptIdForm: 'same',
 });
 

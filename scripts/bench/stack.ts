@@ -189,6 +189,7 @@ export async function startService(ctx: Ctx, spec: ServiceSpec): Promise<Service
     REDIS_URL: ctx.redisUrl,
     REDIS_PREFIX: prefix,
     ADMIN_TOKEN: adminToken,
+    CREDENTIALS_KEY: randomBytes(32).toString('hex'),
     ALLOW_PRIVATE_CALLBACKS: '1',
     SANDBOX: spec.sandbox ? '1' : '0',
     SMPP_URL: spec.smppUrl ?? '',
@@ -347,7 +348,7 @@ export async function startSimulator(ctx: Ctx): Promise<Simulator> {
   const script = path.join(ctx.root, 'dist/scripts/bench/smsc-child.js');
   const { child, ready } = await spawnChild<{ port: number; controlPort: number }>({
     name: 'smsc simulator',
-    args: [script, '--receipt-delay', String(ctx.opts.receiptDelayMs)],
+    args: [script, '--receipt-delay', String(ctx.opts.receiptDelayMs), '--smsc-ids', ctx.opts.smscIds],
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', NODE_ENV: 'production' },
     cwd: ctx.root,
     logFile: path.join(ctx.runDir, 'smsc.log'),

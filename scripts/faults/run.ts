@@ -326,7 +326,7 @@ async function main(): Promise<number> {
         live.note = up ? '' : 'did not come back within 120 s';
         break;
       }
-      case 'redis':
+      case 'redis': {
         log(`fault: kill -9 redis-server (pid ${redis.pid}) for ${seconds(f.downMs)} s, losing the AOF's last ${seconds(opts.redisLossMs)} s`);
         live.injectedAt = Date.now();
         const cut = await redis.kill9(opts.redisLossMs);
@@ -335,6 +335,7 @@ async function main(): Promise<number> {
         live.restoredAt = Date.now();
         await redis.start();
         break;
+      }
       case 'postgres':
         log(`fault: postgres stopped in immediate mode (pid ${postgres.pid}) for ${seconds(f.downMs)} s`);
         live.injectedAt = Date.now();

@@ -16,6 +16,23 @@ export type SendOutcome =
   /** Refused for good: `config` a configuration, account or payment problem (warned once per sender); otherwise our request was bad. The step ends `failed` and the flow falls back. */
   | { kind: 'failed'; code: number; info: string; config: boolean };
 
+/** How a connector's table classes a refused send (an error code, an HTTP status). */
+export type RefusalClass = 'unreachable' | 'retry' | 'config' | 'request';
+
+/** The SendOutcome of a refused send of this class; `afterMs` is kept for retries only. */
+export function refusedOutcome(cls: RefusalClass, code: number, info: string, afterMs?: number): SendOutcome {
+  switch (cls) {
+    case 'unreachable':
+      return { kind: 'unreachable', code, info };
+    case 'retry':
+      return afterMs === undefined ? { kind: 'retry', code, info } : { kind: 'retry', code, info, afterMs };
+    case 'config':
+      return { kind: 'failed', code, info, config: true };
+    case 'request':
+      return { kind: 'failed', code, info, config: false };
+  }
+}
+
 /** A status the carrier reports for a message it took. */
 export type ReceiptStatus = 'sent' | 'delivered' | 'seen' | 'undelivered' | 'failed' | 'expired';
 

@@ -3,50 +3,9 @@
  * The dispatch engine hands attempts to a carrier and learns what happened to them only through
  * the CarrierSink it gave the carrier: carriers never touch Postgres, queues or accounts.
  */
+import type { AttemptState, Family, OutboundAttempt } from '../channels/index.js';
 
-export type Channel = 'sms' | 'viber' | 'whatsapp_text' | 'whatsapp_template';
-
-/** Result of one attempt (recipient x flow step); the `result` field of sentMessage events. */
-export type AttemptState = 'sending' | 'sent' | 'delivered' | 'seen' | 'undelivered' | 'rejected' | 'failed';
-
-export type SmsEncoding = 'gsm7' | 'ucs2';
-
-/** Everything a carrier needs to send one attempt; built by the engine, never containing secrets. */
-export interface OutboundAttempt {
-  /** Primary key of the attempt row; the handle for every later report. */
-  attemptId: number;
-  /** The recipient's public id (`<message_id>-<index>` or its own id). */
-  recipientPublicId: string;
-  channel: Channel;
-  /** Destination, E.164 digits without `+`. */
-  to: string;
-  sender: string;
-  /** Final text as it will be sent (channel body chosen, `sms.type=sms` transliteration applied). */
-  text: string;
-  /** SMS only: encoding and the text of each part (one element for a single-part SMS). */
-  encoding?: SmsEncoding;
-  parts?: string[];
-  smsGateway?: 'high' | 'direct' | 'custom';
-  /** Minutes the step may take before the engine moves on; carriers may pass it on (validity period). */
-  ttlMinutes: number;
-  /** Priority or transactional lane: carriers serve it before queued promotional attempts. */
-  priority?: boolean;
-  /**
-   * Handed before: the carrier must check what it already accepted. Set by the engine only when it
-   * hands an attempt that was recorded by an earlier dispatch run (a job retried after a crash or a
-   * failed send); an attempt handed for the first time cannot have been accepted anywhere, so a
-   * carrier may skip that lookup for it.
-   */
-  rehand?: boolean;
-  viberButton?: { title: string; url: string };
-  whatsappTemplate?: {
-    templateName: string;
-    language?: string;
-    params?: string[];
-    paramsHeader?: string[];
-    paramsButtons?: string[];
-  };
-}
+export type { AttemptState, Channel, OutboundAttempt } from '../channels/index.js';
 
 /**
  * A status change reported by a carrier. Either `attemptId` (the carrier knows our attempt, e.g. a
@@ -70,7 +29,7 @@ export interface StatusReport {
 
 /** An inbound (mobile-originated) message, from any channel. */
 export interface InboundReport {
-  gateway: 'sms' | 'viber' | 'whatsapp';
+  gateway: Family;
   /** Who sent it (a phone number in any form; normalised by the inbound path). */
   sender: string;
   /** The number or sender id that received it. */
@@ -80,6 +39,12 @@ export interface InboundReport {
   at: number;
   /** Set only by the sandbox: the account whose key injected it (D5). */
   accountId?: number;
+  /**
+   * The outbound message this answers, when the carrier names it exactly (WhatsApp `context.id`,
+   * Viber tracking data): our attempt id, or the carrier's ref of it. Without it, or when it names
+   * nothing we sent, the D5 rule decides.
+   */
+  replyTo?: { attemptId: number } | { carrier: string; ref: string };
 }
 
 /** The engine's side of the contract: where carriers report what happened. */

@@ -3,8 +3,8 @@
  * rather than by node-postgres. The hot statements pass their batches as arrays to
  * `unnest($n::type[], ...)`, and pg serialises every element of such an array through
  * `prepareValue` and `escapeElement`: two regex replaces and quoting per element, numbers
- * included, and Dates through its field-by-field local-time formatter. In a CPU profile of the
- * busiest worker that was 4 % (`escapeElement`) + 3 % (`prepareValue`) self time. A string
+ * included, and Dates through its field-by-field local-time formatter, a visible share of the
+ * busiest worker's CPU (docs/benchmarks.md). A string
  * parameter is sent as it is, so these functions are all the work a batch costs; the `::type[]`
  * cast in the statement reads the literal exactly as it read pg's.
  *

@@ -25,8 +25,7 @@ const statementNames = new Map<string, string>();
 /**
  * A query to run as a named prepared statement: each connection has Postgres parse, analyse and
  * plan it once, and afterwards sends only the values (the hot statements are long CTEs over
- * arrays: parsing and planning them for every batch was about a sixth of the database's CPU in
- * `npm run bench`). After five runs Postgres keeps a generic plan when it costs no more than the
+ * arrays, costly to parse and plan for every batch). After five runs Postgres keeps a generic plan when it costs no more than the
  * ones made for the values; the hot statements look rows up by key, so that plan is the same.
  * The name is derived from the text, so two texts never share one.
  */
@@ -46,24 +45,19 @@ export interface PoolOptions {
    * - Every statement is planned with sequential scans off (see `TxOptions.indexOnly`). A named
    *   prepared statement keeps its generic plan until the table is analysed again: made while a
    *   table is still small (a fresh database, the first seconds of a burst), that plan scanned the
-   *   whole table on every later run, long after the table had grown. Measured with `npm run
-   *   bench`: the dispatch's message lookup read 6,200 rows per call on average (1.4 ms), the
-   *   webhook outcome update the whole of `webhook_batches`. Statements that no index serves still
-   *   scan; migrations plan with the defaults (`migrate`).
+   *   whole table on every later run, long after the table had grown. Statements that no index
+   *   serves still scan; migrations plan with the defaults (`migrate`).
    * - Prepared statements run their generic plan from the first run (`plan_cache_mode =
    *   force_generic_plan`). Left to choose, Postgres compares the generic plan's estimate with
    *   the custom plans' after five runs, and a statement over array parameters (`= ANY($1)`,
    *   `unnest($1)`) never passes: the generic plan assumes arrays of some rows, a custom plan
-   *   knows a priority message's one. So it planned every run again (pg_stat_statements over a
-   *   run of 600 priority messages: the dispatch insert, the status update, the status SELECT, the
-   *   message and recipient reads and the hand-over planned on every call, 0.1-0.3 ms each, a
-   *   third of Postgres' time). Their plans are index lookups by key whatever the array's length.
+   *   knows a priority message's one. So it planned every run again. Their plans are index
+   *   lookups by key whatever the array's length.
    * - Without bitmap scans: for `id = ANY($1)` a generic plan assumes ten elements and picks a
-   *   bitmap heap scan, which cost a priority message's one-element lookups about three times a
-   *   plain index scan (the hand-over's statement: 0.14 against 0.05 ms per call).
+   *   bitmap heap scan, which costs a one-element lookup (a priority message's) more than a plain
+   *   index scan.
    *
-   * Measured with `npm run bench`: verify 298-314 -> 352-365 starts/s (Postgres 2.8 -> 2.3 ms per
-   * start); e2e-smpp with the priority messages within its noise (5 alternating pairs).
+   * The measurements behind each of these are in docs/benchmarks.md.
    */
   indexOnly?: boolean;
 }
@@ -89,7 +83,7 @@ export function createPool(databaseUrl: string, max = 10, opts: PoolOptions = {}
  * Run `fn` in a transaction; commits when it resolves, rolls back when it throws (options: see
  * `withTxEnding`). `ctx` is passed to `fn`: a hot path passes a module-level function and its
  * inputs instead of an arrow made per call, whose optimised code V8 would drop at every full
- * collection (see attemptColumns in engine/dispatch.ts).
+ * collection (docs/architecture.md, "Hot loops").
  */
 export async function withTx<T, C = undefined>(db: Db, fn: (tx: Tx, ctx: C) => Promise<T>, opts: TxOptions = {}, ctx?: C): Promise<T> {
   return withTxEnding(db, withoutLastStatements<T, C>, opts, { fn, ctx: ctx as C });
@@ -211,7 +205,7 @@ export async function migrate(db: Db): Promise<string[]> {
         await client.query('COMMIT');
       } catch (err) {
         await client.query('ROLLBACK');
-        throw new Error(`migration ${file} failed: ${(err as Error).message}`);
+        throw new Error(`migration ${file} failed: ${(err as Error).message}`, { cause: err });
       }
       applied.push(file);
     }

@@ -2,6 +2,7 @@
 import { withTx, type Db, type Queryable } from '../db/pool.js';
 import { notFound, badRequest } from '../errors.js';
 import { generateApiKey } from './keys.js';
+import { unitsLiteral } from './money.js';
 
 export type Currency = 'CZK' | 'EUR';
 
@@ -143,16 +144,31 @@ export async function updateAccount(db: Db, id: number, settings: AccountSetting
   return getAccount(db, id);
 }
 
-/** Add (or with negative amounts take) credit; an operator correction may leave a balance below zero. */
+/** Balances are numeric(18,4): every balance stays strictly within ±MAX_BALANCE. */
+export const MAX_BALANCE = 1e14;
+const balanceFits = (column: string, param: string) => `abs(round(${column} + ${param}, 4)) < ${MAX_BALANCE}`;
+const outOfRange = (field: string) =>
+  badRequest(`${field}: the resulting balance would be out of range (it must stay within ±${MAX_BALANCE.toExponential()})`, 'VALIDATION', { field });
+
+/**
+ * Add (or with negative amounts take) credit; an operator correction may leave a balance below
+ * zero. A change that would take a balance beyond what its column holds changes nothing (400).
+ */
 export async function addAccountCredit(db: Db, id: number, czk: number, eur: number): Promise<{ credit_czk: number; credit_eur: number }> {
   const { rows } = await db.query<{ credit_czk: number; credit_eur: number }>(
-    `UPDATE accounts SET credit_czk = credit_czk + $2, credit_eur = credit_eur + $3 WHERE id = $1
+    `UPDATE accounts SET credit_czk = credit_czk + $2, credit_eur = credit_eur + $3
+      WHERE id = $1 AND ${balanceFits('credit_czk', '$2')} AND ${balanceFits('credit_eur', '$3')}
      RETURNING credit_czk, credit_eur`,
     [id, czk, eur],
   );
   const row = rows[0];
   if (!row) {
-    throw notFound(`account ${id} not found`);
+    const { rows: found } = await db.query<{ czk_fits: boolean }>(
+      `SELECT ${balanceFits('credit_czk', '$2')} AS czk_fits FROM accounts WHERE id = $1`, [id, czk]);
+    if (!found[0]) {
+      throw notFound(`account ${id} not found`);
+    }
+    throw outOfRange(found[0].czk_fits ? 'eur' : 'czk');
   }
   return row;
 }
@@ -160,14 +176,17 @@ export async function addAccountCredit(db: Db, id: number, czk: number, eur: num
 /** Top up an own-credit sub-key (its balance is in its own currency). */
 export async function addKeyCredit(db: Db, keyId: number, amount: number): Promise<{ id: number; currency: Currency; balance: number }> {
   const { rows } = await db.query<{ id: number; currency: Currency; balance: number; shared: boolean; is_primary: boolean }>(
-    `UPDATE api_keys SET balance = balance + $2 WHERE id = $1 AND NOT shared AND NOT is_primary
+    `UPDATE api_keys SET balance = balance + $2 WHERE id = $1 AND NOT shared AND NOT is_primary AND ${balanceFits('balance', '$2')}
      RETURNING id, currency, balance, shared, is_primary`,
     [keyId, amount],
   );
   const row = rows[0];
   if (!row) {
-    const exists = await db.query('SELECT 1 FROM api_keys WHERE id = $1', [keyId]);
-    throw exists.rowCount ? badRequest('key shares its account balance; top up the account instead') : notFound(`key ${keyId} not found`);
+    const { rows: found } = await db.query<{ shared: boolean; is_primary: boolean }>('SELECT shared, is_primary FROM api_keys WHERE id = $1', [keyId]);
+    if (!found[0]) {
+      throw notFound(`key ${keyId} not found`);
+    }
+    throw found[0].shared || found[0].is_primary ? badRequest('key shares its account balance; top up the account instead') : outOfRange('amount');
   }
   return { id: row.id, currency: row.currency, balance: row.balance };
 }
@@ -234,13 +253,8 @@ export function changeCreditStatement(payerKind: 'account' | 'key', payerId: num
   if (!Number.isSafeInteger(payerId) || payerId <= 0) {
     throw new Error(`changeCreditStatement: payer id ${payerId} is not a row id`);
   }
-  if (!Number.isSafeInteger(deltaUnits)) {
-    throw new Error(`changeCreditStatement: ${deltaUnits} is not a whole number of ten-thousandths`);
-  }
   if ((payerKind !== 'account' && payerKind !== 'key') || (currency !== 'CZK' && currency !== 'EUR')) {
     throw new Error(`changeCreditStatement: unknown payer ${payerKind} or currency ${currency}`);
   }
-  const abs = Math.abs(deltaUnits);
-  const amount = `${deltaUnits < 0 ? '-' : ''}${Math.trunc(abs / 10_000)}.${String(abs % 10_000).padStart(4, '0')}`;
-  return `SELECT change_credit('${payerKind}', ${payerId}, '${currency}', ${amount})`;
+  return `SELECT change_credit('${payerKind}', ${payerId}, '${currency}', ${unitsLiteral(deltaUnits)})`;
 }

@@ -3,11 +3,19 @@ import Joi from 'joi';
 import type { NewAccount, AccountSettings } from './accounts.js';
 import type { PriceRow } from './prices.js';
 import { isValidCountry } from '../phone/normalize.js';
+import { CHANNELS, FAMILIES } from '../channels/index.js';
 
 const country = Joi.string().length(2).uppercase().custom((v: string, helpers) =>
   isValidCountry(v.toUpperCase()) ? v.toUpperCase() : helpers.error('any.invalid'));
 const money = Joi.number().precision(4).min(-1e12).max(1e12);
 const sender = Joi.string().min(1).max(15).pattern(/^[A-Za-z0-9 .&_-]+$/);
+
+/**
+ * An ISO 8601 instant within years 1970-9999. JavaScript dates reach ±275,760 years and
+ * timestamptz only 4713 BC to 294276 AD, so an unbounded date could pass the schema and fail in
+ * Postgres; no instant this service stores is outside these years.
+ */
+export const isoInstant = Joi.date().iso().min('1970-01-01T00:00:00Z').max('9999-12-31T23:59:59.999Z');
 
 export const newAccountSchema = Joi.object<NewAccount>({
   name: Joi.string().max(200).allow(''),
@@ -36,7 +44,7 @@ export const creditSchema = Joi.object<{ czk?: number; eur?: number }>({ czk: mo
 export const keyCreditSchema = Joi.object<{ amount: number }>({ amount: money.required() });
 
 export const pricesSchema = Joi.array<PriceRow[]>().items(Joi.object({
-  channel: Joi.string().valid('sms', 'viber', 'whatsapp_text', 'whatsapp_template').required(),
+  channel: Joi.string().valid(...CHANNELS).required(),
   prefix: Joi.string().pattern(/^[0-9]{0,15}$/).allow('').required(),
   operator: Joi.number().integer().min(0).max(999).default(0),
   price_czk: Joi.number().min(0).max(1e6).required(),
@@ -46,7 +54,7 @@ export const pricesSchema = Joi.array<PriceRow[]>().items(Joi.object({
 export const numberAssignmentSchema = Joi.object<{ account_id: number; value: string; channels: string[] }>({
   account_id: Joi.number().integer().min(1).required(),
   value: Joi.string().min(1).max(32).required(),
-  channels: Joi.array().items(Joi.string().valid('sms', 'viber', 'whatsapp')).min(1).unique().default(['sms', 'viber', 'whatsapp']),
+  channels: Joi.array().items(Joi.string().valid(...FAMILIES)).min(1).unique().default([...FAMILIES]),
 });
 
 /** Key settings an operator may change (the same fields as `POST /v1/apikey/update`, plus disabling). */

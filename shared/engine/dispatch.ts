@@ -11,16 +11,22 @@
 import { prepared, withTxEnding, type Tx, type TxEnd } from '../db/pool.js';
 import { changeCreditStatement, CREDIT_NOT_COVERED } from '../domain/accounts.js';
 import { numberArray, textArray, timestampArray } from '../db/arrays.js';
-import type { Carrier, Channel, OutboundAttempt } from '../carriers/types.js';
+import { namedParams } from '../db/params.js';
+import type { Carrier } from '../carriers/types.js';
+import {
+  channelModule, familyOf, planAttempt as planChannelAttempt, stepBody, stepOf, type Channel, type ChannelStep, type FlowStep,
+  type OutboundAttempt,
+} from '../channels/index.js';
 import { LANE_NUMBER, type DispatchJob } from '../queues.js';
-import { stepChannel, type FlowStep } from '../sending/message-schema.js';
 import { planSms, type SmsPlan } from '../sms/gsm7.js';
 import { mccOfE164 } from '../phone/mcc.js';
 import { findPrice, currentPrices } from '../domain/prices.js';
+import { payerKey, payerOf, type Payer } from '../domain/payer.js';
+import { fromUnits, toUnits } from '../domain/money.js';
 import { isInsideWindow, nextSendInstant, type DeliveryWindow } from '../schedule/window.js';
-import { defaultTtlMinutes, familyOf } from './transitions.js';
-import { eventsCtes, eventParams, SentMessageBody, type OutboxEvent } from './events.js';
-import type { EngineDeps, NextStep } from './engine.js';
+import { defaultTtlMinutes } from './transitions.js';
+import { EVENT_PARAMS, eventsCtes, eventParams, SentMessageBody, type OutboxEvent } from './events.js';
+import type { EngineDeps, NextStep } from './types.js';
 import { pushTo } from '../collections.js';
 
 export interface MessageRow {
@@ -91,10 +97,9 @@ async function loadRecipients(db: EngineDeps['db'], ids: number[]): Promise<Reci
 }
 
 interface Planned {
+  part: Part;
   recipient: RecipientRow;
   channel: Channel;
-  sender: string;
-  text: string;
   carrier: Carrier | null;
   /** What the carrier is handed; `attemptId` is 0 until the attempt's row is written. */
   attempt: OutboundAttempt;
@@ -104,9 +109,9 @@ interface Planned {
   country: number;
   /** Set when the attempt is rejected before leaving: result_info, and whether the flow goes on. */
   reject?: { info: string; fallback: boolean };
+  /** Set once the attempt is charged. */
+  charge?: { units: number; payer: Payer };
 }
-
-const UNITS = 10000; // money is summed in 1/10000 to keep balances exact
 
 export interface DispatchOutcome {
   /** Set when nothing of the job may run yet: the job waits until then (and checks again). */
@@ -119,8 +124,7 @@ export interface DispatchOutcome {
 interface Part {
   msg: MessageRow;
   recipientIds: number[];
-  channel: Channel;
-  stepConfig: ReturnType<typeof stepChannel>['config'];
+  step: ChannelStep;
   ttlMinutes: number;
 }
 
@@ -156,13 +160,12 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
       if (job.messages.length === 1) {
         laterOnly = at;
       } else {
-        await deps.enqueueLater({ messageId: msg.id, step: job.step, recipientIds: item.recipientIds, lane: msg.lane, channel: stepChannel(msg.flow[job.step]!).channel }, at);
+        await deps.enqueueLater({ messageId: msg.id, step: job.step, recipientIds: item.recipientIds, lane: msg.lane, channel: stepOf(msg.flow[job.step]!).channel }, at);
       }
       continue;
     }
-    const { channel, config: stepConfig } = stepChannel(msg.flow[job.step]!);
-    const ttlMinutes = stepConfig.ttl ?? defaultTtlMinutes(job.step, msg.flow.length);
-    due.push({ msg, recipientIds: item.recipientIds, channel, stepConfig, ttlMinutes });
+    const step = stepOf(msg.flow[job.step]!);
+    due.push({ msg, recipientIds: item.recipientIds, step, ttlMinutes: step.config.ttl ?? defaultTtlMinutes(job.step, msg.flow.length) });
   }
   if (laterOnly) {
     return { delayUntil: laterOnly, handed: 0, rejected: 0 };
@@ -235,8 +238,8 @@ function runDispatchTx(input: DispatchTxInput): Promise<DispatchTxResult> {
   return withTxEnding(input.deps.db, dispatchInTx, { indexOnly: true }, input);
 }
 
-// A module-level function, not an arrow per job: V8 keeps a function's optimised code only while
-// the function lives, and this one is the largest of the send path (see attemptColumns).
+// A module-level function, not an arrow per job: the largest function of the send path keeps its
+// optimised code (docs/architecture.md, "Hot loops").
 async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<DispatchTxResult>> {
   const { deps, partOf, recipients, step, prices, now, mode } = input;
   const texts = new Map<number, string>();
@@ -265,7 +268,7 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
     candidates = recipients.filter((r) => !existing.has(r.id));
   }
   const planSmsOf = smsPlanner();
-  const planned: PlannedInPart[] = [];
+  const planned: Planned[] = [];
   for (const r of candidates) {
     planned.push(planAttempt(deps, partOf.get(r.message_id)!, r, texts.get(r.id), prices, planSmsOf));
   }
@@ -278,7 +281,7 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
   const events: OutboxEvent[] = [];
   const fall = { id: [] as number[], step: [] as number[], due: [] as Date[] };
   for (const p of planned) {
-    const { msg, stepConfig } = p.part;
+    const { msg } = p.part;
     const state = p.reject ? 'rejected' : 'sending';
     events.push({
       accountId: msg.account_id, keyId: msg.key_id, callbackUrl: msg.callback ?? msg.default_callback_url,
@@ -286,8 +289,8 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
       body: new SentMessageBody({
         requestId: msg.request_id, publicId: p.recipient.public_id, channel: p.channel, payload: msg.payload,
         phone: p.recipient.phone ?? '', state, resultInfo: p.reject?.info ?? 'Sending', at: now.getTime(),
-        sender: p.sender, country: p.country, operator: 0, priceCzk: p.priceCzk, priceEur: p.priceEur,
-        count: p.count, smsGateway: p.channel === 'sms' ? (stepConfig.gateway ?? 'high') : null,
+        sender: p.attempt.sender, country: p.country, operator: 0, priceCzk: p.priceCzk, priceEur: p.priceEur,
+        count: p.count, smsGateway: p.attempt.channel === 'sms' ? p.attempt.smsGateway : null,
       }),
     });
     if (p.reject?.fallback === true && step + 1 < msg.flow.length) {
@@ -298,32 +301,15 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
   }
   // Attempts, the fallbacks of recipients refused before leaving, and events in one statement: one
   // round trip for the whole job. An attempt that exists already (the job ran before) is not
-  // written again, and neither is anything else of its recipient.
+  // written again, and neither is anything else of its recipient. The transaction's client is idle
+  // here, so the bodies' buffer may be lent (see eventParams).
   const { rows: inserted } = planned.length === 0 ? { rows: [] } : await tx.query<{ id: number; recipient_id: number }>(prepared(
-    `WITH attempts_in AS (
-     INSERT INTO attempts (recipient_id, step, channel, family, state, result_info, phone, sender, carrier, parts, encoding,
-                             country, operator, price_czk, price_eur, charged, charged_currency, payer_kind, payer_id, handed_at, body)
-       SELECT u.recipient_id, $1, u.channel, u.family, u.state, u.result_info, u.phone, u.sender, u.carrier, u.parts, u.encoding,
-              u.country, 0, u.price_czk, u.price_eur, u.charged, u.charged_currency, u.payer_kind, u.payer_id,
-              CASE WHEN u.state = 'sending' THEN NULL ELSE now() END, u.body
-         FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::int[],
-                     $11::text[], $12::int[], $13::numeric[], $14::numeric[], $15::numeric[], $16::text[], $17::text[], $18::bigint[],
-                     $19::text[])
-           AS u(recipient_id, channel, family, state, result_info, phone, sender, carrier, parts, encoding, country, price_czk,
-                price_eur, charged, charged_currency, payer_kind, payer_id, body)
-     ON CONFLICT (recipient_id, step) DO NOTHING
-     RETURNING id, recipient_id),
-     recipients_on AS (
-     UPDATE recipients r SET step = u.step, due_at = u.due_at
-       FROM unnest($20::bigint[], $21::smallint[], $22::timestamptz[]) AS u(id, step, due_at)
-      WHERE r.id = u.id AND r.id IN (SELECT recipient_id FROM attempts_in)),
-     ${eventsCtes(23, 'attempts_in')}
-     SELECT id, recipient_id FROM attempts_in`,
-    [step,
-      ...attemptColumns(deps, planned),
-      numberArray(fall.id), numberArray(fall.step), timestampArray(fall.due),
-      ...eventParams(events, 'borrow'), // the transaction's client is idle here (see eventParams)
-    ]),
+    WRITE_ATTEMPTS_SQL,
+    WRITE_ATTEMPTS.values({
+      step, ...attemptColumns(deps, planned),
+      fallback_id: numberArray(fall.id), fallback_step: numberArray(fall.step), fallback_due: timestampArray(fall.due),
+      ...eventParams(events, 'borrow'),
+    })),
   );
 
   const attemptIdOf = new Map<number, number>();
@@ -336,7 +322,7 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
   for (const p of written) {
     const { msg } = p.part;
     if (p.reject?.fallback === true && step + 1 < msg.flow.length) {
-      nextSteps.push({ messageId: msg.id, step: step + 1, recipientId: p.recipient.id, lane: msg.lane, channel: stepChannel(msg.flow[step + 1]!).channel });
+      nextSteps.push({ messageId: msg.id, step: step + 1, recipientId: p.recipient.id, lane: msg.lane, channel: stepOf(msg.flow[step + 1]!).channel });
     } else if (!p.reject && p.carrier) {
       p.attempt.attemptId = attemptIdOf.get(p.recipient.id)!;
       toHand.push({ carrier: p.carrier, attempt: p.attempt, part: p.part });
@@ -368,19 +354,49 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
   // allocation never takes more than it read under the lock.
   const lastStatements: string[] = [];
   for (const d of debitsOf(written)) {
-    lastStatements.push(changeCreditStatement(d.payerKind, d.payerId, d.currency, -d.total));
+    lastStatements.push(changeCreditStatement(d.payer.kind, d.payer.id, d.payer.currency, -d.units));
   }
   return { result: { toHand, nextSteps, rejected: countRejected(written) }, lastStatements };
 }
 
+const ATTEMPT_PARAMS = [
+  'recipient_id', 'channel', 'family', 'state', 'result_info', 'phone', 'sender', 'carrier', 'parts', 'encoding', 'country',
+  'price_czk', 'price_eur', 'charged', 'charged_currency', 'payer_kind', 'payer_id', 'body',
+] as const;
+type AttemptParam = (typeof ATTEMPT_PARAMS)[number];
+const WRITE_ATTEMPTS = namedParams(['step', ...ATTEMPT_PARAMS, 'fallback_id', 'fallback_step', 'fallback_due', ...EVENT_PARAMS]);
+const $ = WRITE_ATTEMPTS.$;
+
 /**
- * The eighteen array parameters ($2..$19) of the attempts insert, built in one pass. Why a loop
- * and not a `.map` per column: a closure created per call dies young, and V8 holds a function's
- * optimised code only weakly, so after every full collection each of those small arrows was
- * optimised again (`--perf-basic-prof`: the same arrow compiled 10-12 times in one 100,000-recipient
- * run; TurboFan's background thread was 18-32 % of the SMS worker's CPU all through it).
+ * A job's attempts (`ON CONFLICT … DO NOTHING`: the guard against a second run), the next step of
+ * recipients refused before leaving, and the events of the attempts written, in one statement.
  */
-function attemptColumns(deps: EngineDeps, planned: PlannedInPart[]): string[] {
+const WRITE_ATTEMPTS_SQL = `WITH attempts_in AS (
+     INSERT INTO attempts (recipient_id, step, channel, family, state, result_info, phone, sender, carrier, parts, encoding,
+                             country, operator, price_czk, price_eur, charged, charged_currency, payer_kind, payer_id, handed_at, body)
+       SELECT u.recipient_id, ${$.step}, u.channel, u.family, u.state, u.result_info, u.phone, u.sender, u.carrier, u.parts, u.encoding,
+              u.country, 0, u.price_czk, u.price_eur, u.charged, u.charged_currency, u.payer_kind, u.payer_id,
+              CASE WHEN u.state = 'sending' THEN NULL ELSE now() END, u.body
+         FROM unnest(${$.recipient_id}::bigint[], ${$.channel}::text[], ${$.family}::text[], ${$.state}::text[], ${$.result_info}::text[],
+                     ${$.phone}::text[], ${$.sender}::text[], ${$.carrier}::text[], ${$.parts}::int[], ${$.encoding}::text[],
+                     ${$.country}::int[], ${$.price_czk}::numeric[], ${$.price_eur}::numeric[], ${$.charged}::numeric[],
+                     ${$.charged_currency}::text[], ${$.payer_kind}::text[], ${$.payer_id}::bigint[], ${$.body}::text[])
+           AS u(recipient_id, channel, family, state, result_info, phone, sender, carrier, parts, encoding, country, price_czk,
+                price_eur, charged, charged_currency, payer_kind, payer_id, body)
+     ON CONFLICT (recipient_id, step) DO NOTHING
+     RETURNING id, recipient_id),
+     recipients_on AS (
+     UPDATE recipients r SET step = u.step, due_at = u.due_at
+       FROM unnest(${$.fallback_id}::bigint[], ${$.fallback_step}::smallint[], ${$.fallback_due}::timestamptz[]) AS u(id, step, due_at)
+      WHERE r.id = u.id AND r.id IN (SELECT recipient_id FROM attempts_in)),
+     ${eventsCtes($, 'attempts_in')}
+     SELECT id, recipient_id FROM attempts_in`;
+
+/**
+ * The attempts' columns, built in one loop and not a `.map` per column (docs/architecture.md,
+ * "Hot loops").
+ */
+function attemptColumns(deps: EngineDeps, planned: Planned[]): Record<AttemptParam, string> {
   const recipientId: number[] = [], count: number[] = [], country: number[] = [], priceCzk: number[] = [], priceEur: number[] = [];
   const charged: number[] = [], payerId: Array<number | null> = [];
   const channel: string[] = [], family: string[] = [], state: string[] = [], resultInfo: string[] = [], phone: string[] = [];
@@ -388,33 +404,38 @@ function attemptColumns(deps: EngineDeps, planned: PlannedInPart[]): string[] {
   const payerKind: Array<string | null> = [], body: Array<string | null> = [];
   for (const p of planned) {
     const msg = p.part.msg;
+    const charge = p.reject ? undefined : p.charge;
     recipientId.push(p.recipient.id);
     channel.push(p.channel);
     family.push(familyOf(p.channel));
     state.push(p.reject ? 'rejected' : 'sending');
     resultInfo.push(p.reject?.info ?? 'Sending');
     phone.push(p.recipient.phone ?? '');
-    sender.push(p.sender);
+    sender.push(p.attempt.sender);
     carrier.push(p.carrier?.name ?? 'none');
     count.push(p.count);
-    encoding.push(p.attempt.encoding ?? null);
+    encoding.push(p.attempt.channel === 'sms' && p.recipient.phone ? p.attempt.encoding : null);
     country.push(p.country);
     priceCzk.push(p.priceCzk);
     priceEur.push(p.priceEur);
-    charged.push(p.reject ? 0 : p.charge?.amount ?? 0);
+    charged.push(charge ? fromUnits(charge.units) : 0);
     currency.push(p.reject ? null : msg.key_currency);
-    payerKind.push(p.reject ? null : p.charge?.payerKind ?? null);
-    payerId.push(p.reject ? null : p.charge?.payerId ?? null);
+    payerKind.push(charge?.payer.kind ?? null);
+    payerId.push(charge?.payer.id ?? null);
     // The text is stored only when it differs from the message's (a resolved or masked text).
-    const kept = deps.hooks.maskText ? deps.hooks.maskText(msg.source, p.text) : p.text;
+    const kept = deps.hooks.maskText ? deps.hooks.maskText(msg.source, p.attempt.text) : p.attempt.text;
     body.push(kept === msg.body ? null : kept);
   }
-  return [numberArray(recipientId), textArray(channel), textArray(family), textArray(state), textArray(resultInfo), textArray(phone),
-    textArray(sender), textArray(carrier), numberArray(count), textArray(encoding), numberArray(country), numberArray(priceCzk),
-    numberArray(priceEur), numberArray(charged), textArray(currency), textArray(payerKind), numberArray(payerId), textArray(body)];
+  return {
+    recipient_id: numberArray(recipientId), channel: textArray(channel), family: textArray(family), state: textArray(state),
+    result_info: textArray(resultInfo), phone: textArray(phone), sender: textArray(sender), carrier: textArray(carrier),
+    parts: numberArray(count), encoding: textArray(encoding), country: numberArray(country), price_czk: numberArray(priceCzk),
+    price_eur: numberArray(priceEur), charged: numberArray(charged), charged_currency: textArray(currency),
+    payer_kind: textArray(payerKind), payer_id: numberArray(payerId), body: textArray(body),
+  };
 }
 
-function countRejected(written: PlannedInPart[]): number {
+function countRejected(written: Planned[]): number {
   let n = 0;
   for (const p of written) {
     if (p.reject) {
@@ -441,90 +462,53 @@ function smsPlanner(): SmsPlanner {
   };
 }
 
-type PlannedWithCharge = Planned & { charge?: { amount: number; payerKind: 'account' | 'key'; payerId: number } };
-
 /**
- * What one recipient's attempt at this step will be. Each object is made once, not spread from a
- * base object and spread again into the job's list: with four spreads per
- * recipient this was the SMS worker's largest function of our own (3.4 % of its busy time under
- * `--cpu-prof`; 2.6 against 0.15 µs per recipient in a loop of 100-recipient jobs). Measured with
- * `npm run bench`, 4 alternating pairs: worker_sms 86.7 -> 80.2 µs per recipient (less garbage too).
+ * What one recipient's attempt at this step will be: its channel module plans the attempt (text,
+ * parts, the channel's own fields); then its carrier and price.
  */
 function planAttempt(
   deps: EngineDeps, part: Part, r: RecipientRow, resolvedText: string | undefined,
   prices: Awaited<ReturnType<typeof currentPrices>>, planSmsOf: SmsPlanner,
-): PlannedInPart {
-  const { msg, channel, stepConfig: cfg, ttlMinutes } = part;
-  const sender = cfg.sender ?? (channel === 'sms' ? (msg.default_sender ?? deps.config.defaultSender) : '');
-  const text = channel === 'whatsapp_template' ? (cfg.body ?? msg.body ?? cfg.template_name) : (resolvedText ?? cfg.body ?? msg.body ?? '');
+): Planned {
+  const { msg, step, ttlMinutes } = part;
+  const channel = step.channel;
   const phone = r.phone ?? '';
-  // One object; a channel's own fields are set on it, not spread into a copy.
-  const attempt: OutboundAttempt = { attemptId: 0, recipientPublicId: r.public_id, channel, to: phone, sender, text, ttlMinutes };
-  let count = 1;
-  let sentText = text;
-  if (phone) {
-    if (channel === 'sms') {
-      const plan = planSmsOf(text, cfg.type ?? 'utf');
-      count = plan.parts.length;
-      sentText = plan.text;
-      attempt.text = plan.text;
-      attempt.encoding = plan.encoding;
-      attempt.parts = plan.parts;
-      attempt.smsGateway = cfg.gateway ?? 'high';
-    } else if (channel === 'viber' && cfg.buttons?.[0]) {
-      attempt.viberButton = cfg.buttons[0];
-    } else if (channel === 'whatsapp_template') {
-      attempt.whatsappTemplate = {
-        templateName: cfg.template_name,
-        ...(cfg.language !== undefined && { language: cfg.language }),
-        ...(cfg.params !== undefined && { params: cfg.params }),
-        ...(cfg.params_header !== undefined && { paramsHeader: cfg.params_header }),
-        ...(cfg.params_buttons !== undefined && { paramsButtons: cfg.params_buttons }),
-      };
-    }
-  }
-  const carrier = phone ? deps.carriers.pick(channel, phone) : null;
+  const input = {
+    base: { attemptId: 0, recipientPublicId: r.public_id, accountId: msg.account_id, to: phone, sender: '', text: '', ttlMinutes },
+    text: resolvedText ?? stepBody(step) ?? msg.body ?? undefined,
+    defaultSmsSender: msg.default_sender ?? deps.config.defaultSender,
+    planSms: planSmsOf,
+  };
+  input.base.sender = step.config.sender ?? channelModule(channel).defaultSender(step.config, input);
+  const planned = planChannelAttempt(step, input);
+  const { attempt } = planned;
+  // An invalid number is refused before anything is planned for it: one segment, no price.
+  const count = phone ? planned.count : 1;
+  const route = phone ? deps.carriers.route(channel, phone, msg.account_id, attempt.sender) : null;
   const price = phone ? findPrice(prices, channel, phone) : null;
   return {
-    part, recipient: r, channel, sender, text: sentText, carrier, count,
-    priceCzk: (price?.price_czk ?? 0) * count, priceEur: (price?.price_eur ?? 0) * count, country: phone ? mccOfE164(phone) : 0, attempt,
-    reject: !phone ? { info: '[302] Invalid phone number', fallback: false } : !carrier || !price ? { info: '[303] No route', fallback: true } : undefined,
-    charge: undefined,
+    part, recipient: r, channel, carrier: route?.carrier ?? null, attempt, count,
+    priceCzk: (price?.price_czk ?? 0) * count, priceEur: (price?.price_eur ?? 0) * count, country: phone ? mccOfE164(phone) : 0,
+    reject: !route ? { info: '[302] Invalid phone number', fallback: false }
+      : !route.carrier ? { info: route.info, fallback: true }
+        : !price ? { info: '[303] No route', fallback: true } : undefined,
   };
 }
 
-interface Debit {
-  total: number;
-  payerKind: 'account' | 'key';
-  payerId: number;
-  currency: 'CZK' | 'EUR';
+/** The payer of a message's attempts (domain/payer.ts). */
+function payerOfMessage(msg: MessageRow): Payer {
+  return payerOf({ id: msg.key_id, accountId: msg.account_id, isPrimary: msg.key_primary, shared: msg.key_shared, currency: msg.key_currency });
 }
 
-/**
- * Who pays (D3, D6): an own-credit sub-key from its own balance, every other key from the
- * account's balance in the key's currency.
- */
-function payerOf(msg: MessageRow): Omit<Debit, 'total'> {
-  const ownCredit = !msg.key_primary && !msg.key_shared;
-  return {
-    payerKind: ownCredit ? 'key' : 'account',
-    payerId: ownCredit ? msg.key_id : msg.account_id,
-    currency: msg.key_currency,
-  };
-}
+/** An attempt's charge in units, in its key's currency. */
+const chargeUnits = (p: Planned): number => toUnits(p.part.msg.key_currency === 'CZK' ? p.priceCzk : p.priceEur);
 
-const unitPrice = (msg: MessageRow, p: Planned) => Math.round((msg.key_currency === 'CZK' ? p.priceCzk : p.priceEur) * UNITS);
-
-type PlannedInPart = PlannedWithCharge & { part: Part };
-
-/** Optimistic: every payable attempt is charged; the conditional UPDATEs of `debitsOf` check the balances. */
-function assignCharges(planned: PlannedInPart[]): void {
+/** Optimistic: every payable attempt is charged; the conditional debits of `debitsOf` check the balances. */
+function assignCharges(planned: Planned[]): void {
   for (const p of planned) {
-    if (p.reject) {
-      continue;
+    if (!p.reject) {
+      p.charge = { units: chargeUnits(p), payer: payerOfMessage(p.part.msg) };
     }
-    const payer = payerOf(p.part.msg);
-    p.charge = { amount: unitPrice(p.part.msg, p) / UNITS, payerKind: payer.payerKind, payerId: payer.payerId };
   }
 }
 
@@ -532,54 +516,57 @@ function assignCharges(planned: PlannedInPart[]): void {
  * Allocating: lock each payer's balance row (in a fixed order), charge attempts in order while the
  * balance lasts and reject the rest `[307] Insufficient credit`; a balance never goes below zero.
  */
-async function allocateCharges(tx: Tx, planned: PlannedInPart[]): Promise<void> {
-  const byPayer = new Map<string, { payer: Omit<Debit, 'total'>; list: PlannedInPart[] }>();
+async function allocateCharges(tx: Tx, planned: Planned[]): Promise<void> {
+  const byPayer = new Map<string, { payer: Payer; list: Planned[] }>();
   for (const p of planned) {
     if (p.reject) {
       continue;
     }
-    const payer = payerOf(p.part.msg);
-    const key = `${payer.payerKind}.${payer.payerId}.${payer.currency}`;
+    const payer = payerOfMessage(p.part.msg);
+    const key = payerKey(payer);
     const entry = byPayer.get(key) ?? { payer, list: [] };
     entry.list.push(p);
     byPayer.set(key, entry);
   }
   for (const key of [...byPayer.keys()].sort()) {
     const { payer, list } = byPayer.get(key)!;
-    const { rows } = payer.payerKind === 'key'
-      ? await tx.query<{ balance: number }>('SELECT balance FROM api_keys WHERE id = $1 FOR UPDATE', [payer.payerId])
-      : await tx.query<{ balance: number }>(`SELECT ${payer.currency === 'CZK' ? 'credit_czk' : 'credit_eur'} AS balance FROM accounts WHERE id = $1 FOR UPDATE`, [payer.payerId]);
-    let available = Math.round((rows[0]?.balance ?? 0) * UNITS);
+    const { rows } = payer.kind === 'key'
+      ? await tx.query<{ balance: number }>('SELECT balance FROM api_keys WHERE id = $1 FOR UPDATE', [payer.id])
+      : await tx.query<{ balance: number }>(`SELECT ${payer.currency === 'CZK' ? 'credit_czk' : 'credit_eur'} AS balance FROM accounts WHERE id = $1 FOR UPDATE`, [payer.id]);
+    let available = toUnits(rows[0]?.balance ?? 0);
     for (const p of list) {
-      const price = unitPrice(p.part.msg, p);
-      if (price > available) {
+      const units = chargeUnits(p);
+      if (units > available) {
         p.reject = { info: '[307] Insufficient credit', fallback: false };
         continue;
       }
-      available -= price;
-      p.charge = { amount: price / UNITS, payerKind: payer.payerKind, payerId: payer.payerId };
+      available -= units;
+      p.charge = { units, payer };
     }
   }
 }
 
+interface Debit {
+  payer: Payer;
+  units: number;
+}
+
 /** What the written attempts cost each payer, in a fixed order of payers (concurrent jobs lock balances alike). */
-function debitsOf(written: PlannedInPart[]): Debit[] {
+function debitsOf(written: Planned[]): Debit[] {
   const debits = new Map<string, Debit>();
   for (const p of written) {
     if (p.reject || !p.charge) {
       continue;
     }
-    const payer = payerOf(p.part.msg);
-    const key = `${payer.payerKind}.${payer.payerId}.${payer.currency}`;
-    const debit = debits.get(key) ?? { ...payer, total: 0 };
-    debit.total += Math.round(p.charge.amount * UNITS);
+    const key = payerKey(p.charge.payer);
+    const debit = debits.get(key) ?? { payer: p.charge.payer, units: 0 };
+    debit.units += p.charge.units;
     debits.set(key, debit);
   }
-  const payers = [...debits.keys()].sort();
   const out: Debit[] = [];
-  for (const key of payers) {
+  for (const key of [...debits.keys()].sort()) {
     const d = debits.get(key)!;
-    if (d.total > 0) out.push(d);
+    if (d.units > 0) out.push(d);
   }
   return out;
 }
@@ -636,7 +623,7 @@ async function handOver(deps: EngineDeps, toHand: ToHand[], marks: SweepMarks): 
   // carrier settles every attempt at hand-over (SMPP: the submit response arrived) needs none.
   const byTtl = new Map<number, number[]>();
   for (const t of toHand) {
-    if (t.part.channel === 'sms' && t.carrier.settlesOnSend) {
+    if (channelModule(t.part.step.channel).succeedsAt === 'sent' && t.carrier.settlesOnSend) {
       continue;
     }
     const ms = t.part.ttlMinutes * 60_000;

@@ -1,46 +1,18 @@
 /**
- * Event bodies written as UTF-8 bytes straight into one buffer, the way the hot statements send
- * them: all bodies of a statement in one text parameter, separated by U+0001 (see `eventsCtes`).
+ * JSON written as UTF-8 bytes straight into one buffer, the way the hot statements send event
+ * bodies: all bodies of a statement in one text parameter, separated by U+0001 (see `eventsCtes`).
  *
- * Why bytes and not strings: the send path writes three bodies per recipient. Built as strings,
- * each body was a tree of concatenations that V8 flattened once for the join and again when pg
- * encoded the joined text into its Bind message; `sentMessageJson`, the join and pg's encoding
- * were a fifth of the SMS worker's allocations (a sampling heap profile over one `npm run bench`
- * e2e-smpp run: 546 MB of 4.5 GB in sentMessageJson alone, 1.7 KB per ~450-byte body). A Buffer
- * parameter travels to Postgres in binary format, which for `text` is the UTF-8 bytes themselves.
+ * Why bytes and not strings: the send path writes three bodies per recipient, and bodies built as
+ * strings were flattened by V8 for the join and encoded again by pg (docs/benchmarks.md has the
+ * measurements). A Buffer parameter travels to Postgres in binary format, which for `text` is the
+ * UTF-8 bytes themselves.
  *
- * Strings are written exactly as JSON.stringify writes them (the event tests hold every body to
- * `stringifyEvent(sentMessageEvent(...))` byte for byte): printable ASCII byte by byte, anything
- * else through JSON.stringify and the UTF-8 encoder.
+ * Strings are written exactly as JSON.stringify writes them (the event tests hold the bodies to
+ * that byte for byte): printable ASCII byte by byte, anything else through JSON.stringify and the
+ * UTF-8 encoder.
  */
-import type { SentMessageFacts } from './events.js';
-import { eventChannelKey } from './transitions.js';
-
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
-
-const latin1 = (text: string): Uint8Array => new Uint8Array(Buffer.from(text, 'latin1'));
-
-/** The fixed parts of a sentMessage body, named by the value that follows each. */
-const PART = {
-  requestId: latin1('{"request_id":'),
-  messageId: latin1(',"message_id":'),
-  gateway: latin1(',"gateway":'),
-  timestamp: latin1(',"timestamp":'),
-  payload: latin1(',"payload":'),
-  null: latin1('null'),
-  phoneNumber: latin1(',"type":"outgoing","to":{"phone_number":'),
-  result: latin1('},"result":'),
-  resultInfo: latin1(',"result_info":'),
-  sender: latin1(':{"sender":'),
-  country: latin1(',"country":'),
-  operator: latin1(',"operator":'),
-  priceCzk: latin1(',"price_czk":'),
-  priceEur: latin1(',"price_eur":'),
-  count: latin1(',"count":'),
-  smsGateway: latin1(',"gateway":'),
-  end: latin1('}}'),
-};
 
 export class JsonBytes {
   private buf: Buffer;
@@ -142,49 +114,4 @@ export class JsonBytes {
     }
     this.ascii(Number.isFinite(n) ? String(n) : 'null');
   }
-
-  /**
-   * The `sentMessage` event of `sentMessageEvent(f)` (events.ts), field for field in its order.
-   * The fixed parts are written as they are: they hold no character that needs an escape.
-   */
-  sentMessage(f: SentMessageFacts): void {
-    this.bytes(PART.requestId);
-    this.string(f.requestId);
-    this.bytes(PART.messageId);
-    this.string(f.publicId);
-    this.bytes(PART.gateway);
-    this.string(f.channel);
-    this.bytes(PART.timestamp);
-    this.number(Math.floor(f.at / 1000));
-    this.bytes(PART.payload);
-    if (f.payload === null) this.bytes(PART.null);
-    else this.utf8(f.payload);
-    this.bytes(PART.phoneNumber);
-    this.string(f.phone);
-    this.bytes(PART.result);
-    this.string(f.state);
-    this.bytes(PART.resultInfo);
-    this.string(f.resultInfo);
-    this.byte(0x2c); // ,
-    this.string(eventChannelKey(f.channel));
-    this.bytes(PART.sender);
-    this.string(f.sender);
-    this.bytes(PART.country);
-    this.number(f.country);
-    this.bytes(PART.operator);
-    this.number(f.operator);
-    this.bytes(PART.priceCzk);
-    this.number(round4(f.priceCzk));
-    this.bytes(PART.priceEur);
-    this.number(round4(f.priceEur));
-    this.bytes(PART.count);
-    this.number(f.count);
-    if (f.channel === 'sms') {
-      this.bytes(PART.smsGateway);
-      this.string(f.smsGateway ?? 'high');
-    }
-    this.bytes(PART.end);
-  }
 }
-
-export const round4 = (x: number): number => Math.round(x * 10000) / 10000;

@@ -2,9 +2,11 @@
 import { randomBytes } from 'node:crypto';
 import type { Queryable } from '../db/pool.js';
 import { numberArray, textArray } from '../db/arrays.js';
-import type { AttemptState, Channel } from '../carriers/types.js';
-import { eventChannelKey } from './transitions.js';
-import { JsonBytes, round4 } from './event-json.js';
+import { JsonBytes } from './event-json.js';
+import { namedParams } from '../db/params.js';
+import { writeSentMessage, type SentMessageFacts } from './sent-message.js';
+
+export type { SentMessageFacts } from './sent-message.js';
 
 export interface OutboxEvent {
   accountId: number;
@@ -17,33 +19,14 @@ export interface OutboxEvent {
   body: Record<string, unknown> | RawJson | SentMessageBody;
 }
 
-export interface SentMessageFacts {
-  requestId: string;
-  publicId: string;
-  channel: Channel;
-  /** The stored payload text (json column), or null. */
-  payload: string | null;
-  phone: string;
-  state: AttemptState;
-  resultInfo: string;
-  at: number;
-  sender: string;
-  country: number;
-  operator: number;
-  priceCzk: number;
-  priceEur: number;
-  count: number;
-  smsGateway: string | null;
-}
-
 /** JSON text to embed as it is (a customer's payload comes back byte for byte). */
 export class RawJson {
   constructor(readonly text: string) {}
 }
 
 /**
- * A `sentMessage` event's body as its facts: `eventParams` writes its JSON (`sentMessageEvent`'s
- * text, byte for byte) straight into the statement's parameter, no string made for it.
+ * A `sentMessage` event's body as its facts: `eventParams` writes its JSON (sent-message.ts)
+ * straight into the statement's parameter, no string made for it.
  */
 export class SentMessageBody {
   constructor(readonly facts: SentMessageFacts) {}
@@ -85,73 +68,34 @@ export function payloadField(stored: string | null): RawJson | null {
   return stored === null ? null : new RawJson(stored);
 }
 
-/**
- * A `sentMessage` event with exactly the spec's fields, as an object. `payload` is null when the
- * message had none. The send path writes the same text directly (`sentMessageJson`); this is its
- * readable definition, and the tests hold the two to the same bytes.
- */
-export function sentMessageEvent(f: SentMessageFacts): Record<string, unknown> {
-  const channelObject: Record<string, unknown> = {
-    sender: f.sender,
-    country: f.country,
-    operator: f.operator,
-    price_czk: round4(f.priceCzk),
-    price_eur: round4(f.priceEur),
-    count: f.count,
-  };
-  if (f.channel === 'sms') {
-    channelObject.gateway = f.smsGateway ?? 'high';
-  }
-  return {
-    request_id: f.requestId,
-    message_id: f.publicId,
-    gateway: f.channel,
-    timestamp: Math.floor(f.at / 1000),
-    payload: payloadField(f.payload),
-    type: 'outgoing',
-    to: { phone_number: f.phone },
-    result: f.state,
-    result_info: f.resultInfo,
-    [eventChannelKey(f.channel)]: channelObject,
-  };
-}
-
 /** One writer per process for the bodies of a statement (reset per use; it keeps its buffer). */
 const bodyBytes = new JsonBytes();
-/** And one for `sentMessageJson`, so that neither can ever write over the other's bytes. */
-const textBytes = new JsonBytes(4096);
+
+/** The parameters of the events insert, named (see `eventsCtes`). */
+export const EVENT_PARAMS = ['event_account', 'event_key', 'event_callback', 'event_recipient', 'event_kind', 'event_bodies'] as const;
+export type EventParam = (typeof EVENT_PARAMS)[number];
 
 /**
- * The JSON text of `sentMessageEvent(f)`, byte for byte (table-tested against
- * `stringifyEvent(sentMessageEvent(f))`), for callers that need a string. The send path passes a
- * `SentMessageBody` instead, whose bytes go straight into the statement (see event-json.ts).
- */
-export function sentMessageJson(f: SentMessageFacts): RawJson {
-  textBytes.reset();
-  textBytes.sentMessage(f);
-  return new RawJson(textBytes.toString());
-}
-
-/**
- * The events insert as two CTEs (`events_in`, `outbox_in`) over six array parameters from `$first`
- * on (see `eventParams`), so a caller can write its events in the statement of its other changes.
+ * The events insert as two CTEs (`events_in`, `outbox_in`) over the six parameters `EVENT_PARAMS`
+ * (numbered by the caller's statement, see db/params.ts; values from `eventParams`), so a caller can
+ * write its events in the statement of its other changes.
  * Ids follow the order given (per-recipient order is kept). The ids of the events with a callback
  * URL go into one `outbox` row, which the relay deletes once it has put them into webhook batches.
  * `onlyRecipientsOf`: the name of an earlier CTE with a `recipient_id` column; only events of those
  * recipients are written (the statement's guarded insert decides which changes happened).
  */
-export function eventsCtes(first: number, onlyRecipientsOf?: string): string {
-  const p = (i: number) => `$${first + i}`;
+export function eventsCtes($: Readonly<Record<EventParam, string>>, onlyRecipientsOf?: string): string {
   // The bodies travel as one text, joined by BODY_SEPARATOR, rather than a text[] parameter:
   // escaping each body into an array literal was the send path's largest JavaScript cost. Splitting
   // on a character no JSON text contains costs Postgres less than lexing the bodies as one JSON
-  // array (json_array_elements: json_lex was ~4 % of Postgres' CPU on the send path).
+  // array (json_array_elements; docs/benchmarks.md).
   return `events_in AS (
        INSERT INTO events (account_id, key_id, callback_url, recipient_id, kind, body)
        SELECT u.account_id, u.key_id, u.callback_url, u.recipient_id, u.kind, b.body
-         FROM unnest(${p(0)}::bigint[], ${p(1)}::bigint[], ${p(2)}::text[], ${p(3)}::bigint[], ${p(4)}::text[]) WITH ORDINALITY
+         FROM unnest(${$.event_account}::bigint[], ${$.event_key}::bigint[], ${$.event_callback}::text[], ${$.event_recipient}::bigint[],
+                     ${$.event_kind}::text[]) WITH ORDINALITY
            AS u(account_id, key_id, callback_url, recipient_id, kind, n)
-         JOIN unnest(string_to_array(${p(5)}::text, chr(1))) WITH ORDINALITY AS b(body, n) USING (n)${onlyRecipientsOf ? `
+         JOIN unnest(string_to_array(${$.event_bodies}::text, chr(1))) WITH ORDINALITY AS b(body, n) USING (n)${onlyRecipientsOf ? `
         WHERE u.recipient_id IN (SELECT recipient_id FROM ${onlyRecipientsOf})` : ''}
         ORDER BY n
        RETURNING id, callback_url),
@@ -168,19 +112,18 @@ export const BODY_SEPARATOR = '\u0001';
 const BODY_SEPARATOR_BYTE = BODY_SEPARATOR.charCodeAt(0);
 
 /**
- * The six parameters of `eventsCtes`. The bodies, joined by BODY_SEPARATOR, are one Buffer of
+ * The values of `EVENT_PARAMS`. The bodies, joined by BODY_SEPARATOR, are one Buffer of
  * UTF-8: pg sends a Buffer parameter in binary format, which for `text` is those bytes.
  *
  * `bodies: 'borrow'` hands over the writer's own memory instead of a copy, valid only until the
  * next call. Only for parameters passed straight to `query` of a client that is not running
  * another query (a transaction's, between awaited statements): pg then writes the Bind message,
- * copying the bytes, before `query` returns. The send path's statements do; the copy they saved
- * (one large allocation per batch outside the heap) had raised the SMS worker's RSS ratio by
- * ~2.5 points in `npm run bench` (x1.155 -> x1.129, 3 runs each).
+ * copying the bytes, before `query` returns. The send path's statements do: the copy they save is
+ * one large allocation per batch outside the heap, which raised the SMS worker's memory over a run
+ * (docs/benchmarks.md).
  */
-export function eventParams(events: OutboxEvent[], bodies: 'copy' | 'borrow' = 'copy'): unknown[] {
-  // One loop, no per-call closures: V8 keeps a closure's optimised code only weakly, so short-lived
-  // arrows were optimised again after every full collection (see attemptColumns in dispatch.ts).
+export function eventParams(events: OutboxEvent[], bodies: 'copy' | 'borrow' = 'copy'): Record<EventParam, unknown> {
+  // One loop and no closures made per call (docs/architecture.md, "Hot loops").
   const accountId: number[] = [], keyId: Array<number | null> = [], callbackUrl: Array<string | null> = [];
   const recipientId: Array<number | null> = [], kind: string[] = [];
   bodyBytes.reset();
@@ -196,13 +139,16 @@ export function eventParams(events: OutboxEvent[], bodies: 'copy' | 'borrow' = '
     }
     const body = e.body;
     if (body instanceof SentMessageBody) {
-      bodyBytes.sentMessage(body.facts);
+      writeSentMessage(bodyBytes, body.facts);
     } else {
       bodyBytes.utf8(body instanceof RawJson ? body.text : stringifyEvent(body));
     }
   }
-  return [numberArray(accountId), numberArray(keyId), textArray(callbackUrl), numberArray(recipientId), textArray(kind),
-    bodies === 'borrow' ? bodyBytes.view() : bodyBytes.toBuffer()];
+  return {
+    event_account: numberArray(accountId), event_key: numberArray(keyId), event_callback: textArray(callbackUrl),
+    event_recipient: numberArray(recipientId), event_kind: textArray(kind),
+    event_bodies: bodies === 'borrow' ? bodyBytes.view() : bodyBytes.toBuffer(),
+  };
 }
 
 /** Append events in one statement (see `eventsCtes`). */
@@ -210,5 +156,8 @@ export async function insertEvents(db: Queryable, events: OutboxEvent[]): Promis
   if (events.length === 0) {
     return;
   }
-  await db.query(`WITH ${eventsCtes(1)} SELECT 1`, eventParams(events));
+  await db.query(INSERT_EVENTS_SQL, INSERT_EVENTS.values(eventParams(events)));
 }
+
+const INSERT_EVENTS = namedParams(EVENT_PARAMS);
+const INSERT_EVENTS_SQL = `WITH ${eventsCtes(INSERT_EVENTS.$)} SELECT 1`;

@@ -5,7 +5,7 @@
  * An inbound message from X to Y is a reply when the latest outbound attempt sent from Y to X on
  * that channel family is at most `reply_window_days` old (account setting, default 7).
  */
-import { withTx, type Db } from '../db/pool.js';
+import { withTx, type Db, type Tx } from '../db/pool.js';
 import type { InboundReport } from '../carriers/types.js';
 import { canonicalAddress, ownerOfAddress } from '../domain/numbers.js';
 import { insertEvents, payloadField, type OutboxEvent } from './events.js';
@@ -28,20 +28,38 @@ export type InboundOutcome =
   | { kind: 'incomingMessage'; accountId: number; inboundId: number }
   | { kind: 'unowned'; inboundId: number };
 
+const MATCH_COLUMNS = `a.id AS attempt_id, a.created_at, r.public_id, r.account_id, r.key_id, m.request_id, m.payload, m.callback,
+              k.default_callback_url, acc.reply_window_days`;
+const MATCH_FROM = `FROM attempts a
+         JOIN recipients r ON r.id = a.recipient_id
+         JOIN messages m ON m.id = r.message_id
+         JOIN api_keys k ON k.id = r.key_id
+         JOIN accounts acc ON acc.id = r.account_id`;
+
+/**
+ * The attempt a carrier names as the one answered: by our attempt id, or by its ref of it; only
+ * one sent to the person who answers.
+ */
+async function exactReplyMatch(tx: Tx, replyTo: NonNullable<InboundReport['replyTo']>, sender: string): Promise<ReplyMatch[]> {
+  const { rows } = 'attemptId' in replyTo
+    ? await tx.query<ReplyMatch>(`SELECT ${MATCH_COLUMNS} ${MATCH_FROM} WHERE a.id = $1 AND a.phone = $2`, [replyTo.attemptId, sender])
+    : await tx.query<ReplyMatch>(
+      `SELECT ${MATCH_COLUMNS} ${MATCH_FROM} JOIN carrier_refs c ON c.attempt_id = a.id
+        WHERE c.ref = $1 AND c.carrier = $2 AND a.phone = $3 LIMIT 1`,
+      [replyTo.ref, replyTo.carrier, sender]);
+  return rows;
+}
+
 export async function ingestInbound(db: Db, msg: InboundReport, now = new Date()): Promise<InboundOutcome> {
   const sender = canonicalAddress(msg.sender);
   const recipient = canonicalAddress(msg.recipient);
   const timestamp = Math.floor((msg.at || now.getTime()) / 1000);
   return withTx(db, async (tx) => {
-    // Sandbox injections only ever match their own account's messages.
-    const { rows } = await tx.query<ReplyMatch>(
-      `SELECT a.id AS attempt_id, a.created_at, r.public_id, r.account_id, r.key_id, m.request_id, m.payload, m.callback,
-              k.default_callback_url, acc.reply_window_days
-         FROM attempts a
-         JOIN recipients r ON r.id = a.recipient_id
-         JOIN messages m ON m.id = r.message_id
-         JOIN api_keys k ON k.id = r.key_id
-         JOIN accounts acc ON acc.id = r.account_id
+    // The message the carrier says this answers, else the latest one sent from Y to X on the
+    // family. Sandbox injections only ever match their own account's messages.
+    const exact = msg.replyTo ? await exactReplyMatch(tx, msg.replyTo, sender) : [];
+    const { rows } = exact.length > 0 ? { rows: exact } : await tx.query<ReplyMatch>(
+      `SELECT ${MATCH_COLUMNS} ${MATCH_FROM}
         WHERE a.phone = $1 AND a.family = $2 AND a.sender = $3 AND ($4::bigint IS NULL OR r.account_id = $4)
         ORDER BY a.created_at DESC LIMIT 1`,
       [sender, msg.gateway, recipient, msg.accountId ?? null],

@@ -11,7 +11,7 @@
 import type { Queryable } from '../db/pool.js';
 import { prepared } from '../db/pool.js';
 import { textArray } from '../db/arrays.js';
-import type { FlowStep } from '../sending/message-schema.js';
+import type { FlowStep } from '../channels/index.js';
 
 export interface MessageFacts {
   id: string;
@@ -26,9 +26,7 @@ export interface MessageFacts {
 
 /**
  * Bytes one entry holds on the heap besides its strings: the facts object, the parsed flow, the
- * wrapper and the map slot. Measured in Node (heap used after a full collection, 20,000 entries):
- * 860-1,060 bytes per entry with strings of 58-100 characters, where 400 here had let the 16 MB
- * bound hold ~25 MB (28,926 verification messages' facts).
+ * wrapper and the map slot (measured; docs/benchmarks.md).
  */
 const ENTRY_OVERHEAD = 800;
 
@@ -85,13 +83,4 @@ export class MessageFactsCache {
     }
     return found;
   }
-}
-
-/**
- * The gateway of an SMS attempt made at `step` of `flow`: what the step names, else `high` (D2), as
- * `COALESCE(flow -> step -> 'sms' ->> 'gateway', 'high')` reads it.
- */
-export function smsGatewayOf(flow: FlowStep[], step: number): string {
-  const gateway = (flow[step] as { sms?: { gateway?: unknown } } | undefined)?.sms?.gateway;
-  return gateway === undefined || gateway === null ? 'high' : String(gateway);
 }

@@ -8,13 +8,15 @@
  */
 import { prepared, withTx, type Tx } from '../db/pool.js';
 import { boolArray, numberArray, textArray, timestampArray } from '../db/arrays.js';
-import type { AttemptState, Channel, StatusReport } from '../carriers/types.js';
-import { stepChannel } from '../sending/message-schema.js';
-import { smsGatewayOf } from './message-facts.js';
-import { planTransition, isStepFailure, ttlExpiryApplies, defaultResultInfo } from './transitions.js';
-import { eventsCtes, eventParams, SentMessageBody, type OutboxEvent } from './events.js';
-import type { EngineDeps, NextStep } from './engine.js';
+import { namedParams } from '../db/params.js';
+import type { StatusReport } from '../carriers/types.js';
+import { smsGatewayOf, stepOf, type AttemptState, type Channel } from '../channels/index.js';
+import { planTransition, isStepFailure, isRefunded, ttlExpiryApplies, defaultResultInfo } from './transitions.js';
+import { EVENT_PARAMS, eventsCtes, eventParams, SentMessageBody, type OutboxEvent } from './events.js';
+import type { EngineDeps, NextStep } from './types.js';
 import { ascending } from '../collections.js';
+import { payerKey, type Payer } from '../domain/payer.js';
+import { toUnits, fromUnits } from '../domain/money.js';
 
 const STATE_RANK: Record<AttemptState, number> = {
   sending: 0, sent: 1, delivered: 2, undelivered: 2, rejected: 2, failed: 2, seen: 3,
@@ -162,7 +164,7 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
         body: new SentMessageBody({
           requestId: m.request_id, publicId: a.public_id, channel: a.channel, payload: m.payload, phone: a.phone,
           state, resultInfo, at: move.at, sender: a.sender, country: a.country, operator: a.operator,
-          priceCzk: a.price_czk, priceEur: a.price_eur, count: a.parts, smsGateway: a.channel === 'sms' ? smsGatewayOf(m.flow, a.step) : null,
+          priceCzk: a.price_czk, priceEur: a.price_eur, count: a.parts, smsGateway: a.channel === 'sms' ? smsGatewayOf(m.flow[a.step]) : null,
         }),
       });
       change.resultInfo = resultInfo;
@@ -176,8 +178,7 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
     if (a.state === 'sent' || a.state === 'delivered' || a.state === 'seen') {
       a.reached_sent = true;
     }
-    // D3: an attempt that ends failed or rejected without reaching `sent` is refunded.
-    if ((a.state === 'failed' || a.state === 'rejected') && !a.reached_sent && !a.refunded && a.charged > 0) {
+    if (isRefunded(a.state, a.reached_sent, move.ttl) && !a.refunded && a.charged > 0) {
       a.refunded = true;
       refunds.push(a);
     }
@@ -192,31 +193,16 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
     if (isStepFailure(a.state) && nextStep !== undefined && nextStep !== null) {
       fallbacks.set(a.recipient_id, { step: a.step + 1, due: new Date(now) });
       a.current_step = a.step + 1;
-      nextSteps.push({ messageId: a.message_id, step: a.step + 1, recipientId: a.recipient_id, lane: m.lane, channel: stepChannel(nextStep).channel });
+      nextSteps.push({ messageId: a.message_id, step: a.step + 1, recipientId: a.recipient_id, lane: m.lane, channel: stepOf(nextStep).channel });
     }
   }
 
   if (changed.size === 0) {
     return { transitions: 0, events, nextSteps, delivered, sources };
   }
-  // Attempts, fallbacks and events in one statement: one round trip for the whole batch.
-  await tx.query(prepared(
-    `WITH attempts_up AS (
-       UPDATE attempts a SET state = u.state, result_info = u.result_info, reached_sent = u.reached_sent,
-              refunded = u.refunded, ttl_expired = u.ttl_expired, handed_at = COALESCE(a.handed_at, now()),
-              sent_at = COALESCE(a.sent_at, u.sent_at), delivered_at = COALESCE(a.delivered_at, u.delivered_at), updated_at = now()
-         FROM unnest($1::bigint[], $2::text[], $3::text[], $4::boolean[], $5::boolean[], $6::boolean[], $7::timestamptz[], $8::timestamptz[])
-           AS u(id, state, result_info, reached_sent, refunded, ttl_expired, sent_at, delivered_at)
-        WHERE a.id = u.id AND a.id = ANY($1)),
-     recipients_on AS (
-       UPDATE recipients r SET step = u.step, due_at = u.due_at
-         FROM unnest($9::bigint[], $10::smallint[], $11::timestamptz[]) AS u(id, step, due_at)
-        WHERE r.id = u.id AND r.id = ANY($9)),
-     ${eventsCtes(12)}
-     SELECT 1`,
-    // The transaction's client is idle here, so the bodies' buffer may be lent (see eventParams).
-    [...changeColumns(changed, attempts), ...fallbackColumns(fallbacks), ...eventParams(events, 'borrow')]),
-  );
+  // Attempts, fallbacks and events in one statement: one round trip for the whole batch. The
+  // transaction's client is idle here, so the bodies' buffer may be lent (see eventParams).
+  await tx.query(prepared(APPLY_SQL, APPLY.values({ ...changeColumns(changed, attempts), ...fallbackColumns(fallbacks), ...eventParams(events, 'borrow') })));
   await refund(tx, refunds);
   if (deps.hooks.onDelivered && delivered.length > 0) {
     await deps.hooks.onDelivered(tx, delivered, sources);
@@ -224,9 +210,8 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
   return { transitions: changed.size, events, nextSteps, delivered, sources };
 }
 
-// Module-level helpers and loops instead of per-call arrows on this path: V8 keeps a closure's
-// optimised code only weakly, so short-lived arrows were optimised again after every full
-// collection (see attemptColumns in dispatch.ts).
+// Module-level helpers and loops instead of per-call arrows on this path (docs/architecture.md,
+// "Hot loops").
 
 /** The distinct attempt ids of a batch's moves, ascending (rows are locked in this order). */
 function attemptIdsOf(moves: Move[]): number[] {
@@ -240,10 +225,30 @@ function attemptIdsOf(moves: Move[]): number[] {
 /** Moves along the state path; ttl expiries last. */
 const byStateRank = (a: Move, b: Move): number => (a.ttl ? 9 : STATE_RANK[a.state]) - (b.ttl ? 9 : STATE_RANK[b.state]);
 
-/** $1..$8 of the update: each changed attempt's new state, in the order of `changed`. */
+const CHANGE_PARAMS = ['id', 'state', 'result_info', 'reached_sent', 'refunded', 'ttl_expired', 'sent_at', 'delivered_at'] as const;
+const FALLBACK_PARAMS = ['fallback_id', 'fallback_step', 'fallback_due'] as const;
+const APPLY = namedParams([...CHANGE_PARAMS, ...FALLBACK_PARAMS, ...EVENT_PARAMS]);
+const $ = APPLY.$;
+/** Changed attempts, recipients moving on to their next step, and the events, in one statement. */
+const APPLY_SQL = `WITH attempts_up AS (
+       UPDATE attempts a SET state = u.state, result_info = u.result_info, reached_sent = u.reached_sent,
+              refunded = u.refunded, ttl_expired = u.ttl_expired, handed_at = COALESCE(a.handed_at, now()),
+              sent_at = COALESCE(a.sent_at, u.sent_at), delivered_at = COALESCE(a.delivered_at, u.delivered_at), updated_at = now()
+         FROM unnest(${$.id}::bigint[], ${$.state}::text[], ${$.result_info}::text[], ${$.reached_sent}::boolean[], ${$.refunded}::boolean[],
+                     ${$.ttl_expired}::boolean[], ${$.sent_at}::timestamptz[], ${$.delivered_at}::timestamptz[])
+           AS u(id, state, result_info, reached_sent, refunded, ttl_expired, sent_at, delivered_at)
+        WHERE a.id = u.id AND a.id = ANY(${$.id})),
+     recipients_on AS (
+       UPDATE recipients r SET step = u.step, due_at = u.due_at
+         FROM unnest(${$.fallback_id}::bigint[], ${$.fallback_step}::smallint[], ${$.fallback_due}::timestamptz[]) AS u(id, step, due_at)
+        WHERE r.id = u.id AND r.id = ANY(${$.fallback_id})),
+     ${eventsCtes($)}
+     SELECT 1`;
+
+/** The update's values for each changed attempt's new state, in the order of `changed`. */
 function changeColumns(
   changed: Map<number, { resultInfo: string; sent: Date | null; delivered: Date | null }>, attempts: Map<number, AttemptRow>,
-): string[] {
+): Record<(typeof CHANGE_PARAMS)[number], string> {
   const id: number[] = [], state: string[] = [], resultInfo: string[] = [], sent: Array<Date | null> = [], delivered: Array<Date | null> = [];
   const reachedSent: boolean[] = [], refunded: boolean[] = [], ttlExpired: boolean[] = [];
   for (const [attemptId, change] of changed) {
@@ -257,19 +262,21 @@ function changeColumns(
     sent.push(change.sent);
     delivered.push(change.delivered);
   }
-  return [numberArray(id), textArray(state), textArray(resultInfo), boolArray(reachedSent), boolArray(refunded), boolArray(ttlExpired),
-    timestampArray(sent), timestampArray(delivered)];
+  return {
+    id: numberArray(id), state: textArray(state), result_info: textArray(resultInfo), reached_sent: boolArray(reachedSent),
+    refunded: boolArray(refunded), ttl_expired: boolArray(ttlExpired), sent_at: timestampArray(sent), delivered_at: timestampArray(delivered),
+  };
 }
 
-/** $9..$11 of the update: recipients moving on to their next step. */
-function fallbackColumns(fallbacks: Map<number, { step: number; due: Date }>): string[] {
+/** The update's values for recipients moving on to their next step. */
+function fallbackColumns(fallbacks: Map<number, { step: number; due: Date }>): Record<(typeof FALLBACK_PARAMS)[number], string> {
   const id: number[] = [], step: number[] = [], due: Date[] = [];
   for (const [recipientId, f] of fallbacks) {
     id.push(recipientId);
     step.push(f.step);
     due.push(f.due);
   }
-  return [numberArray(id), numberArray(step), timestampArray(due)];
+  return { fallback_id: numberArray(id), fallback_step: numberArray(step), fallback_due: timestampArray(due) };
 }
 
 /** What a batch says about one (carrier, ref): the attempt registering it, and its latest receipt. */
@@ -311,8 +318,39 @@ function refRows(reports: StatusReport[]): { rows: RefRow[]; byKey: Map<string, 
   return { rows: sorted, byKey: keyed };
 }
 
-/** $1..$7 of the ref statement below. */
-function refColumns(rows: RefRow[]): string[] {
+const REF_PARAMS = namedParams(['ref', 'carrier', 'attempt_id', 'part', 'state', 'result_info', 'reported_at']);
+
+const R = REF_PARAMS.$;
+/** Registers refs and records receipts (see `resolveMoves`). */
+const RESOLVE_REFS_SQL = `WITH u AS (
+       SELECT * FROM unnest(${R.ref}::text[], ${R.carrier}::text[], ${R.attempt_id}::bigint[], ${R.part}::int[], ${R.state}::text[],
+                            ${R.result_info}::text[], ${R.reported_at}::timestamptz[]) WITH ORDINALITY
+           AS u(ref, carrier, attempt_id, part, state, result_info, reported_at, n)),
+     registered AS (
+       SELECT u.ref, u.carrier, r.attempt_id
+         FROM u JOIN carrier_refs r ON r.ref = u.ref AND r.carrier = u.carrier JOIN attempts a ON a.id = r.attempt_id
+        WHERE u.attempt_id IS NULL AND a.parts = 1),
+     c AS (
+       INSERT INTO carrier_refs AS c (ref, carrier, attempt_id, part, state, result_info, reported_at)
+       SELECT u.ref, u.carrier, u.attempt_id, u.part, COALESCE(u.state, 'sent'), u.result_info, u.reported_at
+         FROM u
+        WHERE NOT EXISTS (SELECT 1 FROM registered g WHERE g.ref = u.ref AND g.carrier = u.carrier)
+        ORDER BY u.n
+       ON CONFLICT (ref, carrier) DO UPDATE SET
+         attempt_id = COALESCE(c.attempt_id, EXCLUDED.attempt_id),
+         part = CASE WHEN c.attempt_id IS NULL THEN EXCLUDED.part ELSE c.part END,
+         state = CASE WHEN EXCLUDED.result_info IS NULL THEN c.state ELSE EXCLUDED.state END,
+         result_info = COALESCE(EXCLUDED.result_info, c.result_info),
+         reported_at = COALESCE(EXCLUDED.reported_at, c.reported_at)
+       RETURNING c.ref, c.carrier, c.attempt_id, c.state, c.result_info, c.reported_at)
+     SELECT c.ref, c.carrier, c.attempt_id, c.state, c.result_info, c.reported_at, a.parts, false AS registered
+       FROM c JOIN attempts a ON a.id = c.attempt_id
+      WHERE c.result_info IS NOT NULL
+     UNION ALL
+     SELECT g.ref, g.carrier, g.attempt_id, NULL, NULL, NULL, 1, true FROM registered g`;
+
+/** The ref statement's values (see `resolveMoves`). */
+function refColumns(rows: RefRow[]): unknown[] {
   const ref: string[] = [], carrier: string[] = [], attemptId: Array<number | null> = [], part: number[] = [];
   const state: Array<string | null> = [], resultInfo: Array<string | null> = [], at: Array<Date | number | null> = [];
   for (const r of rows) {
@@ -324,7 +362,10 @@ function refColumns(rows: RefRow[]): string[] {
     resultInfo.push(r.receipt?.resultInfo ?? null);
     at.push(r.receipt?.at ?? null);
   }
-  return [textArray(ref), textArray(carrier), numberArray(attemptId), numberArray(part), textArray(state), textArray(resultInfo), timestampArray(at)];
+  return REF_PARAMS.values({
+    ref: textArray(ref), carrier: textArray(carrier), attempt_id: numberArray(attemptId), part: numberArray(part), state: textArray(state),
+    result_info: textArray(resultInfo), reported_at: timestampArray(at),
+  });
 }
 
 /**
@@ -356,34 +397,7 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
   const { rows: stored } = await tx.query<{
     ref: string; carrier: string; attempt_id: number; state: AttemptState; result_info: string | null; reported_at: Date | null;
     parts: number; registered: boolean;
-  }>(prepared(
-    `WITH u AS (
-       SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[], $5::text[], $6::text[], $7::timestamptz[]) WITH ORDINALITY
-           AS u(ref, carrier, attempt_id, part, state, result_info, reported_at, n)),
-     registered AS (
-       SELECT u.ref, u.carrier, r.attempt_id
-         FROM u JOIN carrier_refs r ON r.ref = u.ref AND r.carrier = u.carrier JOIN attempts a ON a.id = r.attempt_id
-        WHERE u.attempt_id IS NULL AND a.parts = 1),
-     c AS (
-       INSERT INTO carrier_refs AS c (ref, carrier, attempt_id, part, state, result_info, reported_at)
-       SELECT u.ref, u.carrier, u.attempt_id, u.part, COALESCE(u.state, 'sent'), u.result_info, u.reported_at
-         FROM u
-        WHERE NOT EXISTS (SELECT 1 FROM registered g WHERE g.ref = u.ref AND g.carrier = u.carrier)
-        ORDER BY u.n
-       ON CONFLICT (ref, carrier) DO UPDATE SET
-         attempt_id = COALESCE(c.attempt_id, EXCLUDED.attempt_id),
-         part = CASE WHEN c.attempt_id IS NULL THEN EXCLUDED.part ELSE c.part END,
-         state = CASE WHEN EXCLUDED.result_info IS NULL THEN c.state ELSE EXCLUDED.state END,
-         result_info = COALESCE(EXCLUDED.result_info, c.result_info),
-         reported_at = COALESCE(EXCLUDED.reported_at, c.reported_at)
-       RETURNING c.ref, c.carrier, c.attempt_id, c.state, c.result_info, c.reported_at)
-     SELECT c.ref, c.carrier, c.attempt_id, c.state, c.result_info, c.reported_at, a.parts, false AS registered
-       FROM c JOIN attempts a ON a.id = c.attempt_id
-      WHERE c.result_info IS NOT NULL
-     UNION ALL
-     SELECT g.ref, g.carrier, g.attempt_id, NULL, NULL, NULL, 1, true FROM registered g`,
-    refColumns(rows)),
-  );
+  }>(prepared(RESOLVE_REFS_SQL, refColumns(rows)));
   // A receipt to apply: one of this batch, or one parked earlier that this batch's register found
   // (replaying a receipt applied before is no move, so a repeated register changes nothing). The
   // statement returns only those: not the refs registered without a receipt yet (half of its
@@ -434,18 +448,19 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
 
 /** Give the charge of each refunded attempt back to its payer, summed per payer. */
 async function refund(tx: Tx, attempts: AttemptRow[]): Promise<void> {
-  const sums = new Map<string, { kind: 'account' | 'key'; id: number; currency: 'CZK' | 'EUR'; amount: number }>();
+  const sums = new Map<string, { payer: Payer; units: number }>();
   for (const a of attempts) {
     if (!a.payer_kind || a.payer_id === null || !a.charged_currency) {
       continue;
     }
-    const k = `${a.payer_kind}.${a.payer_id}.${a.charged_currency}`;
-    const entry = sums.get(k) ?? { kind: a.payer_kind, id: a.payer_id, currency: a.charged_currency, amount: 0 };
-    entry.amount += Math.round(a.charged * 10000);
-    sums.set(k, entry);
+    const payer: Payer = { kind: a.payer_kind, id: a.payer_id, currency: a.charged_currency };
+    const key = payerKey(payer);
+    const entry = sums.get(key) ?? { payer, units: 0 };
+    entry.units += toUnits(a.charged);
+    sums.set(key, entry);
   }
-  for (const s of sums.values()) {
+  for (const { payer, units } of sums.values()) {
     // The same balance change as the dispatch's debits (migration 013), with a positive delta.
-    await tx.query('SELECT change_credit($1, $2, $3, $4)', [s.kind, s.id, s.currency, s.amount / 10000]);
+    await tx.query('SELECT change_credit($1, $2, $3, $4)', [payer.kind, payer.id, payer.currency, fromUnits(units)]);
   }
 }

@@ -11,7 +11,8 @@
  * expects is still reported once, in order. A report that is not a move forward returns null:
  * duplicates and late reports change nothing.
  */
-import type { AttemptState, Channel } from '../carriers/types.js';
+import { isStepSuccess, type AttemptState, type Channel } from '../channels/index.js';
+import { assertUnreachable } from '../errors.js';
 
 const NEXT: Record<AttemptState, readonly AttemptState[]> = {
   sending: ['sent', 'failed', 'rejected', 'undelivered'],
@@ -48,17 +49,20 @@ export function planTransition(current: AttemptState, target: AttemptState, ttlE
   return null;
 }
 
-/** D3: a step succeeds at `sent` for SMS and at `delivered` (or `seen`) for the other channels. */
-export function isStepSuccess(channel: Channel, state: AttemptState): boolean {
-  if (channel === 'sms') {
-    return state === 'sent' || state === 'delivered' || state === 'seen';
-  }
-  return state === 'delivered' || state === 'seen';
-}
-
 /** A step ends without success in these states and the flow moves to its next step (D3). */
 export function isStepFailure(state: AttemptState): boolean {
   return state === 'undelivered' || state === 'rejected' || state === 'failed';
+}
+
+/**
+ * D3: an attempt is charged at hand-over and refunded when it ends without ever reaching `sent`:
+ * `failed` or `rejected`, or `undelivered` by its carrier (not a user of the channel, no device,
+ * outside the WhatsApp window: the carrier never took it). One that ran out of its ttl is not
+ * refunded: the carrier had taken it and may still deliver it.
+ */
+export function isRefunded(state: AttemptState, reachedSent: boolean, byTtl: boolean): boolean {
+  if (reachedSent) return false;
+  return state === 'failed' || state === 'rejected' || (state === 'undelivered' && !byTtl);
 }
 
 /** The ttl timer fires: expire the attempt unless it already met its step's condition or ended. */
@@ -88,14 +92,7 @@ export function defaultResultInfo(state: AttemptState): string {
       return '[2] Rejected';
     case 'failed':
       return '[3] Failed';
+    default:
+      return assertUnreachable(state);
   }
-}
-
-/** Key of the channel object in sentMessage events (`whatsapp_body` for `whatsapp_text`). */
-export function eventChannelKey(channel: Channel): string {
-  return channel === 'whatsapp_text' ? 'whatsapp_body' : channel;
-}
-
-export function familyOf(channel: Channel): 'sms' | 'viber' | 'whatsapp' {
-  return channel === 'sms' ? 'sms' : channel === 'viber' ? 'viber' : 'whatsapp';
 }

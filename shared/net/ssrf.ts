@@ -27,20 +27,26 @@ function classify(addr: ipaddr.IPv4 | ipaddr.IPv6): boolean {
   return addr.range() === 'unicast';
 }
 
-/** True when this resolved address may be connected to (global unicast only). */
-export function isPublicAddress(ip: string): boolean {
+/** An IP literal (brackets and zone id allowed), or null; ipaddr.js' lenient forms are refused. */
+export function parseStrictIp(ip: string): ipaddr.IPv4 | ipaddr.IPv6 | null {
   let s = ip.trim();
   if (s.startsWith('[') && s.endsWith(']')) s = s.slice(1, -1);
   // Zone ids (fe80::1%eth0) only occur on link-local addresses; drop them for parsing.
   const zone = s.indexOf('%');
   if (zone !== -1) s = s.slice(0, zone);
   // Strict syntax: refuse ipaddr.js' lenient forms (octal, hex, short IPv4).
-  if (isIP(s) === 0) return false;
+  if (isIP(s) === 0) return null;
   try {
-    return classify(ipaddr.parse(s));
+    return ipaddr.parse(s);
   } catch {
-    return false;
+    return null;
   }
+}
+
+/** True when this resolved address may be connected to (global unicast only). */
+export function isPublicAddress(ip: string): boolean {
+  const addr = parseStrictIp(ip);
+  return addr !== null && classify(addr);
 }
 
 function isLocalhostName(host: string): boolean {
@@ -49,11 +55,12 @@ function isLocalhostName(host: string): boolean {
 }
 
 /**
- * Syntax + policy check for a callback URL. http/https only, max 2048 chars,
- * host required. With allowPrivate=false, IP-literal hosts must be public and
- * localhost names are refused. Credentials in the URL are allowed.
+ * Syntax check of an http(s) URL the service will connect to (callbacks, Viber button URLs):
+ * parsed with WHATWG URL, as the HTTP client will parse it (so `http://%zz/` and port 99999 are
+ * refused here, not at delivery), http or https, a host, a port in 1-65535, at most 2048
+ * characters before and after normalisation.
  */
-export function checkCallbackUrl(raw: string, allowPrivate: boolean): UrlPolicyResult {
+export function checkHttpUrl(raw: string): UrlPolicyResult {
   if (typeof raw !== 'string' || raw.length === 0) return { ok: false, reason: 'URL is required' };
   if (raw.length > MAX_CALLBACK_URL_LENGTH) {
     return { ok: false, reason: `URL is longer than ${MAX_CALLBACK_URL_LENGTH} characters` };
@@ -67,11 +74,27 @@ export function checkCallbackUrl(raw: string, allowPrivate: boolean): UrlPolicyR
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
     return { ok: false, reason: 'URL scheme must be http or https' };
   }
-  const host = url.hostname;
-  if (!host) return { ok: false, reason: 'URL has no host' };
+  if (!url.hostname) return { ok: false, reason: 'URL has no host' };
+  // WHATWG URL refuses ports over 65535 itself; port 0 parses but cannot be connected to.
+  if (url.port !== '' && !(Number(url.port) >= 1 && Number(url.port) <= 65535)) {
+    return { ok: false, reason: 'URL port must be 1-65535' };
+  }
   if (url.href.length > MAX_CALLBACK_URL_LENGTH) {
     return { ok: false, reason: `URL is longer than ${MAX_CALLBACK_URL_LENGTH} characters` };
   }
+  return { ok: true, url };
+}
+
+/**
+ * Syntax + policy check for a callback URL: `checkHttpUrl`, then, with allowPrivate=false,
+ * IP-literal hosts must be public and localhost names are refused. Credentials in the URL are
+ * allowed.
+ */
+export function checkCallbackUrl(raw: string, allowPrivate: boolean): UrlPolicyResult {
+  const syntax = checkHttpUrl(raw);
+  if (!syntax.ok) return syntax;
+  const url = syntax.url;
+  const host = url.hostname;
   if (allowPrivate) return { ok: true, url };
 
   if (isLocalhostName(host)) return { ok: false, reason: 'URL host is not allowed (localhost)' };

@@ -2,19 +2,16 @@
  * `GET /v1/credit` (spec "Credit record", D6): which balance a key sees.
  *  - the primary key and shared sub-keys: the account's balances in both currencies;
  *  - an own-credit sub-key: its own balance in its currency, 0 in the other.
- * These are exactly the balances that pay for the key's messages (dispatch `charge`).
+ * These are exactly the balances that pay for the key's messages (domain/payer.ts).
  */
 import type { Queryable } from '../db/pool.js';
 import type { ApiKeyRecord } from '../domain/keys.js';
 import { notFound } from '../errors.js';
+import { paysFromOwnBalance } from '../domain/payer.js';
 
 export interface CreditView {
   credit_czk: number;
   credit_eur: number;
-}
-
-export function paysFromOwnBalance(key: Pick<ApiKeyRecord, 'isPrimary' | 'shared'>): boolean {
-  return !key.isPrimary && !key.shared;
 }
 
 export async function getCredit(db: Queryable, key: ApiKeyRecord): Promise<CreditView> {

@@ -7,7 +7,6 @@
  * enqueues them.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import type { Queue } from 'bullmq';
 import type { Db, Queryable, Tx } from '../db/pool.js';
 import { prepared, withTx } from '../db/pool.js';
 import { boolArray, numberArray, textArray, timestampArray } from '../db/arrays.js';
@@ -15,15 +14,16 @@ import { Semaphore } from '../semaphore.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { ApiKeyRecord } from '../domain/keys.js';
-import {
-  Queues, laneOfTag, LANE_NUMBER, dispatchJobId, callJobId, DISPATCH_JOB_OPTIONS, type ChannelPool, type DispatchJob,
-} from '../queues.js';
-import { messageSchema, messageSchemaWithRecipients, MAX_RECIPIENTS, stepMissingBody, unstorableText, effectiveFlow, stepChannel, type MessageInput, type Channel } from './message-schema.js';
-import { describeJoiError } from '../../api/middleware/validate.js';
+import { Queues, laneOfTag, LANE_NUMBER } from '../queues.js';
+import { stepOf } from '../channels/index.js';
+import { addDispatchJobs, callJob, messageJob, type QueuedDispatchJob } from '../engine/dispatch-jobs.js';
+import { messageSchema, messageSchemaWithRecipients, MAX_RECIPIENTS, stepMissingBody, unstorableText, effectiveFlow, type MessageInput } from './message-schema.js';
+import { describeJoiError } from '../validation.js';
 import { normalizePhone } from '../phone/normalize.js';
 import { resolveSendAt, validateDeliveryWindow, nextSendInstant } from '../schedule/window.js';
 import { checkCallbackUrl } from '../net/ssrf.js';
 import { badRequest } from '../errors.js';
+import { StorageUnavailableError } from '../storage-unavailable.js';
 
 /** D2: accepted with ids, never sent, never charged, no webhooks. */
 export const TEST_NUMBER = '420777777777';
@@ -116,10 +116,6 @@ export function prepareMessage(raw: unknown, key: ApiKeyRecord, config: Config, 
   }
   const phones = input.to.map((r) => normalizePhone(r.phone_number, key.accountCountry));
   return { key: '', input, flow: effectiveFlow(input), sendAt, dueAt, phones };
-}
-
-export function poolOfChannel(channel: Channel): ChannelPool {
-  return channel === 'sms' ? 'sms' : channel === 'viber' ? 'viber' : 'whatsapp';
 }
 
 // Ids come from a pool of random bytes refilled 4 KiB at a time: a randomBytes call per id cost
@@ -256,34 +252,35 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
 
   // Objects due now share one job per queue (one dispatch transaction for the whole call);
   // scheduled ones get their own delayed job.
-  const jobs = new Map<string, Array<{ name: string; data: DispatchJob; opts: typeof DISPATCH_JOB_OPTIONS }>>();
-  const dueNow = new Map<string, DispatchJob>();
+  const jobs: QueuedDispatchJob[] = [];
+  const dueNow = new Map<string, QueuedDispatchJob>();
   checked.forEach((p, i) => {
     const entry = result.recipients[i]!;
     const live = entry.recipientIds.filter((_, j) => entry.phones[j] !== TEST_NUMBER);
     if (live.length === 0) {
       return;
     }
-    const queueName = `${poolOfChannel(stepChannel(p.flow[0]!).channel)}.${laneOfTag(p.input.tag ?? 'promotional')}`;
-    const list = jobs.get(queueName) ?? [];
-    jobs.set(queueName, list);
-    const item = { messageId: entry.messageId, recipientIds: live };
+    const target = { channel: stepOf(p.flow[0]!).channel, lane: laneOfTag(p.input.tag ?? 'promotional') };
     const delay = Math.max(0, p.dueAt.getTime() - now.getTime());
     if (delay > 0) {
-      list.push({ name: 'dispatch', data: { step: 0, messages: [item] }, opts: { ...DISPATCH_JOB_OPTIONS, jobId: dispatchJobId(entry.messageId, 0), delay } });
+      jobs.push(messageJob(target, entry.messageId, 0, live, delay));
       return;
     }
-    const combined = dueNow.get(queueName);
+    const item = { messageId: entry.messageId, recipientIds: live };
+    const job = callJob(target, item);
+    const combined = dueNow.get(job.queue);
     if (combined) {
-      combined.messages.push(item);
+      combined.data.messages.push(item);
       return;
     }
-    const data: DispatchJob = { step: 0, messages: [item] };
-    dueNow.set(queueName, data);
-    list.push({ name: 'dispatch', data, opts: { ...DISPATCH_JOB_OPTIONS, jobId: callJobId(entry.messageId) } });
+    dueNow.set(job.queue, job);
+    jobs.push(job);
   });
   try {
-    await Promise.all([...jobs.entries()].map(([name, list]) => enqueueDispatch(deps.queues.dispatch.get(name)!, list)));
+    if (!(await queuesConnected(deps.queues, jobs))) {
+      throw new StorageUnavailableError('redis', 'not connected');
+    }
+    await addDispatchJobs(deps.queues, jobs);
   } catch (err) {
     // Committed in Postgres: the recovery sweep will enqueue these; the caller's work is safe.
     deps.logger.error({ err: (err as Error).message, requestId: result.requestId }, 'enqueue after accept failed; left to the recovery sweep');
@@ -292,12 +289,15 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
 }
 
 /**
- * A call's jobs for one queue: usually exactly one (the objects due now share it). BullMQ's
- * addBulk runs even one job through an ioredis pipeline, whose constructor copies every Lua
- * command BullMQ defined onto it (3.5 % of the API process's busy time in `--cpu-prof` during
- * e2e-smpp); `add` sends the same script without it.
+ * Whether the queues a call's jobs go to are connected. While Redis is down their client holds
+ * commands until it reconnects: the caller would wait for the whole outage for work that is
+ * already safe in Postgres, so acceptance leaves it to the recovery sweep at once instead.
  */
-function enqueueDispatch(queue: Queue<DispatchJob>, list: Array<{ name: string; data: DispatchJob; opts: typeof DISPATCH_JOB_OPTIONS }>): Promise<unknown> {
-  const only = list.length === 1 ? list[0]! : null;
-  return only ? queue.add(only.name, only.data, only.opts) : queue.addBulk(list);
+async function queuesConnected(queues: Queues, jobs: QueuedDispatchJob[]): Promise<boolean> {
+  for (const name of new Set(jobs.map((j) => j.queue))) {
+    if ((await queues.dispatchByName(name).backend.client).status !== 'ready') {
+      return false;
+    }
+  }
+  return true;
 }

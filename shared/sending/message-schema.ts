@@ -5,25 +5,14 @@
  */
 import Joi from 'joi';
 import type { DeliveryWindow } from '../schedule/window.js';
+import { bodyText, httpUri } from '../channels/fields.js';
+import { channelModule, flowStepSchema, stepBody, stepOf, type FlowStep } from '../channels/index.js';
+import { findUnstorable } from '../unstorable-text.js';
 
-export const MAX_BODY_CHARS = 1000;
 export const MAX_RECIPIENTS = 10;
 /** The XML API has no 10-recipient limit per Request (it predates v2's); the document size caps it. */
 export const MAX_XML_RECIPIENTS = 1000;
 export const MAX_OBJECTS = 10;
-
-export interface SmsStep { body?: string; sender?: string; gateway?: 'high' | 'direct' | 'custom'; ttl?: number; type?: 'utf' | 'sms' }
-export interface ViberStep { body?: string; sender: string; buttons?: Array<{ title: string; url: string }>; ttl?: number }
-export interface WhatsappTextStep { body?: string; sender: string; ttl?: number }
-export interface WhatsappTemplateStep {
-  template_name: string; sender?: string; language?: string;
-  params?: string[]; params_header?: string[]; params_buttons?: string[]; ttl?: number;
-}
-export type FlowStep =
-  | { sms: SmsStep }
-  | { viber: ViberStep }
-  | { whatsapp_text: WhatsappTextStep }
-  | { whatsapp_template: WhatsappTemplateStep };
 
 export interface MessageInput {
   body?: string;
@@ -37,64 +26,6 @@ export interface MessageInput {
   payload?: Record<string, unknown>;
 }
 
-/** Length in characters (code points), as the spec counts them; Joi's max() counts UTF-16 units. */
-export function charLength(s: string): number {
-  if (s.length <= MAX_BODY_CHARS) {
-    return s.length;
-  }
-  let n = 0;
-  for (const _ of s) {
-    n++;
-  }
-  return n;
-}
-
-const text = Joi.string().min(1).custom((value: string, helpers) =>
-  charLength(value) > MAX_BODY_CHARS ? helpers.error('string.maxChars', { limit: MAX_BODY_CHARS }) : value)
-  .messages({ 'string.maxChars': 'must be at most {#limit} characters long' });
-
-/** Alphanumeric sender name (max 11) or a dedicated number without `+` (max 15 digits). */
-const smsSender = Joi.string().pattern(/^(?:[0-9]{1,15}|(?=.*[A-Za-z])[A-Za-z0-9 .&_-]{1,11})$/)
-  .messages({ 'string.pattern.base': 'must be an alphanumeric name of at most 11 characters or a number of at most 15 digits without +' });
-const ttl = Joi.number().integer().min(1).max(7 * 24 * 60);
-const httpUri = Joi.string().max(2048).uri({ scheme: ['http', 'https'] });
-const stringList = Joi.array().items(Joi.string().max(1024)).max(100);
-
-const smsSchema = Joi.object<SmsStep>({
-  body: text,
-  sender: smsSender,
-  gateway: Joi.string().valid('high', 'direct', 'custom'),
-  ttl,
-  type: Joi.string().valid('utf', 'sms'),
-});
-const viberSchema = Joi.object<ViberStep>({
-  body: text,
-  sender: Joi.string().min(1).max(100).required(),
-  buttons: Joi.array().items(Joi.object({ title: Joi.string().min(1).max(100).required(), url: httpUri.required() })).max(1),
-  ttl,
-});
-const whatsappTextSchema = Joi.object<WhatsappTextStep>({
-  body: text,
-  sender: Joi.string().min(1).max(64).required(),
-  ttl,
-});
-const whatsappTemplateSchema = Joi.object<WhatsappTemplateStep>({
-  template_name: Joi.string().min(1).max(100).required(),
-  sender: Joi.string().min(1).max(64),
-  language: Joi.string().min(2).max(15),
-  params: stringList,
-  params_header: stringList,
-  params_buttons: stringList,
-  ttl,
-});
-
-const flowStep = Joi.object({
-  sms: smsSchema,
-  viber: viberSchema,
-  whatsapp_text: whatsappTextSchema,
-  whatsapp_template: whatsappTemplateSchema,
-}).length(1).messages({ 'object.length': 'must have exactly one property: sms, viber, whatsapp_text or whatsapp_template' });
-
 /** `to`: 1..max recipient objects; `phone_number` is a schema error only when it is not a non-empty string (D2). */
 function recipientsSchema(max: number) {
   return Joi.array().items(Joi.object({ phone_number: Joi.string().min(1).required() })).min(1).max(max).required();
@@ -106,11 +37,11 @@ export function messageSchemaWithRecipients(max: number): Joi.ObjectSchema<Messa
 }
 
 export const messageSchema = Joi.object<MessageInput>({
-  body: text,
+  body: bodyText,
   // D2: `phone_number` is a schema error only when it is not a non-empty string; anything else is
   // accepted and, when it cannot be normalised, reported later as a `[302]` rejected event.
   to: recipientsSchema(MAX_RECIPIENTS),
-  flow: Joi.array().items(flowStep).min(1).max(10),
+  flow: Joi.array().items(flowStepSchema).min(1).max(10),
   callback: httpUri,
   tag: Joi.string().min(1).max(100),
   params: Joi.object().unknown(true),
@@ -124,21 +55,10 @@ export const messageSchema = Joi.object<MessageInput>({
   payload: Joi.object().unknown(true),
 });
 
-export type Channel = 'sms' | 'viber' | 'whatsapp_text' | 'whatsapp_template';
-
-/** The channel name and its object of a flow step. */
-export function stepChannel(step: FlowStep): { channel: Channel; config: SmsStep & ViberStep & WhatsappTextStep & WhatsappTemplateStep } {
-  const [channel, config] = Object.entries(step)[0] as [Channel, SmsStep & ViberStep & WhatsappTextStep & WhatsappTemplateStep];
-  return { channel, config };
-}
-
 /** D2: no flow means one SMS step with gateway `high`. */
 export function effectiveFlow(input: MessageInput): FlowStep[] {
   return input.flow ?? [{ sms: {} }];
 }
-
-/** U+0000 and unpaired UTF-16 surrogates: Postgres refuses them in text and jsonb columns. */
-const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 /**
  * The first string (or property name) of a validated message that cannot be stored as text, as
@@ -157,33 +77,6 @@ export function unstorableText(input: MessageInput): string | null {
   return null;
 }
 
-function findUnstorable(value: unknown, path: string): string | null {
-  if (typeof value === 'string') {
-    return UNSTORABLE.test(value) ? `${path}: must not contain NUL characters or unpaired surrogates` : null;
-  }
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const problem = findUnstorable(value[i], `${path}[${i}]`);
-      if (problem) {
-        return problem;
-      }
-    }
-    return null;
-  }
-  if (value !== null && typeof value === 'object') {
-    for (const [name, inner] of Object.entries(value)) {
-      if (UNSTORABLE.test(name)) {
-        return `${path}: property names must not contain NUL characters or unpaired surrogates`;
-      }
-      const problem = findUnstorable(inner, `${path}.${name}`);
-      if (problem) {
-        return problem;
-      }
-    }
-  }
-  return null;
-}
-
 /** "body required unless every flow channel defines its own" (templates need none): the first step that lacks one. */
 export function stepMissingBody(input: MessageInput): number | null {
   if (input.body !== undefined) {
@@ -191,8 +84,8 @@ export function stepMissingBody(input: MessageInput): number | null {
   }
   const flow = effectiveFlow(input);
   for (let i = 0; i < flow.length; i++) {
-    const { channel, config } = stepChannel(flow[i]!);
-    if (channel !== 'whatsapp_template' && config.body === undefined) {
+    const step = stepOf(flow[i]!);
+    if (channelModule(step.channel).needsBody && stepBody(step) === undefined) {
       return i;
     }
   }

@@ -7,9 +7,7 @@
  * decision is a typed-array lookup built once at module load; the only Map lookups happen for
  * characters that are not GSM-7 in the first place.
  */
-import type { SmsEncoding } from '../carriers/types.js';
-
-export type { SmsEncoding };
+export type SmsEncoding = 'gsm7' | 'ucs2';
 
 // ---------------------------------------------------------------------------------------------
 // The 23.038 tables

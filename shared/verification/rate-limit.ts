@@ -9,8 +9,9 @@
  * unique per start, which lets a start that fails afterwards give its slot back (`release`).
  * Keys carry the account id as a hash tag, so both keys of one call live in one Cluster slot.
  */
-import { createHash, randomBytes } from 'node:crypto';
-import type { Redis } from '../redis.js';
+import { randomBytes } from 'node:crypto';
+import { luaScript, runScript, type Redis } from '../redis.js';
+import { StorageUnavailableError } from '../storage-unavailable.js';
 
 export const ACCOUNT_WINDOW_MS = 60_000;
 export const PHONE_WINDOW_MS = 3_600_000;
@@ -64,7 +65,7 @@ redis.call('PEXPIRE', KEYS[2], phoneKeep)
 return {0, 0}
 `;
 
-const SCRIPT_SHA = createHash('sha1').update(START_LIMIT_SCRIPT).digest('hex');
+const SCRIPT = luaScript(START_LIMIT_SCRIPT);
 
 export interface StartLimits {
   accountPerMin: number;
@@ -80,22 +81,16 @@ export function limitKeys(prefix: string, accountId: number, phone: string): [st
   return [`${prefix}:verify:rl:{${accountId}}:account`, `${prefix}:verify:rl:{${accountId}}:phone:${phone}`];
 }
 
-async function runScript(redis: Redis, keys: [string, string], args: Array<string | number>): Promise<unknown> {
-  try {
-    return await redis.evalsha(SCRIPT_SHA, 2, ...keys, ...args);
-  } catch (err) {
-    if (!String((err as Error).message).includes('NOSCRIPT')) {
-      throw err;
-    }
-    return redis.eval(START_LIMIT_SCRIPT, 2, ...keys, ...args);
-  }
-}
-
 /** Check both levels and, when admitted, record this start (atomically). */
 export async function admitStart(redis: Redis, prefix: string, accountId: number, phone: string, limits: StartLimits): Promise<LimitOutcome> {
+  // The shared client queues commands while it reconnects (workers need that); a start would then
+  // hang for the whole outage. It fails at once instead: 503, nothing accepted, retry later.
+  if (redis.status !== 'ready') {
+    throw new StorageUnavailableError('redis', `connection is ${redis.status}`);
+  }
   const keys = limitKeys(prefix, accountId, phone);
   const member = `${Date.now()}.${randomBytes(8).toString('hex')}`;
-  const reply = await runScript(redis, keys, [
+  const reply = await runScript(redis, SCRIPT, keys, [
     member, limits.accountPerMin, ACCOUNT_WINDOW_MS, limits.phonePerHour, PHONE_WINDOW_MS, limits.phoneCooldownS * 1000,
   ]) as [number, number];
   const [verdict, retryMs] = [Number(reply[0]), Number(reply[1])];

@@ -4,8 +4,9 @@
  * deployment reads the same row. Separate keys for each purpose are derived from it with HKDF, so
  * a key is never used for two things. Keys live only in memory and are never logged.
  */
-import { hkdfSync, randomBytes } from 'node:crypto';
+import { hkdfSync } from 'node:crypto';
 import type { Queryable } from '../db/pool.js';
+import { serviceKeys } from '../secrets/service-secrets.js';
 
 export const MASTER_SECRET_NAME = 'verification';
 
@@ -31,28 +32,5 @@ export function deriveKeys(master: Buffer): VerificationKeys {
   };
 }
 
-const loaded = new WeakMap<object, Promise<VerificationKeys>>();
-
-async function loadMaster(db: Queryable): Promise<Buffer> {
-  await db.query(
-    'INSERT INTO service_secrets (name, secret) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING',
-    [MASTER_SECRET_NAME, randomBytes(32)],
-  );
-  const { rows } = await db.query<{ secret: Buffer }>('SELECT secret FROM service_secrets WHERE name = $1', [MASTER_SECRET_NAME]);
-  const secret = rows[0]?.secret;
-  if (!secret || secret.length < 32) {
-    throw new Error('verification master secret missing from service_secrets');
-  }
-  return secret;
-}
-
 /** The keys, loaded once per pool (a failed load is retried on the next call). */
-export function verificationKeys(db: Queryable): Promise<VerificationKeys> {
-  let entry = loaded.get(db);
-  if (!entry) {
-    entry = loadMaster(db).then(deriveKeys);
-    entry.catch(() => loaded.delete(db));
-    loaded.set(db, entry);
-  }
-  return entry;
-}
+export const verificationKeys: (db: Queryable) => Promise<VerificationKeys> = serviceKeys(MASTER_SECRET_NAME, deriveKeys);

@@ -24,6 +24,8 @@ import { CODE_PATTERN, codeMatches, encryptCode, fillTemplate, generateCode, has
 import { mintToken, parseToken } from './tokens.js';
 import { checkProof, computeProof, proofExpired, type ProofCheck, type ProofInput } from './proof.js';
 import { admitStart } from './rate-limit.js';
+import { PAYING_BALANCE_SQL } from '../domain/payer.js';
+import { toUnits } from '../domain/money.js';
 import {
   expired, insufficientCredit, invalidCode, invalidPhone, rateLimited, tooManyAttempts, validationNotFound,
 } from './errors.js';
@@ -98,7 +100,6 @@ interface SessionRow {
   verification_secret: string | null;
 }
 
-const UNITS = 10000; // money compared in 1/10000, as the engine charges it
 
 const iso = (d: Date) => d.toISOString();
 
@@ -136,8 +137,7 @@ export class VerificationService {
     const { rows } = await db.query<StartSettings>(prepared(
       `SELECT a.verification_attempts, a.verification_expiry_s, a.verification_template,
               a.verify_account_per_min, a.verify_phone_per_hour, a.verify_phone_cooldown_s,
-              CASE WHEN NOT k.is_primary AND NOT k.shared THEN k.balance
-                   WHEN k.currency = 'CZK' THEN a.credit_czk ELSE a.credit_eur END AS balance
+              ${PAYING_BALANCE_SQL} AS balance
          FROM api_keys k JOIN accounts a ON a.id = k.account_id
         WHERE k.id = $1`,
       [key.id]),
@@ -181,7 +181,7 @@ export class VerificationService {
     // Any code has the same length and alphabet, so the part count is known before the code is.
     const parts = planSms(fillTemplate(settings.verification_template, '000000'), 'utf').parts.length;
     const unit = key.currency === 'CZK' ? price.price_czk : price.price_eur;
-    if (Math.round(unit * UNITS) * parts > Math.round(Number(settings.balance) * UNITS)) {
+    if (toUnits(unit) * parts > toUnits(Number(settings.balance))) {
       throw insufficientCredit();
     }
   }

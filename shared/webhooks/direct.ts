@@ -12,8 +12,8 @@ import type { Db } from '../db/pool.js';
 import type { Logger } from '../logger.js';
 import type { Queues } from '../queues.js';
 import type { WebhookClient, WebhookPostResult } from './http.js';
-import { failureReason, markDead, postBatch, recordOutcomes, type BatchToPost } from './deliver.js';
-import { enqueueBatches, enqueueRetries, originOf } from './relay.js';
+import { failureReason, postBatch, recordOutcomes, type BatchToPost } from './deliver.js';
+import { deadLetterIfExhausted, enqueueBatches, enqueueRetries, originOf } from './jobs.js';
 
 /**
  * Delivery slots per receiver (origin), shared by the direct deliveries and the webhook queue's
@@ -198,10 +198,7 @@ export class DirectDelivery {
         continue;
       }
       const made = attempts.get(batch.id) ?? 1;
-      if (made > this.opts.retryScheduleMs.length) {
-        await markDead(this.deps.db, batch.id);
-        this.deps.logger.warn({ batchId: batch.id, reason: failureReason(result) }, 'webhook batch dead-lettered');
-      } else {
+      if (!await deadLetterIfExhausted(this.deps.db, this.deps.logger, batch.id, made, this.opts.retryScheduleMs, failureReason(result))) {
         retries.push({ id: batch.id, url: batch.url, attempts: made, ...(result.retryAfterMs !== undefined && { retryAfterMs: result.retryAfterMs }) });
       }
     }

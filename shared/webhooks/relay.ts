@@ -10,26 +10,9 @@
 import { randomUUID } from 'node:crypto';
 import { prepared, withTx, type Db } from '../db/pool.js';
 import type { Queues } from '../queues.js';
-import { webhookJobId, type WebhookJob } from '../queues.js';
-import type { JobsOptions } from 'bullmq';
+import { enqueueBatches } from './jobs.js';
 import { ascending, consecutiveRuns } from '../collections.js';
 import type { DirectDelivery, ReadyBatch } from './direct.js';
-
-/**
- * Attempts are one more than the retry schedule's length; delays come from the pool's backoff
- * strategy. The batch row counts the attempts that decide (its first may have been made without a
- * job), so the queue's own count only has to be large enough.
- */
-export function webhookJobOptions(retries: number): JobsOptions {
-  return { removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 }, attempts: retries + 1, backoff: { type: 'custom' } };
-}
-
-/** D4's delay before the next attempt, ±20 % jitter, or the receiver's Retry-After when longer (capped at a day). */
-export function retryDelay(attemptsMade: number, schedule: number[], retryAfterMs: number | undefined, random = Math.random): number {
-  const base = schedule[Math.min(attemptsMade - 1, schedule.length - 1)] ?? 1000;
-  const jittered = Math.round(base * (0.8 + 0.4 * random()));
-  return retryAfterMs !== undefined ? Math.max(jittered, Math.min(retryAfterMs, 24 * 3600e3)) : jittered;
-}
 
 export interface EventRef {
   id: number;
@@ -69,7 +52,7 @@ export interface RelayPass {
 /**
  * A pass's events by key and callback URL, in id order within each group. Rows of one statement
  * mostly share both, so a row like the one before joins that one's list without a key string
- * being built and hashed for it (that was 2.7 % of the webhook worker's busy time, `--cpu-prof`).
+ * being built and hashed for it (docs/benchmarks.md).
  */
 export function groupByReceiver(rows: EventRef[]): Map<string, EventRef[]> {
   const groups = new Map<string, EventRef[]>();
@@ -113,8 +96,8 @@ export async function relayOnce(
       return { created: [], doneThrough: null, readAt };
     }
     // The claimed rows' ids as runs of consecutive ids, each read as one range of the primary key:
-    // one statement's events are consecutive, so a pass of ~1,500 ids makes ~10-20 runs (per id,
-    // the index was descended ~1,500 times: 3.7-4.2 against ~2 ms per pass, EXPLAIN ANALYZE).
+    // one statement's events are consecutive, so a pass of ~1,500 ids makes ~10-20 runs instead of
+    // ~1,500 descents of the index (docs/benchmarks.md).
     const ids: number[] = [];
     for (const c of claimed) {
       for (const id of c.event_ids) ids.push(Number(id)); // bigint[] elements arrive as text
@@ -195,41 +178,6 @@ async function deliverDirectly(
     }
   }
   return queued;
-}
-
-export async function enqueueBatches(queues: Queues, batches: Array<{ id: number; url: string }>, retries: number): Promise<void> {
-  if (batches.length === 0) {
-    return;
-  }
-  const options = webhookJobOptions(retries);
-  await queues.webhooks.addBulk(batches.map((b) => ({
-    name: 'deliver',
-    data: { batchId: b.id, origin: originOf(b.url) } satisfies WebhookJob,
-    opts: { ...options, jobId: webhookJobId(b.id) },
-  })));
-}
-
-/** Jobs for batches whose attempt failed, each after the delay its attempts so far call for. */
-export async function enqueueRetries(
-  queues: Queues, batches: Array<{ id: number; url: string; attempts: number; retryAfterMs?: number }>, schedule: number[],
-): Promise<void> {
-  if (batches.length === 0) {
-    return;
-  }
-  const options = webhookJobOptions(schedule.length);
-  await queues.webhooks.addBulk(batches.map((b) => ({
-    name: 'deliver',
-    data: { batchId: b.id, origin: originOf(b.url) } satisfies WebhookJob,
-    opts: { ...options, jobId: webhookJobId(b.id), delay: retryDelay(b.attempts, schedule, b.retryAfterMs) },
-  })));
-}
-
-export function originOf(url: string): string {
-  try {
-    return new URL(url).origin;
-  } catch {
-    return 'invalid';
-  }
 }
 
 /**

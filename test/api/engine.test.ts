@@ -6,7 +6,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestService, waitFor, type TestService } from '../support/harness.js';
-import { ttlJobId, dispatchJobId } from '../../shared/queues.js';
+import { ttlJobId } from '../../shared/queues.js';
+import { messageJobId } from '../../shared/engine/dispatch-jobs.js';
 
 let svc: TestService;
 let key: string;
@@ -156,7 +157,7 @@ test('duplicate carrier reports change nothing twice', async () => {
 test('a scheduled message is not sent before its time, and is when its time comes', async () => {
   const at = new Date(Date.now() + 3600_000);
   const id = await send({ body: 'Later', to: [{ phone_number: '420777000900' }], datetime: at.toISOString() });
-  const job = await svc.runtime.queues.dispatchQueue('sms', 'promotional').getJob(dispatchJobId(id, 0));
+  const job = await svc.runtime.queues.dispatchQueue('sms', 'promotional').getJob(messageJobId(id, 0));
   assert.ok(job);
   assert.ok(Math.abs(job.timestamp + (job.opts.delay ?? 0) - at.getTime()) < 2000, 'delayed until the scheduled time');
   assert.equal(await job.getState(), 'delayed');
@@ -177,7 +178,7 @@ test('a message outside its delivery window waits for the next window start in i
   const start = `${hh(new Date(now.getTime() - 2 * 3600_000))}:00`;
   const end = `${hh(new Date(now.getTime() - 3600_000))}:00`;
   const id = await send({ body: 'Window', to: [{ phone_number: '420777001000' }], delivery_time: { start, end, tz: 'UTC' } });
-  const job = await svc.runtime.queues.dispatchQueue('sms', 'promotional').getJob(dispatchJobId(id, 0));
+  const job = await svc.runtime.queues.dispatchQueue('sms', 'promotional').getJob(messageJobId(id, 0));
   assert.ok(job);
   const runAt = job.timestamp + (job.opts.delay ?? 0);
   assert.equal(new Date(runAt).toISOString().slice(11, 16), start);

@@ -2,8 +2,8 @@
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { createPool, migrate, type Db } from '../../shared/db/pool.js';
-import { MessageFactsCache, smsGatewayOf } from '../../shared/engine/message-facts.js';
-import type { FlowStep } from '../../shared/sending/message-schema.js';
+import { MessageFactsCache } from '../../shared/engine/message-facts.js';
+import { smsGatewayOf, type FlowStep } from '../../shared/channels/index.js';
 import { createTestDatabase } from '../support/harness.js';
 
 let database: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -69,6 +69,6 @@ test('smsGatewayOf reads a step as COALESCE(flow -> step -> sms ->> gateway, hig
   ];
   for (const { flow, step } of flows) {
     const { rows } = await db.query<{ gateway: string }>(`SELECT COALESCE($1::jsonb -> $2::int -> 'sms' ->> 'gateway', 'high') AS gateway`, [JSON.stringify(flow), step]);
-    assert.equal(smsGatewayOf(flow, step), rows[0]!.gateway, JSON.stringify({ flow, step }));
+    assert.equal(smsGatewayOf(flow[step]), rows[0]!.gateway, JSON.stringify({ flow, step }));
   }
 });

@@ -7,7 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestService, waitFor, type TestService } from '../support/harness.js';
 import { sweepOnce } from '../../workers/recovery.js';
-import { dispatchJobId } from '../../shared/queues.js';
+import { messageJobId, recipientJobId } from '../../shared/engine/dispatch-jobs.js';
 
 let svc: TestService;
 before(async () => {
@@ -40,7 +40,7 @@ test('recipients whose jobs Redis lost are re-enqueued by the sweep and then del
   await svc.sql(`UPDATE recipients SET created_at = created_at - interval '1 minute' WHERE message_id = $1`, [id]);
   const swept = await sweepOnce(svc.runtime.db, svc.runtime.queues, { graceMs: 30_000, webhookRetries: 3 });
   assert.equal(swept.dispatch, 1);
-  const job = await queue.getJob(dispatchJobId(id, 0));
+  const job = await queue.getJob(messageJobId(id, 0));
   assert.ok(job, 'the job is back under its deterministic id');
   assert.deepEqual(job.data.messages[0]!.recipientIds.length, 2);
   // A second sweep does not duplicate a job that exists.
@@ -127,7 +127,7 @@ test('a hand-over that fails keeps the work findable; the job run again hands th
   await svc.sql(`UPDATE messages SET created_at = created_at - interval '1 minute' WHERE id = $1`, [id]);
   await svc.sql(`UPDATE recipients SET created_at = created_at - interval '1 minute' WHERE message_id = $1`, [id]);
   assert.ok((await sweepOnce(svc.runtime.db, svc.runtime.queues, { graceMs: 30_000, webhookRetries: 3 })).dispatch >= 1);
-  const recovered = await svc.runtime.queues.dispatchQueue('sms', 'promotional').getJob(dispatchJobId(id, 0));
+  const recovered = await svc.runtime.queues.dispatchQueue('sms', 'promotional').getJob(messageJobId(id, 0));
   assert.ok(recovered);
   await svc.runtime.engine.dispatch(recovered.data);
   await waitFor(async () => (await attempts()).every((a) => a.state === 'delivered' && a.handed), 10_000, 'delivered');
@@ -164,7 +164,7 @@ test('a later flow step stays findable by its due_at until it is handed over', a
   }, 5_000, 'moved to the sms step');
   assert.equal(rcpt!.due, true, 'the sms step is due and findable');
   const smsQueue = svc.runtime.queues.dispatchQueue('sms', 'promotional');
-  const smsJob = await smsQueue.getJob(dispatchJobId(id, 1, Number(rcpt!.id)));
+  const smsJob = await smsQueue.getJob(recipientJobId(Number(rcpt!.id), 1));
   assert.ok(smsJob, 'the next step was enqueued');
   await smsJob.remove();
   await svc.runtime.engine.dispatch(smsJob.data);
@@ -175,4 +175,36 @@ test('a later flow step stays findable by its due_at until it is handed over', a
     return rows[0]?.state === 'delivered' ? rows : null;
   }, 5_000, 'delivered over sms');
   assert.deepEqual(state, { state: 'delivered', channel: 'sms' });
+});
+
+test('a job that failed for good during a long outage is replaced by the sweep, not left under its id', async () => {
+  const { apiKey } = await svc.createAccount();
+  const later = new Date(Date.now() + 3600_000).toISOString();
+  const res = await svc.request('POST', '/v2/message', {
+    body: { body: 'scheduled', datetime: later, to: [{ phone_number: '420777401000' }] }, headers: { 'x-api-key': apiKey },
+  });
+  assert.equal(res.status, 200);
+  const id = res.body.accepted[0].message_id as string;
+  const [recipient] = await svc.sql<{ message_id: string }>('SELECT message_id FROM recipients WHERE public_id = $1', [id]);
+  const messageId = recipient!.message_id;
+  const queue = svc.runtime.queues.dispatchQueue('sms', 'promotional');
+  const jobId = messageJobId(messageId, 0);
+  // The job fails for good (its retries ran out while Postgres was down).
+  await queue.remove(jobId);
+  await queue.add('dispatch', { step: 0, messages: [{ messageId, recipientIds: [1] }] }, { jobId, attempts: 1 });
+  const { Worker } = await import('bullmq');
+  const failing = new Worker(queue.name, async () => {
+    throw new Error('database unavailable');
+  }, { connection: svc.runtime.queues.connection, prefix: svc.prefix });
+  await waitFor(async () => (await queue.getJobState(jobId)) === 'failed', 10_000, 'job failed');
+  await failing.close();
+
+  // Its time came long ago: the sweep finds the recipient and replaces the failed job.
+  await svc.sql(`UPDATE recipients SET due_at = now() - interval '1 hour' WHERE public_id = $1`, [id]);
+  const swept = await sweepOnce(svc.runtime.db, svc.runtime.queues, { graceMs: 30_000, webhookRetries: 3 });
+  assert.equal(swept.replaced, 1);
+  assert.ok(['waiting', 'prioritized'].includes(await queue.getJobState(jobId)), 'a live job again');
+  const job = await queue.getJob(jobId);
+  assert.deepEqual(job!.data.messages[0]!.messageId, messageId);
+  await queue.remove(jobId);
 });

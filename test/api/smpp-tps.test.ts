@@ -1,14 +1,16 @@
 /**
  * The per-connection throughput cap holds across worker processes: the service runs as `web`
  * (it never binds), and two separate `worker --pools=sms,status` processes share its database and
- * Redis prefix, each bound to the simulator. The simulator must never see more than tps (+ a small
- * tolerance for timer jitter) submit_sm in any one-second window, although both processes send.
+ * Redis prefix, each bound to the simulator. The simulator must never see more than tps (+ a
+ * tolerance for scheduling delay) submit_sm in any one-second window, although both processes
+ * send. The cap's accuracy and its Redis cost are measured in smpp-tps-lease.test.ts.
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { after, before, it } from 'node:test';
 import { SmscSimulator } from '../../scripts/smsc-simulator.js';
+import { stopChild } from '../support/processes.js';
 import { REDIS_URL, startTestService, waitFor, type TestService } from '../support/harness.js';
 
 const TPS = 20;
@@ -42,15 +44,6 @@ function startWorker(): { child: ChildProcess; output: string[] } {
   return { child, output };
 }
 
-async function stopWorker(w: { child: ChildProcess }): Promise<void> {
-  if (w.child.exitCode !== null || w.child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => w.child.once('exit', () => resolve()));
-  w.child.kill('SIGTERM');
-  const timer = setTimeout(() => w.child.kill('SIGKILL'), 15_000);
-  await exited;
-  clearTimeout(timer);
-}
-
 before(async () => {
   sim = new SmscSimulator({ systemId: 'sb', password: 'pw', receiptDelayMs: 20 });
   const { port } = await sim.start();
@@ -60,7 +53,7 @@ before(async () => {
 });
 
 after(async () => {
-  await Promise.all(workers.map(stopWorker));
+  await Promise.all(workers.map((w) => stopChild(w.child)));
   await svc?.stop();
   await sim?.stop();
 });
@@ -96,12 +89,14 @@ it(`never exceeds tps=${TPS} per second across two worker processes`, { timeout:
     worst = Math.max(worst, n);
   }
   const span = times[times.length - 1]! - times[0]!;
-  // The cap holds when tokens are issued (Redis clock: at most TPS + 1 in any second). Arrivals
-  // here also carry each sender's timer and event-loop delay: on a machine busy with other test
-  // files, PDUs whose timers fired 100-250 ms late land beside the next ones (seen: 24 and 25 in
-  // one second). The window bound therefore allows half a second of lateness, which still fails
-  // a cap kept per process (2 x TPS in a second); the span below checks the average rate, which
-  // lateness cannot raise (a per-process cap would finish in about half the span).
+  // The cap holds for the times tokens are spent (at most TPS in any second plus a 20 ms guard,
+  // on the Redis clock). Arrivals here also carry each process's scheduling delay between taking a
+  // token and the SMSC reading the PDU: on a machine busy with other test files (load 14 on two
+  // cores), PDUs read 50-100 ms late land beside the next ones (seen: 23 and 24 in one second;
+  // smpp-tps-lease.test.ts checks the times tokens are taken exactly). The window bound
+  // therefore allows half a second of lateness, which still fails a cap kept per process (2 x
+  // TPS in a second); the span below checks the average rate, which lateness cannot raise (a
+  // per-process cap would finish in about half the span).
   assert.ok(worst <= TPS + TPS / 2, `at most ${TPS}+${TPS / 2} submits in any second, saw ${worst}`);
   assert.ok(span >= ((100 - TPS - 2) / TPS) * 1000, `100 submits spread over ${span} ms`);
   const sessions = new Set(sim.submitted.map((r) => r.sessionId));

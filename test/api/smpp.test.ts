@@ -6,8 +6,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { SmscSimulator, type SubmittedRecord } from '../../scripts/smsc-simulator.js';
+import { SmscSimulator, type SimIdForm, type SmscSimulatorOptions, type SubmittedRecord } from '../../scripts/smsc-simulator.js';
 import { applyReports } from '../../shared/engine/status.js';
+import { normalizeMessageId } from '../../shared/carriers/smpp/pdu.js';
 import { startReceiver, startTestService, waitFor, type Receiver, type TestService } from '../support/harness.js';
 
 const T = { timeout: 30_000 };
@@ -68,6 +69,21 @@ async function waitResult(id: string, result: string, timeoutMs = 10_000): Promi
 }
 
 const recordsTo = (phone: string): SubmittedRecord[] => sim.submitted.filter((r) => r.destination_addr === phone);
+
+/** A further SMSC with a connection of its own (admin API) for the destinations under `route`; both removed afterwards. */
+async function withOwnSmsc(name: string, route: string, options: SmscSimulatorOptions, fn: (own: SmscSimulator) => Promise<void>): Promise<void> {
+  const own = new SmscSimulator({ systemId: 'sb', password: 's3cret', receiptDelayMs: 30, ...options });
+  const { port } = await own.start();
+  try {
+    const created = await svc.admin('POST', '/carriers', { name, url: `smpp://sb:s3cret@127.0.0.1:${port}?window=10`, routes: [route] });
+    assert.equal(created.status, 201, created.text);
+    await waitFor(() => own.boundSessions === 1, 5_000, `${name} bound`);
+    await fn(own);
+  } finally {
+    await svc.admin('DELETE', `/carriers/${name}`);
+    await own.stop();
+  }
+}
 
 describe('SMS over SMPP', () => {
   it('binds and delivers a short SMS with the SMPP-path event fields and submit_sm parameters', T, async () => {
@@ -156,25 +172,81 @@ describe('SMS over SMPP', () => {
     assert.equal(account.body.credit_czk, 100 - 3 * 0.9, 'the failed attempt was refunded');
   });
 
-  it('matches receipts whatever the id form: hex or decimal, case, leading zeros', T, async () => {
-    const combos: Array<[SmscSimulator['options']['idForm'], SmscSimulator['options']['receiptIdForm']]> = [
+  it('matches receipts whatever the id forms, learned per connection: hex or decimal, case, leading zeros, opaque strings', { timeout: 60_000 }, async () => {
+    const combos: Array<[SimIdForm, SimIdForm | 'same']> = [
       ['hex', 'decimal'],
       ['decimal', 'hex'],
       ['hex', 'hex-lower'],
       ['hex-lower', 'hex'],
       ['decimal', 'decimal-padded'],
+      ['string', 'same'],
     ];
-    try {
-      for (const [i, [idForm, receiptIdForm]] of combos.entries()) {
-        sim.options.idForm = idForm;
-        sim.options.receiptIdForm = receiptIdForm;
-        const [id] = await send([`42077750${i}009`], `Id forms ${idForm}/${receiptIdForm}`);
-        await waitResult(id!, 'delivered', 8_000);
+    // Each on an SMSC of its own (an SMSC writes its ids one way): the connection learns that way
+    // from its first receipts (a few, kept until then) and applies every receipt to its own message.
+    await Promise.all(combos.map(([idForm, receiptIdForm], i) => withOwnSmsc(`forms${i}`, `42079${i}`, { idForm, receiptIdForm, firstId: FIRST_ID }, async () => {
+      const ids = await send(Array.from({ length: 5 }, (_, k) => `42079${i}00${k}009`), `Id forms ${idForm}/${receiptIdForm}`);
+      for (const id of ids) await waitResult(id, 'delivered', 20_000);
+    })));
+  });
+
+  it('never applies a receipt to another message when Redis loses index entries (decimal ids 10, 11, …)', { timeout: 90_000 }, async () => {
+    // Decimal ids from 10: a receipt id read another way names an older message (32 = 0x20 → "20").
+    // Redis loses the index entries of the last second's submits (as with AOF everysec) while the
+    // connection still learns its SMSC's id form, and then, once it is known, everything it had.
+    await withOwnSmsc('lossy', '420798', { idForm: 'decimal', firstId: 10, receiptDelayMs: 150 }, async (own) => {
+      const outcome = ['09', '01', '05'] as const;
+      const expected = { '09': 'delivered', '01': 'undelivered', '05': 'rejected' } as const;
+      const phoneAt = (n: number): string => `420798${String(n).padStart(4, '0')}${outcome[n % 3]}`;
+      const redis = svc.runtime.redis;
+      const base = `${svc.prefix}:smpp:lossy`;
+      const indexKey = (r: SubmittedRecord): string => `${base}:id:${normalizeMessageId(r.messageId ?? '')[0]}`;
+      /** Deletes, every 10 ms, the index entries of the submits `which` selects. */
+      const losing = async <T>(which: (r: SubmittedRecord) => boolean, fn: () => Promise<T>): Promise<T> => {
+        let on = true;
+        const loser = (async () => {
+          while (on) {
+            const keys = own.submitted.filter(which).map(indexKey);
+            if (keys.length > 0) await redis.del(...keys);
+            await new Promise((r) => setTimeout(r, 10));
+          }
+        })();
+        try {
+          return await fn();
+        } finally {
+          on = false;
+          await loser;
+        }
+      };
+      const ids: string[] = [];
+      const phones: string[] = [];
+      // Ten recipients per call (the API's bound); waits until the SMSC sent every receipt.
+      const batch = async (from: number, n: number): Promise<void> => {
+        const list = Array.from({ length: n }, (_, k) => phoneAt(from + k));
+        const sent = await Promise.all(Array.from({ length: Math.ceil(n / 10) }, (_, k) => send(list.slice(10 * k, 10 * k + 10), 'Lossy')));
+        ids.push(...sent.flat());
+        phones.push(...list);
+        await waitFor(() => own.counters.receiptsSent >= phones.length, 10_000, 'receipts');
+        await new Promise((r) => setTimeout(r, 700)); // the learning grace
+      };
+      await batch(0, 15);
+      await losing((r) => r.receivedAt > Date.now() - 1_000, () => batch(15, 30));
+      await batch(45, 15);
+      const [formKey] = await redis.keys(`${base}:idform:*`);
+      assert.equal(await redis.get(formKey!), 'same', 'learned: decimal ids both ways');
+      // Known now: receipts no longer depend on Redis, not even on the learned form itself.
+      await losing(() => true, async () => {
+        await redis.del(formKey!);
+        await batch(60, 15);
+      });
+      for (const [k, id] of ids.entries()) {
+        await waitResult(id, expected[phones[k]!.slice(-2) as keyof typeof expected], 20_000);
       }
-    } finally {
-      sim.options.idForm = 'hex';
-      sim.options.receiptIdForm = 'same';
-    }
+      // Every recipient exactly its own events: no other final result, nothing applied twice.
+      for (const [k, id] of ids.entries()) {
+        assert.deepEqual(resultsOf(id), ['sending', 'sent', expected[phones[k]!.slice(-2) as keyof typeof expected]], `${id} (${phones[k]})`);
+      }
+      assert.equal(await redis.hlen(`${base}:rcpt:parked`), 0, 'nothing left kept');
+    });
   });
 
   it('does not lose a receipt that overtakes its submit_sm_resp', T, async () => {

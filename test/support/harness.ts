@@ -9,8 +9,8 @@ import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { Redis } from 'ioredis';
 import { loadConfig, type Config } from '../../shared/config.js';
-import { createLogger } from '../../shared/logger.js';
-import { startRuntime, type Runtime, type PoolName, type Role } from '../../shared/runtime.js';
+import { createLogger, type Logger } from '../../shared/logger.js';
+import { startRuntime, type Runtime, type PoolName, type Role } from '../../services/runtime.js';
 import { clearKeyCache } from '../../shared/domain/keys.js';
 import type { Lane } from '../../shared/queues.js';
 
@@ -45,18 +45,18 @@ export function uniqueName(prefix: string): string {
   return `${prefix}_${process.pid}_${randomBytes(4).toString('hex')}`;
 }
 
-export async function createTestDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+export async function createTestDatabase(base = PG_BASE): Promise<{ url: string; drop(): Promise<void> }> {
   const name = uniqueName('sb_test');
-  const admin = new pg.Client({ connectionString: PG_BASE });
+  const admin = new pg.Client({ connectionString: base });
   await admin.connect();
   await admin.query(`CREATE DATABASE ${name}`);
   await admin.end();
-  const url = new URL(PG_BASE);
+  const url = new URL(base);
   url.pathname = `/${name}`;
   return {
     url: url.toString(),
     drop: async () => {
-      const c = new pg.Client({ connectionString: PG_BASE });
+      const c = new pg.Client({ connectionString: base });
       await c.connect();
       await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       await c.end();
@@ -77,8 +77,14 @@ export async function deleteRedisPrefix(prefix: string): Promise<void> {
   redis.disconnect();
 }
 
-export async function startTestService(opts: { env?: Record<string, string>; role?: Role; pools?: PoolName[]; lanes?: Lane[] } = {}): Promise<TestService> {
-  const db = await createTestDatabase();
+export async function startTestService(opts: {
+  env?: Record<string, string>; role?: Role; pools?: PoolName[]; lanes?: Lane[];
+  /** A logger of the test's own (to read what the service logs); default: LOG_LEVEL's, to stdout. */
+  logger?: Logger;
+  /** A database the test made (another cluster); default: a fresh one on the shared cluster, dropped at stop. */
+  database?: { url: string; drop(): Promise<void> };
+} = {}): Promise<TestService> {
+  const db = opts.database ?? await createTestDatabase();
   const prefix = uniqueName('sbt');
   const config = loadConfig({
     NODE_ENV: 'test',
@@ -96,7 +102,7 @@ export async function startTestService(opts: { env?: Record<string, string>; rol
     ...(opts.pools && { pools: opts.pools }),
     ...(opts.lanes && { lanes: opts.lanes }),
     config,
-    logger: createLogger(config.logLevel),
+    logger: opts.logger ?? createLogger(config.logLevel),
   });
   const url = `http://127.0.0.1:${runtime.port}`;
   const pool = new pg.Pool({ connectionString: db.url, max: 2 });

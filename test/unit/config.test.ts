@@ -17,13 +17,27 @@ test('defaults for development', () => {
   assert.equal(c.webhookRetryScheduleMs.length, 9);
 });
 
+const KEY = 'ab'.repeat(32);
+
 test('production turns the sandbox and private callbacks off unless set', () => {
-  const c = loadConfig({ NODE_ENV: 'production' });
+  const c = loadConfig({ NODE_ENV: 'production', CREDENTIALS_KEY: KEY });
   assert.equal(c.sandbox, false);
   assert.equal(c.allowPrivateCallbacks, false);
-  const on = loadConfig({ NODE_ENV: 'production', SANDBOX: 'true', ALLOW_PRIVATE_CALLBACKS: '1' });
+  const on = loadConfig({ NODE_ENV: 'production', CREDENTIALS_KEY: KEY, SANDBOX: 'true', ALLOW_PRIVATE_CALLBACKS: '1' });
   assert.equal(on.sandbox, true);
   assert.equal(on.allowPrivateCallbacks, true);
+});
+
+test('CREDENTIALS_KEY: 32 bytes in hex or base64, required in production, a development default otherwise', () => {
+  assert.deepEqual(loadConfig({ CREDENTIALS_KEY: KEY }).credentialsKey, Buffer.alloc(32, 0xab));
+  assert.deepEqual(loadConfig({ CREDENTIALS_KEY: Buffer.alloc(32, 7).toString('base64') }).credentialsKey, Buffer.alloc(32, 7));
+  const dev = loadConfig({});
+  assert.equal(dev.credentialsKeyIsDevelopmentDefault, true);
+  assert.equal(dev.credentialsKey.length, 32);
+  for (const bad of ['abc', 'ab'.repeat(31), Buffer.alloc(16).toString('base64')]) {
+    assert.throws(() => loadConfig({ CREDENTIALS_KEY: bad }), (err: unknown) => err instanceof ConfigError && /CREDENTIALS_KEY: must be 32 bytes/.test(err.message));
+  }
+  assert.throws(() => loadConfig({ NODE_ENV: 'production' }), (err: unknown) => err instanceof ConfigError && /CREDENTIALS_KEY: is required in production/.test(err.message));
 });
 
 test('every bad variable is named', () => {

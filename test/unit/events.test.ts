@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { BODY_SEPARATOR, RawJson, SentMessageBody, eventParams, payloadField, sentMessageEvent, sentMessageJson, stringifyEvent, type SentMessageFacts } from '../../shared/engine/events.js';
+import { BODY_SEPARATOR, RawJson, SentMessageBody, eventParams, payloadField, stringifyEvent, type SentMessageFacts } from '../../shared/engine/events.js';
+import { SENT_MESSAGE_FIELDS, sentMessageText } from '../../shared/engine/sent-message.js';
 import { JsonBytes } from '../../shared/engine/event-json.js';
 
 test('stringifyEvent writes top-level RawJson values byte for byte and everything else as JSON.stringify does', () => {
@@ -27,11 +28,11 @@ test('stringifyEvent does not change the body it is given', () => {
 });
 
 test('a sentMessage event parses back to the spec fields with the payload as sent', () => {
-  const text = stringifyEvent(sentMessageEvent({
+  const text = sentMessageText({
     requestId: 'req', publicId: 'pub', channel: 'sms', payload: '{"order": 17}', phone: '+420777123456', state: 'delivered',
     resultInfo: 'Delivered', at: 1_700_000_000_123, sender: 'Shop', country: 230, operator: 1, priceCzk: 0.123456, priceEur: 0.00499,
-    count: 1, smsGateway: null,
-  }));
+    count: 1, smsGateway: 'high',
+  });
   assert.ok(text.includes('"payload":{"order": 17}'));
   assert.deepEqual(JSON.parse(text), {
     request_id: 'req', message_id: 'pub', gateway: 'sms', timestamp: 1_700_000_000, payload: { order: 17 }, type: 'outgoing',
@@ -47,7 +48,7 @@ test('event bodies never contain the separator they travel with, whatever their 
     { payload: new RawJson('{"k":"\\u0001"}'), text: 'tab\tnewline\n' },
     { s: String.fromCharCode(...Array.from({ length: 32 }, (_, i) => i)) },
   ];
-  const joined = eventParams(bodies.map((body) => ({ accountId: 1, keyId: null, callbackUrl: null, recipientId: null, kind: 'sentMessage' as const, body })))[5];
+  const joined = eventParams(bodies.map((body) => ({ accountId: 1, keyId: null, callbackUrl: null, recipientId: null, kind: 'sentMessage' as const, body }))).event_bodies;
   assert.ok(Buffer.isBuffer(joined), 'the bodies travel as one Buffer of UTF-8');
   const texts = (joined as Buffer).toString('utf8').split(BODY_SEPARATOR);
   assert.equal(texts.length, bodies.length, 'one piece per body');
@@ -55,39 +56,55 @@ test('event bodies never contain the separator they travel with, whatever their 
   assert.deepEqual(JSON.parse(texts[0]!), { result_info: `a${BODY_SEPARATOR}b`, to: { phone_number: '\u0001\u0000\u001f' } });
 });
 
-test('sentMessageJson writes exactly what stringifyEvent(sentMessageEvent(...)) writes', () => {
+test('the sentMessage writer writes what JSON.stringify writes for the event, with the payload byte for byte', () => {
   const base: SentMessageFacts = {
     requestId: 'req-1', publicId: 'abc-0', channel: 'sms', payload: null, phone: '+420777123456', state: 'sending',
     resultInfo: 'Sending', at: 1_700_000_000_999, sender: 'Shop', country: 230, operator: 0, priceCzk: 0.9, priceEur: 0.036,
-    count: 1, smsGateway: null,
+    count: 1, smsGateway: 'high',
   };
-  const cases: Array<{ name: string; facts: Partial<SentMessageFacts> }> = [
+  const cases: Array<{ name: string; facts: Partial<SentMessageFacts>; channelObject?: Record<string, unknown> }> = [
     { name: 'sms, default gateway, no payload', facts: {} },
-    { name: 'sms on the low gateway, multi-part, delivered', facts: { smsGateway: 'low', count: 3, state: 'delivered', resultInfo: 'Delivered' } },
+    { name: 'sms on the direct gateway, multi-part, delivered', facts: { smsGateway: 'direct', count: 3, state: 'delivered', resultInfo: 'Delivered' } },
     { name: 'payload kept byte for byte', facts: { payload: '{ "order" : 17, "tags": ["a", "ž"] }' } },
-    { name: 'payload that is a JSON string, number or null text', facts: { payload: '"x\\ny"' } },
+    { name: 'payload that is a JSON string', facts: { payload: '"x\\ny"' } },
     { name: 'numeric payload', facts: { payload: '42' } },
     { name: 'viber', facts: { channel: 'viber', smsGateway: null, priceCzk: 0.45, priceEur: 0.018 } },
-    { name: 'whatsapp text, rejected', facts: { channel: 'whatsapp_text', state: 'rejected', resultInfo: '[3] Not enough credit' } },
-    { name: 'whatsapp template', facts: { channel: 'whatsapp_template', state: 'seen', resultInfo: 'Seen' } },
+    { name: 'whatsapp text, rejected', facts: { channel: 'whatsapp_text', smsGateway: null, state: 'rejected', resultInfo: '[3] Not enough credit' } },
+    { name: 'whatsapp template', facts: { channel: 'whatsapp_template', smsGateway: null, state: 'seen', resultInfo: 'Seen' } },
     { name: 'strings needing escapes', facts: { sender: 'A "quoted" \\ sender\t', resultInfo: 'line\nbreak \u2028 \u0001 ž', requestId: '</script>' } },
     { name: 'prices rounded to four places', facts: { priceCzk: 0.123456, priceEur: 1e-7 } },
     { name: 'large and odd numbers', facts: { at: 0, country: 0, operator: 123456789, count: 10 } },
     { name: 'non-finite price written as null', facts: { priceCzk: Number.NaN } },
   ];
+  const round4 = (x: number) => Math.round(x * 10000) / 10000;
   for (const c of cases) {
-    const facts = { ...base, ...c.facts };
-    const direct = sentMessageJson(facts);
-    assert.ok(direct instanceof RawJson);
-    assert.equal(direct.text, stringifyEvent(sentMessageEvent(facts)), c.name);
+    const f = { ...base, ...c.facts };
+    const text = sentMessageText(f);
+    // The spec's fields in the table's order, with the values the facts give them.
+    const channelObject: Record<string, unknown> = {
+      sender: f.sender, country: f.country, operator: f.operator, price_czk: round4(f.priceCzk), price_eur: round4(f.priceEur), count: f.count,
+    };
+    if (f.smsGateway !== null) channelObject.gateway = f.smsGateway;
+    const expected = {
+      request_id: f.requestId, message_id: f.publicId, gateway: f.channel, timestamp: Math.floor(f.at / 1000),
+      payload: f.payload === null ? null : JSON.parse(f.payload), type: 'outgoing', to: { phone_number: f.phone }, result: f.state,
+      result_info: f.resultInfo, [f.channel === 'whatsapp_text' ? 'whatsapp_body' : f.channel]: channelObject,
+    };
+    const withPayloadAsGiven = JSON.stringify({ ...expected, payload: '\u0000p' }).replace('"\\u0000p"', f.payload ?? 'null');
+    assert.equal(text, withPayloadAsGiven, c.name);
   }
   // The same bodies written by eventParams, all in one parameter, next to other kinds of body.
   const events = cases.map((c) => ({
     accountId: 1, keyId: 2, callbackUrl: null, recipientId: 3, kind: 'sentMessage' as const, body: new SentMessageBody({ ...base, ...c.facts }),
   }));
   const mixed = [...events, { accountId: 1, keyId: null, callbackUrl: null, recipientId: null, kind: 'incomingMessage' as const, body: { text: 'ž' } }];
-  const texts = (eventParams(mixed)[5] as Buffer).toString('utf8').split(BODY_SEPARATOR);
-  assert.deepEqual(texts, [...cases.map((c) => stringifyEvent(sentMessageEvent({ ...base, ...c.facts }))), '{"text":"ž"}']);
+  const texts = (eventParams(mixed).event_bodies as Buffer).toString('utf8').split(BODY_SEPARATOR);
+  assert.deepEqual(texts, [...cases.map((c) => sentMessageText({ ...base, ...c.facts })), '{"text":"ž"}']);
+});
+
+test('the sentMessage field table names the spec\'s fields in order', () => {
+  assert.deepEqual(SENT_MESSAGE_FIELDS.map((f) => (typeof f.key === 'string' ? f.key : '<channel>')),
+    ['request_id', 'message_id', 'gateway', 'timestamp', 'payload', 'type', 'to', 'result', 'result_info', '<channel>']);
 });
 
 test('JsonBytes writes strings and numbers exactly as JSON.stringify does', () => {
@@ -120,21 +137,21 @@ test('JsonBytes writes strings and numbers exactly as JSON.stringify does', () =
 });
 
 test('eventParams writes a prepared body as it is and stringifies object bodies', () => {
-  const prepared = sentMessageJson({
+  const prepared = new RawJson(sentMessageText({
     requestId: 'r', publicId: 'p', channel: 'sms', payload: '{"a":1}', phone: '+1', state: 'sent', resultInfo: 'Sent',
     at: 1_000, sender: 'S', country: 1, operator: 2, priceCzk: 1, priceEur: 2, count: 1, smsGateway: 'high',
-  });
+  }));
   const params = eventParams([
     { accountId: 1, keyId: 2, callbackUrl: 'https://x.test/', recipientId: 3, kind: 'sentMessage', body: prepared },
     { accountId: 1, keyId: null, callbackUrl: null, recipientId: null, kind: 'incomingMessage', body: { text: 'hi' } },
   ]);
-  assert.deepEqual((params[5] as Buffer).toString('utf8').split(BODY_SEPARATOR), [prepared.text, '{"text":"hi"}']);
+  assert.deepEqual((params.event_bodies as Buffer).toString('utf8').split(BODY_SEPARATOR), [prepared.text, '{"text":"hi"}']);
 });
 
 test('eventParams lends its bodies buffer only when asked: a borrowed one is the writer\'s memory, a copy is not', () => {
   const event = (text: string) => ({ accountId: 1, keyId: null, callbackUrl: null, recipientId: null, kind: 'incomingMessage' as const, body: { text } });
-  const copy = eventParams([event('first')])[5] as Buffer;
-  const borrowed = eventParams([event('second')], 'borrow')[5] as Buffer;
+  const copy = eventParams([event('first')]).event_bodies as Buffer;
+  const borrowed = eventParams([event('second')], 'borrow').event_bodies as Buffer;
   assert.equal(borrowed.toString('utf8'), '{"text":"second"}');
   eventParams([event('third!')]);
   assert.equal(copy.toString('utf8'), '{"text":"first"}', 'a copy keeps its bytes');

@@ -13,6 +13,7 @@ import {
   transliterateToGsm7,
   type SmsEncoding,
 } from '../../shared/sms/gsm7.js';
+import { seededRng } from '../support/prng.js';
 
 /** 3GPP TS 23.038 default alphabet in septet order (0x1B = ESC is not a character). */
 const BASIC_BY_SEPTET =
@@ -288,17 +289,7 @@ test('decodeUcs2 does not modify its input', () => {
 // Property test against sms-segments-calculator
 // ------------------------------------------------------------------------------------------------
 
-/** Small seeded PRNG (mulberry32) so a failure is reproducible. */
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const rng = seededRng;
 
 const LATIN1 = Array.from({ length: 0x60 }, (_, i) => String.fromCharCode(0xa0 + i)).join('');
 /*

@@ -21,6 +21,7 @@ import examplesJson from 'libphonenumber-js/examples.mobile.json';
 import metadataJson from 'libphonenumber-js/min/metadata';
 
 import { normalizePhone } from '../../shared/phone/normalize.js';
+import { seededRng } from '../support/prng.js';
 
 // ---------------------------------------------------------------- reference (frozen)
 
@@ -152,17 +153,7 @@ function referenceNormalizePhone(input: string, accountCountry: string): string 
 
 // ---------------------------------------------------------------- corpus
 
-/** mulberry32: small, seedable, good enough to spread digits. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const prng = seededRng;
 
 function randomDigits(rand: () => number, length: number): string {
   let s = '';

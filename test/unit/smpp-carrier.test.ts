@@ -9,9 +9,11 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import type { CarrierSink, InboundReport, StatusReport } from '../../shared/carriers/types.js';
-import { SmppCarrier, SmppCarrierError, type SmppCarrierOptions, type SmppOutboundAttempt } from '../../shared/carriers/smpp/carrier.js';
+import { SmppCarrier, SmppCarrierError, type SmppCarrierOptions } from '../../shared/carriers/smpp/carrier.js';
+import type { SmsAttempt } from '../../shared/channels/index.js';
 import { SmppRedisStore } from '../../shared/carriers/smpp/redis-store.js';
 import { RedisTokenBucket } from '../../shared/carriers/smpp/token-bucket.js';
+import { ReceiptIds } from '../../shared/carriers/smpp/receipt-ids.js';
 import { planSms } from '../../shared/sms/gsm7.js';
 import { SmscSimulator, type SmscSimulatorOptions, type SubmittedRecord } from '../../scripts/smsc-simulator.js';
 import { REDIS_URL, deleteRedisPrefix, uniqueName } from '../support/harness.js';
@@ -50,13 +52,15 @@ class RecordingSink implements CarrierSink {
 }
 
 let attemptSeq = 1;
-function attempt(to: string, text = 'Hello', extra: Partial<SmppOutboundAttempt> = {}): SmppOutboundAttempt {
+function attempt(to: string, text = 'Hello', extra: Partial<SmsAttempt> = {}): SmsAttempt {
   const plan = planSms(text, 'utf');
   const attemptId = attemptSeq++;
   return {
     attemptId,
     recipientPublicId: `r${attemptId}`,
+    accountId: 1,
     channel: 'sms',
+    smsGateway: 'high',
     to,
     sender: 'Switchboard',
     text: plan.text,
@@ -271,8 +275,8 @@ describe('SmppCarrier', () => {
 
   it('looks up accepted parts of an attempt planned with no parts without failing the others of its batch', T, async () => {
     const store = new SmppRedisStore(redis, `${prefix}:smpp:store-edge`);
-    await store.recordAccepted({ attemptId: 7, part: 0, ref: 'hex:1', idKeys: null, idTtlSeconds: 60 });
-    await store.recordAccepted({ attemptId: 8, part: 1, ref: '', idKeys: null, idTtlSeconds: 60 });
+    await store.recordAccepted({ attemptId: 7, part: 0, ref: 'hex:1', index: false, idTtlSeconds: 60 });
+    await store.recordAccepted({ attemptId: 8, part: 1, ref: '', index: false, idTtlSeconds: 60 });
     const found = await store.acceptedParts([{ attemptId: 6, partCount: 0 }, { attemptId: 7, partCount: 1 }, { attemptId: 8, partCount: 2 }]);
     assert.deepEqual([...found.keys()].sort(), [7, 8]);
     assert.equal(found.get(7)?.parts.get(0), 'hex:1');
@@ -284,9 +288,9 @@ describe('SmppCarrier', () => {
     const base = `${prefix}:smpp:store-hash`;
     const store = new SmppRedisStore(redis, base);
     await Promise.all([
-      store.recordAccepted({ attemptId: 2047, part: 0, ref: 'hex:a', idKeys: null, idTtlSeconds: 60 }),
-      store.recordAccepted({ attemptId: 2048, part: 0, ref: 'hex:b', idKeys: null, idTtlSeconds: 60 }),
-      store.recordAccepted({ attemptId: 2048, part: 1, ref: 'hex:c', idKeys: null, idTtlSeconds: 60 }),
+      store.recordAccepted({ attemptId: 2047, part: 0, ref: 'hex:a', index: false, idTtlSeconds: 60 }),
+      store.recordAccepted({ attemptId: 2048, part: 0, ref: 'hex:b', index: false, idTtlSeconds: 60 }),
+      store.recordAccepted({ attemptId: 2048, part: 1, ref: 'hex:c', index: false, idTtlSeconds: 60 }),
     ]);
     assert.deepEqual(await redis.hgetall(`${base}:acc:1`), { '2047:0': 'hex:a' });
     assert.deepEqual(await redis.hgetall(`${base}:acc:2`), { '2048:0': 'hex:b', '2048:1': 'hex:c' });
@@ -294,7 +298,7 @@ describe('SmppCarrier', () => {
       const ttl = await redis.ttl(key);
       assert.ok(ttl > 6 * 3600 - 60 && ttl <= 6 * 3600, `${key} expires in 6 h (ttl ${ttl})`);
     }
-    assert.equal(await redis.exists(`${base}:id:hex:a`), 0, 'no id index without idKeys');
+    assert.equal(await redis.exists(`${base}:id:hex:a`), 0, 'no id index unless asked');
     const found = await store.acceptedParts([{ attemptId: 2047, partCount: 1 }, { attemptId: 2048, partCount: 3 }]);
     assert.deepEqual([...found.get(2047)!.parts], [[0, 'hex:a']]);
     assert.deepEqual([...found.get(2048)!.parts], [[0, 'hex:b'], [1, 'hex:c']]);
@@ -304,22 +308,32 @@ describe('SmppCarrier', () => {
     const base = `${prefix}:smpp:store-strings`;
     const store = new SmppRedisStore(redis, base);
     await redis.set(`${base}:att:31:1`, 'hex:old', 'EX', 60);
-    await store.recordAccepted({ attemptId: 31, part: 0, ref: 'hex:new', idKeys: null, idTtlSeconds: 60 });
+    await store.recordAccepted({ attemptId: 31, part: 0, ref: 'hex:new', index: false, idTtlSeconds: 60 });
     const found = await store.acceptedParts([{ attemptId: 31, partCount: 3 }]);
     assert.deepEqual([...found.get(31)!.parts].sort(), [[0, 'hex:new'], [1, 'hex:old']]);
   });
 
-  it('indexes every reading of an accepted id for receipts, an alias never overwriting a first reading', T, async () => {
+  it('indexes each accepted id once while the id form is learned, and nothing once it is known', T, async () => {
     const base = `${prefix}:smpp:store-ids`;
     const store = new SmppRedisStore(redis, base);
+    const told: string[] = [];
+    store.onIdForm = (value) => told.push(value);
     await Promise.all([
-      store.recordAccepted({ attemptId: 40, part: 0, ref: 'hex:10', idKeys: ['hex:10', 'hex:a'], idTtlSeconds: 120 }),
-      store.recordAccepted({ attemptId: 41, part: 0, ref: 'hex:a', idKeys: ['hex:a'], idTtlSeconds: 120 }),
-      store.recordAccepted({ attemptId: 42, part: 0, ref: '', idKeys: ['hex:b'], idTtlSeconds: 120 }),
+      store.recordAccepted({ attemptId: 40, part: 0, ref: 'hex:10', index: true, idTtlSeconds: 120 }),
+      store.recordAccepted({ attemptId: 41, part: 0, ref: 'hex:a', index: true, idTtlSeconds: 120 }),
+      store.recordAccepted({ attemptId: 42, part: 0, ref: '', index: true, idTtlSeconds: 120 }),
     ]);
-    assert.deepEqual(await store.lookupIds(['hex:10', 'hex:a', 'hex:b']), ['hex:10', 'hex:a', null]);
+    assert.deepEqual(await store.lookupIds(['hex:10', 'hex:a', 'hex:b']), { idForm: null, indexed: new Set(['hex:10', 'hex:a']) });
     const ttl = await redis.ttl(`${base}:id:hex:10`);
     assert.ok(ttl > 60 && ttl <= 120, `the id index keeps the step's ttl (${ttl})`);
+    assert.deepEqual(told, []);
+
+    assert.equal(await store.saveIdForm('same'), 'same');
+    assert.equal(await store.saveIdForm('hex-dec'), 'same', 'the first relation stored stays');
+    await store.recordAccepted({ attemptId: 43, part: 0, ref: 'hex:c', index: true, idTtlSeconds: 120 });
+    assert.equal(await redis.exists(`${base}:id:hex:c`), 0, 'not indexed once the form is known');
+    assert.deepEqual(told, ['same'], 'the writer learns the stored form');
+    assert.deepEqual(await store.lookupIds([]), { idForm: 'same', indexed: new Set() });
   });
 
   it('looks up accepted parts only for re-handed attempts: an accepted part is not resubmitted, a fresh attempt is', T, async () => {
@@ -373,25 +387,124 @@ describe('SmppCarrier', () => {
     }
   });
 
-  it('reads receipt ids in the right form: waits for its own id before taking another reading, then learns the form', T, async () => {
-    await withCarrier({}, 'window=10', {}, async ({ carrier }) => {
-      const index = (key: string, ref: string): Promise<unknown> => redis.set(`${prefix}:smpp:${carrier.connection}:id:${key}`, ref);
-      // Message 0x0A is indexed; the receipt for hex id 00000010 is read before its own id is.
-      await index('hex:a', 'hex:a');
-      setTimeout(() => void index('hex:10', 'hex:10'), 80);
-      assert.equal(await carrier.receiptRef('00000010'), 'hex:10', 'the other reading (decimal 10 = 0x0A) is not taken early');
-      // An SMSC that answers submits in hex and writes receipts in decimal: only the decimal reading exists.
-      await index('hex:1f', 'hex:1f');
-      let started = Date.now();
-      assert.equal(await carrier.receiptRef('31'), 'hex:1f');
-      assert.ok(Date.now() - started >= 200, 'the other reading only after the grace period');
-      await index('hex:20', 'hex:20');
-      started = Date.now();
-      assert.equal(await carrier.receiptRef('32'), 'hex:20', 'learned: decimal receipts');
-      assert.ok(Date.now() - started < 200, 'no wait once the form is learned');
-      // Nothing indexed within receiptIdWaitMs: the preferred reading goes to the engine to be parked.
-      assert.equal(await carrier.receiptRef('0000007A'), 'hex:7a');
+  for (const [what, sim, relation] of [
+    ['decimal ids in both', { idForm: 'decimal', firstId: 100 }, 'same'],
+    ['hex ids answered, decimal in receipts', { idForm: 'hex', receiptIdForm: 'decimal', firstId: 0x100 }, 'hex-dec'],
+    ['decimal ids answered, hex in receipts', { idForm: 'decimal', receiptIdForm: 'hex', firstId: 100 }, 'dec-hex'],
+  ] as Array<[string, SmscSimulatorOptions, string]>) {
+    it(`learns the SMSC's id form from its first receipts (${what}), keeps the ambiguous ones until then, then indexes nothing`, T, async () => {
+      await withCarrier(sim, 'window=10', { idForms: { voteGraceMs: 50 } }, async ({ sink, carrier }) => {
+        const refs = async (attempts: SmsAttempt[]): Promise<string[]> => {
+          await carrier.send(attempts);
+          return attempts.map((a) => sink.of(a.attemptId)[0]!.ref!);
+        };
+        const receiptRefs = (): string[] => sink.reports.filter((r) => r.attemptId === undefined).map((r) => r.ref!);
+        const first = await refs(Array.from({ length: 12 }, (_, i) => attempt(`4207771${String(i).padStart(3, '0')}09`)));
+        await until(() => receiptRefs().length === 12, 8_000, 'the first receipts, applied once the form is learned');
+        assert.deepEqual(receiptRefs().sort(), [...first].sort(), 'each receipt names its own message');
+        const base = `${prefix}:smpp:${carrier.connection}`;
+        const [formKey] = await redis.keys(`${base}:idform:*`);
+        assert.equal(await redis.get(formKey!), relation);
+        assert.equal(await redis.hlen(`${base}:rcpt:parked`), 0, 'nothing left parked');
+
+        const later = await refs([attempt('420777200009'), attempt('420777200109')]);
+        await until(() => receiptRefs().length === 14, 3_000, 'later receipts');
+        assert.deepEqual(receiptRefs().slice(12).sort(), [...later].sort());
+        assert.equal(await redis.exists(...later.map((ref) => `${base}:id:${ref}`)), 0, 'ids accepted after learning are not indexed');
+      });
     });
+  }
+
+  it('never applies a receipt under another reading: with its own id lost from the index, it is kept until the form is known', T, async () => {
+    const store = new SmppRedisStore(redis, `${prefix}:smpp:resolver`);
+    const reported: StatusReport[] = [];
+    const ids = new ReceiptIds({
+      submitForm: 'auto', receiptForm: 'auto', store, report: async (r) => void reported.push(...r), carrier: 'smpp.x',
+      logger: { info: () => {}, warn: () => {} }, voteGraceMs: 20,
+    });
+    const delivered = { state: 'delivered' as const, resultInfo: '[0] Delivered', at: 1 };
+    // A decimal SMSC: message 10 is indexed; its receipt names it alone.
+    await store.recordAccepted({ attemptId: 1, part: 0, ref: 'hex:10', index: true, idTtlSeconds: 60 });
+    assert.equal(await ids.resolve('10', delivered), 'hex:10', 'the one registered reading, after the grace');
+    assert.equal(await redis.exists(`${prefix}:smpp:resolver:id:hex:10`), 0, 'a message whose receipt was applied leaves the index');
+    // Message 16 follows, and Redis loses its entry: its receipt's other reading (16 = 0x10) names message 10, finished.
+    await store.recordAccepted({ attemptId: 2, part: 0, ref: 'hex:16', index: true, idTtlSeconds: 60 });
+    await redis.del(`${prefix}:smpp:resolver:id:hex:16`);
+    assert.equal(await ids.resolve('16', delivered), undefined, 'kept, not applied to message 10');
+    assert.equal(await ids.resolve('7', delivered), 'hex:7', 'an id whose readings agree is reported at once');
+    // While the index offers two messages for one receipt, it is kept too.
+    await store.recordAccepted({ attemptId: 3, part: 0, ref: 'hex:20', index: true, idTtlSeconds: 60 });
+    await store.recordAccepted({ attemptId: 4, part: 0, ref: 'hex:14', index: true, idTtlSeconds: 60 });
+    assert.equal(await ids.resolve('20', delivered), undefined, 'hex:20 and hex:14 (20 in decimal) both registered');
+    assert.equal(ids.known, null, 'one vote decides nothing');
+    assert.equal(reported.length, 0);
+    // Another process learned the form: the next lookup adopts it and applies what was kept.
+    await store.saveIdForm('same');
+    assert.equal(await ids.resolve('12', delivered), 'hex:12');
+    assert.equal(ids.known, 'same');
+    await until(() => reported.length === 2, 2_000, 'the kept receipts');
+    assert.deepEqual(reported.map((r) => [r.ref, r.state]).sort(), [['hex:16', 'delivered'], ['hex:20', 'delivered']]);
+    assert.equal(await redis.hlen(`${prefix}:smpp:resolver:rcpt:parked`), 0);
+    ids.close();
+  });
+
+  it('before the form is known, takes a receipt only as written, and only while no votes favour a conversion', T, async () => {
+    const store = new SmppRedisStore(redis, `${prefix}:smpp:resolver-favour`);
+    const ids = new ReceiptIds({
+      submitForm: 'auto', receiptForm: 'auto', store, report: async () => undefined, carrier: 'smpp.z',
+      logger: { info: () => {}, warn: () => {} }, voteGraceMs: 5,
+    });
+    const delivered = { state: 'delivered' as const, resultInfo: '[0] Delivered', at: 1 };
+    for (const ref of ['hex:40', 'hex:101']) await store.recordAccepted({ attemptId: 1, part: 0, ref, index: true, idTtlSeconds: 60 });
+    // 64 in decimal is 0x40: message 40 is the only registered reading, but a converted one: kept.
+    assert.equal(await ids.resolve('64', delivered), undefined);
+    // That vote favours hex-dec: now even the one registered reading as written is kept.
+    assert.equal(await ids.resolve('101', delivered), undefined);
+    assert.equal(ids.known, null);
+    ids.close();
+  });
+
+  it('with a sink that matches refs against the engine\'s registrations, learns from those instead of the Redis index', T, async () => {
+    // The engine's side: refs registered to attempts still waiting for a receipt (a stand-in for
+    // carrier_refs joined to attempts; see RefMatchingSink).
+    const live = new Set(['hex:16', 'hex:1a']);
+    const asked: string[][] = [];
+    const matchRefs = async (refs: string[]): Promise<string[]> => {
+      asked.push(refs);
+      return refs.filter((r) => live.has(r));
+    };
+    const make = (name: string): ReceiptIds => new ReceiptIds({
+      submitForm: 'auto', receiptForm: 'auto', store: new SmppRedisStore(redis, `${prefix}:smpp:${name}`), report: async () => undefined,
+      carrier: `smpp.${name}`, logger: { info: () => {}, warn: () => {} }, voteGraceMs: 5, matchRefs,
+    });
+    const delivered = { state: 'delivered' as const, resultInfo: '[0] Delivered', at: 1 };
+    const decimal = make('match-dec');
+    // Message 10 is finished (not live), 16 waits: the receipt 16 (also 0x10 → "10", 0x16 → "22") is 16's.
+    assert.equal(decimal.accepted('hex:16'), false, 'nothing indexed in Redis: the engine\'s registrations serve');
+    assert.equal(await decimal.resolve('16', delivered), 'hex:16');
+    assert.deepEqual(asked.at(-1), ['hex:16', 'hex:10', 'hex:22']);
+    decimal.close();
+    // An SMSC that answers in hex and writes receipts in decimal: receipt 26 names 0000001A, taken at once.
+    const converting = make('match-hexdec');
+    assert.equal(await converting.resolve('26', delivered), 'hex:1a');
+    converting.close();
+    assert.deepEqual(await redis.keys(`${prefix}:smpp:match-*:id:*`), []);
+  });
+
+  it('drops a kept receipt with a warning when the form is not learned in time, never applying it', T, async () => {
+    const store = new SmppRedisStore(redis, `${prefix}:smpp:resolver-late`);
+    const warnings: object[] = [];
+    const reported: StatusReport[] = [];
+    const ids = new ReceiptIds({
+      submitForm: 'auto', receiptForm: 'auto', store, report: async (r) => void reported.push(...r), carrier: 'smpp.y',
+      logger: { info: () => {}, warn: (obj) => void warnings.push(obj) }, parkedMaxMs: 100,
+    });
+    assert.equal(await ids.resolve('16', { state: 'undelivered', resultInfo: '[1] Undelivered', at: 1 }), undefined);
+    await until(() => warnings.length === 1, 2_000, 'the warning');
+    assert.deepEqual(warnings[0], { carrier: 'smpp.y', receipts: 1, ids: ['16'], keptMs: 100 });
+    assert.equal(await redis.hlen(`${prefix}:smpp:resolver-late:rcpt:parked`), 0);
+    assert.equal(reported.length, 0);
+    ids.close();
   });
 
   it('joins MO parts that arrive over different binds and decodes UCS-2', T, async () => {
@@ -412,28 +525,60 @@ describe('SmppCarrier', () => {
 });
 
 describe('RedisTokenBucket', () => {
-  it('spaces tokens across several limiters sharing one key (N processes, one cap)', T, async () => {
+  it('shares one cap between several limiters on one key: never more than tps in a window, paced, unspent tokens returned', T, async () => {
     const key = `${prefix}:tb-test`;
     const a = new RedisTokenBucket(redis, key, { tps: 40 });
     const b = new RedisTokenBucket(redis, key, { tps: 40 });
     const times: number[] = [];
     const run = async (bucket: RedisTokenBucket): Promise<void> => {
       for (let i = 0; i < 30; i++) {
-        await bucket.take();
-        times.push(Date.now());
+        if (!bucket.tryTake()) await bucket.take();
+        times.push(performance.now());
       }
     };
-    const started = Date.now();
     await Promise.all([run(a), run(b)]);
-    const elapsed = Date.now() - started;
-    assert.ok(elapsed >= (59 / 40) * 1000 - 50, `60 tokens at 40/s took ${elapsed} ms`);
     times.sort((x, y) => x - y);
     let worst = 0;
     for (let i = 0; i < times.length; i++) {
       const inWindow = times.filter((t) => t >= times[i]! && t < times[i]! + 1000).length;
       worst = Math.max(worst, inWindow);
     }
-    assert.ok(worst <= 42, `at most tps+1 per second (saw ${worst})`);
+    assert.ok(worst <= 40, `never more than the budget in any second (saw ${worst})`);
+    assert.ok(times[40]! - times[0]! >= 1000, `the 41st token waited for the window (${Math.round(times[40]! - times[0]!)} ms)`);
+    // Paced: a burst of two leases (2 x 4 tokens), then a lease per 100 ms.
+    assert.ok(times[16]! - times[0]! >= 150, `paced, not a second's budget at once (${Math.round(times[16]! - times[0]!)} ms for 17)`);
+    await Promise.all([a.close(), b.close()]);
+    assert.equal(a.stats.tokens + b.stats.tokens, 60);
+    const [seconds, micros] = await redis.time();
+    const nowUs = Number(seconds) * 1e6 + Number(micros);
+    const leases = (await redis.zrange(key, '0', '-1', 'WITHSCORES')).reduce<Array<[string, number]>>(
+      (out, v, i, all) => (i % 2 === 0 && v.startsWith('L:') ? [...out, [v, Number(all[i + 1])]] : out), []);
+    const held = leases.reduce((sum, [m]) => sum + Number(m.split(':')[2]), 0);
+    assert.ok(held > 0 && held <= 60, `after close the book holds only tokens really spent (${held})`);
+    assert.ok(leases.every(([, end]) => end <= nowUs), 'settled: every lease ends at its last spend, none at its validity');
+  });
+
+  it('an idle limiter gives its unspent tokens back: its lease shrinks to what it spent', T, async () => {
+    const key = `${prefix}:tb-idle`;
+    const a = new RedisTokenBucket(redis, key, { tps: 400, leaseValidityMs: 100 });
+    await a.take();
+    const members = async (): Promise<string[]> => (await redis.zrange(key, '0', '-1')).filter((m) => m.startsWith('L:'));
+    const [lease] = await members();
+    assert.match(lease ?? '', /^L:[^:]+:10$/, 'a first lease of a quarter of the largest (tps 400: 40)');
+    await sleep(250); // expired after 100 ms, settled 50 ms later
+    assert.deepEqual(await members(), [lease!.replace(/:10$/, ':1')], 'the nine unspent tokens went back');
+    assert.equal(a.stats.calls, 2, 'one grant, one settlement');
+    await a.close();
+  });
+
+  it('never spends a lease after its validity', T, async () => {
+    const key = `${prefix}:tb-expiry`;
+    const a = new RedisTokenBucket(redis, key, { tps: 1000, leaseValidityMs: 50 });
+    await a.take();
+    assert.ok(a.tryTake(), 'the lease has more tokens');
+    await sleep(70);
+    assert.equal(a.tryTake(), false, 'expired: no token without asking Redis again');
+    await a.close();
   });
 
   it('pause() holds every limiter on the key', T, async () => {

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { StatusIntake } from '../../shared/engine/engine.js';
+import { StatusIntake } from '../../shared/engine/status-intake.js';
 import { createLogger } from '../../shared/logger.js';
 import type { StatusReport } from '../../shared/carriers/types.js';
 

@@ -45,3 +45,18 @@ test('the exact text of each message object payload is captured', () => {
   assert.ok(single.ok);
   assert.deepEqual(single.payloads, ['{"z":1,"a":"\\u00e9"}']);
 });
+
+test('a __proto__ key stays an own key that copies keep, so a schema can refuse it', () => {
+  const result = parseStrictJson('[{"a":1,"__proto__":{"polluted":true}},{"b":{"\\u005f_proto__":[1]}}]');
+  assert.ok(result.ok);
+  const [first, second] = result.value as Array<Record<string, unknown>>;
+  assert.deepEqual(Object.keys(first!), ['a', '__proto__']);
+  assert.equal(Object.getPrototypeOf(first), null);
+  const copy = Object.assign(Object.create(null) as object, first);
+  assert.deepEqual(Object.keys(copy), ['a', '__proto__']);
+  assert.equal(({} as Record<string, unknown>).polluted, undefined, 'no prototype was touched');
+  assert.deepEqual(Object.keys((second as { b: object }).b), ['__proto__']);
+  const plain = parseStrictJson('{"a":{"b":1}}');
+  assert.ok(plain.ok);
+  assert.equal(Object.getPrototypeOf((plain.value as { a: object }).a), Object.prototype, 'objects without the key stay ordinary');
+});

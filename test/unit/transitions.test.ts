@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { planTransition, isStepSuccess, ttlExpiryApplies, defaultTtlMinutes } from '../../shared/engine/transitions.js';
+import { planTransition, isRefunded, ttlExpiryApplies, defaultTtlMinutes } from '../../shared/engine/transitions.js';
+import { isStepSuccess } from '../../shared/channels/index.js';
 import { sandboxScript } from '../../shared/carriers/sandbox/outcomes.js';
 import type { AttemptState } from '../../shared/carriers/types.js';
 
@@ -59,4 +60,23 @@ test('the sandbox outcome table of D10', () => {
   assert.equal(sandboxScript('sms', '420777000004', 5000)[1]!.afterMs, 5000);
   assert.deepEqual(states('viber', '420777000004'), ['undelivered']);
   assert.deepEqual(states('sms', '420777000005'), ['rejected']);
+});
+
+test('refunds: an attempt that ends without reaching sent, except by its ttl', () => {
+  const cases: Array<[AttemptState, boolean, boolean, boolean]> = [
+    // state, reached sent, by ttl, refunded
+    ['failed', false, false, true],
+    ['rejected', false, false, true],
+    ['undelivered', false, false, true],
+    ['undelivered', false, true, false],
+    ['undelivered', true, false, false],
+    ['failed', true, false, false],
+    ['delivered', true, false, false],
+    ['seen', true, false, false],
+    ['sent', true, false, false],
+    ['sending', false, false, false],
+  ];
+  for (const [state, reachedSent, byTtl, expected] of cases) {
+    assert.equal(isRefunded(state, reachedSent, byTtl), expected, `${state} reachedSent=${reachedSent} ttl=${byTtl}`);
+  }
 });

@@ -2,7 +2,7 @@
  * The sandbox carrier's outcome table (D10), as a pure function: what happens to an attempt,
  * chosen by the last two digits of the number. Delays are relative to the hand-over.
  */
-import type { AttemptState, Channel } from '../types.js';
+import { CHANNEL_MODULES, type AttemptState, type Channel } from '../../channels/index.js';
 
 export interface ScriptedReport {
   afterMs: number;
@@ -12,7 +12,8 @@ export interface ScriptedReport {
 
 export function sandboxScript(channel: Channel, phone: string, slowDeliveryMs: number): ScriptedReport[] {
   const ending = phone.slice(-2);
-  const sms = channel === 'sms';
+  // Channels whose step succeeds at `sent` (SMS) get SMS receipts; the others are delivered and seen.
+  const sms = CHANNEL_MODULES[channel].succeedsAt === 'sent';
   const sent = (ms: number): ScriptedReport => ({ afterMs: ms, state: 'sent', resultInfo: 'Sent' });
   switch (ending) {
     case '01':
@@ -24,7 +25,7 @@ export function sandboxScript(channel: Channel, phone: string, slowDeliveryMs: n
     case '04':
       return sms
         ? [sent(10), { afterMs: slowDeliveryMs, state: 'delivered', resultInfo: '[0] Delivered' }]
-        : [{ afterMs: 10, state: 'undelivered', resultInfo: `[1] Not a ${channel === 'viber' ? 'Viber' : 'WhatsApp'} user` }];
+        : [{ afterMs: 10, state: 'undelivered', resultInfo: `[1] Not a ${CHANNEL_MODULES[channel].label} user` }];
     case '05':
       return [{ afterMs: 10, state: 'rejected', resultInfo: '[2] Rejected by carrier' }];
     default:

@@ -26,10 +26,10 @@
  * answers each deliver_sm only after the sink resolved (temporary error otherwise, so the SMSC
  * sends it again).
  */
-import { setImmediate as nextTurn } from 'node:timers/promises';
+import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Carrier, CarrierSink, OutboundAttempt, StatusReport } from '../types.js';
-import { planSms } from '../../sms/gsm7.js';
+import type { SmsAttempt } from '../../channels/index.js';
 import {
   SmppConnectionError,
   SmppError,
@@ -47,7 +47,6 @@ import {
   buildSubmitSms,
   concatInfo,
   decodeUserData,
-  normalizeMessageId,
   parseReceipt,
   reassembleInbound,
   type DeliverSm,
@@ -58,13 +57,9 @@ import {
 } from './pdu.js';
 import { RedisTokenBucket } from './token-bucket.js';
 import { SmppRedisStore } from './redis-store.js';
+import { ReceiptIds, isRefMatchingSink, type ReceiptIdsOptions, type RefMatchingSink } from './receipt-ids.js';
+import { sameRef } from './id-forms.js';
 import { classifySubmitStatus, statusResultInfo } from './status-codes.js';
-
-/**
- * An attempt as the dispatch engine hands it over. `priority` (set by dispatch for the priority
- * and transactional lanes) puts its PDUs ahead of every queued non-priority PDU of this connection.
- */
-export type SmppOutboundAttempt = OutboundAttempt & { priority?: boolean };
 
 export interface CarrierLogger extends SmppLogger {
   error(obj: object, msg?: string): void;
@@ -95,8 +90,8 @@ export interface SmppCarrierOptions {
   throttleBackoff?: { initialMs?: number; maxMs?: number };
   /** Busy answers one PDU may get before its attempt ends `failed`; default 100. */
   maxRetries?: number;
-  /** With `auto` id forms: how long a receipt waits for its submit id to appear in the index; default 1000 ms. */
-  receiptIdWaitMs?: number;
+  /** With `auto` id forms: how the SMSC's id form is learned (see receipt-ids.ts); tests shorten the grace. */
+  idForms?: Pick<ReceiptIdsOptions, 'minVotes' | 'voteGraceMs' | 'parkedMaxMs'>;
 }
 
 export interface SmppCarrierStats extends SmppSessionStats {
@@ -120,7 +115,7 @@ export class SmppCarrierError extends SmppError {
 type WorkOutcome = { kind: 'done' } | { kind: 'give-back'; error: Error };
 
 interface Work {
-  attempt: SmppOutboundAttempt;
+  attempt: SmsAttempt;
   fields: SubmitSmFields[];
   /** Part indexes still to submit, in order. */
   pending: number[];
@@ -175,26 +170,21 @@ class Lane<T> {
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** How long the preferred reading of a receipt id may be missing before another reading is accepted. */
-const ALT_READING_GRACE_MS = 250;
+/**
+ * Forgets an attempt's running send once it is done (bound per attempt rather than an arrow made
+ * per attempt: docs/architecture.md, "Hot loops").
+ */
+function forgetActive(active: Map<number, Promise<WorkOutcome>>, attemptId: number, done: Promise<WorkOutcome>): void {
+  if (active.get(attemptId) === done) active.delete(attemptId);
+}
 
 /**
  * The concatenation reference of an attempt's parts: derived from its id, so a re-hand in any
  * process resumes with the reference of the parts already accepted, and consecutive attempts
  * (one per recipient) get different references.
  */
-/** Bound per attempt rather than an arrow per attempt (see attemptColumns in engine/dispatch.ts). */
-function forgetActive(active: Map<number, Promise<WorkOutcome>>, attemptId: number, done: Promise<WorkOutcome>): void {
-  if (active.get(attemptId) === done) active.delete(attemptId);
-}
-
 function concatRefOf(attemptId: number): number {
   return attemptId & 0xff;
-}
-
-/** How many parts an attempt is sent in (the engine's plan, else the carrier's own). */
-function partCountOf(attempt: OutboundAttempt): number {
-  return attempt.parts && attempt.encoding ? attempt.parts.length : planSms(attempt.text, 'utf').parts.length;
 }
 
 /** Marks a promise as handled now (it is awaited later); avoids unhandled-rejection crashes. */
@@ -242,14 +232,12 @@ export class SmppCarrier implements Carrier {
   private readonly refStore: SmppRedisStore;
   private readonly bucket: RedisTokenBucket | null;
   private readonly submitIdForm: MessageIdForm;
-  private readonly receiptIdForm: MessageIdForm;
-  /** Whether submit ids are indexed for receipts (either id form is `auto`). */
-  private readonly indexIds: boolean;
+  /** Which ref a receipt names (learns the SMSC's id form with `auto`). */
+  private readonly receiptIds: ReceiptIds;
   private readonly stallTimeoutMs: number;
   private readonly throttleInitialMs: number;
   private readonly throttleMaxMs: number;
   private readonly maxRetries: number;
-  private readonly receiptIdWaitMs: number;
 
   private readonly priorityLane = new Lane<Work>();
   private readonly normalLane = new Lane<Work>();
@@ -261,8 +249,8 @@ export class SmppCarrier implements Carrier {
   private pausedUntil = 0;
   private throttleStreak = 0;
   private unboundSince: number | null = Date.now();
-  /** Receipt-id key positions that matched alone (index 0: same form as the submit id). */
-  private readonly keyHits = [0, 0];
+  /** Since when the tps limiter (Redis) could not be reached: submits wait like on a link down. */
+  private limiterDownSince: number | null = null;
   private closed = false;
   private closePromise: Promise<void> | null = null;
   private readonly counters = { submitted: 0, accepted: 0, busy: 0, resent: 0, receipts: 0, inbound: 0 };
@@ -279,15 +267,26 @@ export class SmppCarrier implements Carrier {
     this.tps = url.tps;
     this.bindMode = url.bindMode;
     this.submitIdForm = url.submitIdForm;
-    this.receiptIdForm = url.receiptIdForm;
-    this.indexIds = url.submitIdForm === 'auto' || url.receiptIdForm === 'auto';
     this.stallTimeoutMs = options.stallTimeoutMs ?? 60_000;
     this.throttleInitialMs = options.throttleBackoff?.initialMs ?? 200;
     this.throttleMaxMs = options.throttleBackoff?.maxMs ?? 5_000;
     this.maxRetries = options.maxRetries ?? 100;
-    this.receiptIdWaitMs = options.receiptIdWaitMs ?? 1_000;
     this.store = new SmppRedisStore(options.redis, `${options.redisPrefix}:smpp:${options.connection}`);
     this.refStore = namespace === options.connection ? this.store : new SmppRedisStore(options.redis, `${options.redisPrefix}:smpp:${namespace}`);
+    // The learned id form belongs to the SMSC (and account) the connection points at.
+    const smsc = createHash('sha1').update(`${url.host}:${url.port}:${url.systemId}`).digest('hex').slice(0, 16);
+    this.store.idFormKey = this.refStore.idFormKey = `${options.redisPrefix}:smpp:${namespace}:idform:${smsc}`;
+    this.receiptIds = new ReceiptIds({
+      submitForm: url.submitIdForm,
+      receiptForm: url.receiptIdForm,
+      store: this.refStore,
+      report: (reports) => this.sink.report(reports),
+      carrier: this.refCarrier,
+      logger: this.logger,
+      ...options.idForms,
+      ...(isRefMatchingSink(this.sink) && { matchRefs: (refs: string[]) => (this.sink as RefMatchingSink).matchRefs(this.refCarrier, refs) }),
+    });
+    this.store.onIdForm = (value) => this.receiptIds.adopt(value);
     this.bucket = url.tps ? new RedisTokenBucket(options.redis, `${options.redisPrefix}:smpp:${options.connection}:tps`, { tps: url.tps }) : null;
 
     this.session = new SmppSession({
@@ -324,6 +323,11 @@ export class SmppCarrier implements Carrier {
     return this.session.state;
   }
 
+  /** Why the link was last lost or refused, in words, or null. */
+  get lastError(): string | null {
+    return this.session.lastError;
+  }
+
   get stats(): SmppCarrierStats {
     return {
       ...this.session.stats,
@@ -349,8 +353,14 @@ export class SmppCarrier implements Carrier {
 
     // An attempt already being sent here (the same job run twice) joins the running one.
     const joined: Promise<WorkOutcome>[] = [];
-    const mine: Array<{ attempt: SmppOutboundAttempt; done: Promise<WorkOutcome>; resolve(outcome: WorkOutcome): void }> = [];
-    for (const attempt of attempts as SmppOutboundAttempt[]) {
+    const mine: Array<{ attempt: SmsAttempt; done: Promise<WorkOutcome>; resolve(outcome: WorkOutcome): void }> = [];
+    const refused: StatusReport[] = [];
+    for (const attempt of attempts) {
+      if (attempt.channel !== 'sms') {
+        // A route table that sends another channel here is a configuration bug: the step fails and the flow moves on.
+        refused.push({ attemptId: attempt.attemptId, state: 'failed', resultInfo: `[3] ${attempt.channel} cannot be sent over SMPP`, at: Date.now() });
+        continue;
+      }
       const running = this.active.get(attempt.attemptId);
       if (running) {
         joined.push(running);
@@ -368,7 +378,7 @@ export class SmppCarrier implements Carrier {
     try {
       const rehanded: Array<{ attemptId: number; partCount: number }> = [];
       for (const m of mine) {
-        if (m.attempt.rehand === true) rehanded.push({ attemptId: m.attempt.attemptId, partCount: partCountOf(m.attempt) });
+        if (m.attempt.rehand === true) rehanded.push({ attemptId: m.attempt.attemptId, partCount: m.attempt.parts.length });
       }
       if (rehanded.length > 0) accepted = await this.store.acceptedParts(rehanded);
     } catch (err) {
@@ -378,6 +388,7 @@ export class SmppCarrier implements Carrier {
     }
 
     const reports: Promise<unknown>[] = [];
+    if (refused.length > 0) reports.push(held(this.sink.report(refused)));
     const works: Work[] = [];
     const outcomes: Promise<WorkOutcome>[] = [...joined];
     const now = Date.now();
@@ -387,12 +398,11 @@ export class SmppCarrier implements Carrier {
       const concatRef = prior?.concatRef ?? concatRefOf(attempt.attemptId);
       let fields: SubmitSmFields[];
       try {
-        const plan = attempt.parts && attempt.encoding ? { parts: attempt.parts, encoding: attempt.encoding } : planSms(attempt.text, 'utf');
         fields = buildSubmitSms({
           destination: attempt.to,
           sender: attempt.sender,
-          encoding: plan.encoding,
-          parts: plan.parts,
+          encoding: attempt.encoding,
+          parts: attempt.parts,
           validityMinutes: attempt.ttlMinutes,
           reference: concatRef,
         });
@@ -491,16 +501,19 @@ export class SmppCarrier implements Carrier {
         if (typeof reason === 'number') this.wakeAfter(reason);
         return;
       }
-      if (this.bucket) {
-        let waitMs: number;
+      // A leased token costs no Redis round trip; without one, wait for the next lease.
+      if (this.bucket && !this.bucket.tryTake()) {
         try {
-          waitMs = await this.bucket.reserve();
+          await this.bucket.take();
+          if (this.limiterDownSince !== null) this.logger.info({ carrier: this.name }, 'SMPP rate limiter reachable again');
+          this.limiterDownSince = null;
         } catch (err) {
-          this.logger.warn({ err, carrier: this.name }, 'SMPP rate limiter unavailable; retrying');
+          // Once per outage; submits wait (never past the cap) and the stall timer gives them back.
+          if (this.limiterDownSince === null) this.logger.warn({ err, carrier: this.name }, 'SMPP rate limiter unavailable; submits wait');
+          this.limiterDownSince ??= Date.now();
           await sleep(500);
           continue;
         }
-        if (waitMs > 0) await sleep(waitMs);
         // A token spent while the link dropped or paused is lost: only throughput suffers.
         if (this.blocked() !== null) continue;
       }
@@ -530,7 +543,7 @@ export class SmppCarrier implements Carrier {
     void this.submitPart(work, part, fields);
   }
 
-  // A method rather than arrows per PDU (see attemptColumns in engine/dispatch.ts).
+  // A method rather than arrows per PDU (docs/architecture.md, "Hot loops").
   private async submitPart(work: Work, part: number, fields: SubmitSmFields): Promise<void> {
     try {
       let result: SubmitResult;
@@ -627,8 +640,7 @@ export class SmppCarrier implements Carrier {
 
   private accepted(work: Work, part: number, messageId: string | undefined): void {
     const attemptId = work.attempt.attemptId;
-    const keys = messageId ? normalizeMessageId(messageId, this.submitIdForm) : [];
-    const ref = keys[0] ?? '';
+    const ref = messageId ? sameRef(messageId, this.submitIdForm) : '';
     if (ref === '') {
       this.logger.warn({ carrier: this.name, attemptId, part }, 'SMPP submit_sm_resp without message_id; its receipt cannot be matched');
     }
@@ -639,7 +651,7 @@ export class SmppCarrier implements Carrier {
           attemptId,
           part,
           ref,
-          idKeys: this.indexIds ? keys : null,
+          index: this.receiptIds.accepted(ref),
           idTtlSeconds: Math.ceil(work.attempt.ttlMinutes * 60) + 86_400,
         }),
       ),
@@ -679,8 +691,9 @@ export class SmppCarrier implements Carrier {
         this.stallTimer = null;
         return;
       }
-      if (this.unboundSince === null || Date.now() - this.unboundSince < this.stallTimeoutMs) return;
-      const error = new SmppCarrierError(`${this.name} not bound for ${Math.round((Date.now() - this.unboundSince) / 1000)} s`);
+      const since = Math.min(this.unboundSince ?? Infinity, this.limiterDownSince ?? Infinity);
+      if (Date.now() - since < this.stallTimeoutMs) return;
+      const error = new SmppCarrierError(`${this.name} ${this.unboundSince === since ? 'not bound' : 'without its tps limiter'} for ${Math.round((Date.now() - since) / 1000)} s`);
       this.logger.warn({ carrier: this.name, queued }, 'SMPP link down too long; giving queued attempts back to the engine');
       for (const work of [...this.priorityLane.drain(), ...this.normalLane.drain()]) work.finish({ kind: 'give-back', error });
     }, every);
@@ -707,55 +720,15 @@ export class SmppCarrier implements Carrier {
       this.logger.warn({ carrier: this.name, stat: receipt.stat }, 'SMPP receipt without a message id; ignored');
       return;
     }
-    const ref = await this.receiptRef(receipt.messageId);
+    const resultInfo = receiptResultInfo(receipt);
+    const ref = await this.receiptIds.resolve(receipt.messageId, { state: receipt.state, resultInfo, at: Date.now() });
     this.logger.debug({ carrier: this.name, id: receipt.messageId, ref, stat: receipt.stat }, 'SMPP receipt');
+    if (ref === undefined) return; // kept until the SMSC's id form is known (see receipt-ids.ts)
     if (!ref) {
       this.logger.warn({ carrier: this.name, id: receipt.messageId }, 'SMPP receipt id cannot be read; ignored');
       return;
     }
-    await this.sink.report([{ carrier: this.refCarrier, ref, state: receipt.state, resultInfo: receiptResultInfo(receipt), at: Date.now() }]);
-  }
-
-  /**
-   * The ref registered for the message a receipt names. With explicit id forms the canonical key
-   * is the ref (no lookup). With `auto`, the id index decides between the readings of an all-digit
-   * id (hex or decimal): the preferred reading (same form as the submit id, unless this
-   * connection's receipts were seen to match in the other form) is taken as soon as it is indexed;
-   * another reading only when the preferred one stays absent for `altGraceMs`, because a receipt
-   * may be read before its own submit_sm_resp was indexed while the other reading already names an
-   * older message. When nothing is indexed by receiptIdWaitMs (the receipt overtook the response),
-   * the preferred key is reported and the engine parks it until that ref is registered.
-   */
-  async receiptRef(id: string): Promise<string | null> {
-    const keys = normalizeMessageId(id, this.receiptIdForm);
-    if (keys.length === 0) return null;
-    if (!this.indexIds) return keys[0] ?? null;
-    // A submit_sm_resp read in the same socket chunk is handled in promise callbacks queued before
-    // this one: let them index their id first.
-    await nextTurn();
-    // At most two readings (hex and decimal); the one seen matching more often goes first.
-    const order = keys.length < 2 ? [0] : (this.keyHits[1] ?? 0) > (this.keyHits[0] ?? 0) ? [1, 0] : [0, 1];
-    const preferred = order[0]!;
-    const started = Date.now();
-    const deadline = started + this.receiptIdWaitMs;
-    const altAfter = started + Math.min(ALT_READING_GRACE_MS, this.receiptIdWaitMs);
-    for (;;) {
-      const found = await this.refStore.lookupIds(keys);
-      if (found[preferred]) return this.settleReading(found, preferred);
-      const other = order.length > 1 && found[order[1]!] ? order[1]! : undefined;
-      if (other !== undefined && (Date.now() >= altAfter || this.closed)) return this.settleReading(found, other);
-      if (Date.now() >= deadline || this.closed) break;
-      await sleep(Math.min(50, Math.max(5, deadline - Date.now())));
-    }
-    return keys[preferred] ?? null;
-  }
-
-  /** The ref of the reading taken; an unambiguous match (one reading indexed) teaches the preference. */
-  private settleReading(found: Array<string | null>, index: number): string | null {
-    let hits = 0;
-    for (const ref of found) if (ref) hits++;
-    if (hits === 1 && index < this.keyHits.length) this.keyHits[index]!++;
-    return found[index] ?? null;
+    await this.sink.report([{ carrier: this.refCarrier, ref, state: receipt.state, resultInfo, at: Date.now() }]);
   }
 
   private async onMo(pdu: DeliverSm): Promise<void> {
@@ -804,6 +777,8 @@ export class SmppCarrier implements Carrier {
     this.stallTimer = null;
     const error = new SmppCarrierError(`${this.name} is closing`);
     for (const work of [...this.priorityLane.drain(), ...this.normalLane.drain()]) work.finish({ kind: 'give-back', error });
+    this.bucket?.close().catch(() => undefined); // unspent leased tokens go back to the other processes
+    this.receiptIds.close();
     this.closePromise = this.session.close();
     return this.closePromise;
   }

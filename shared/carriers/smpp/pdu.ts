@@ -4,7 +4,8 @@
  * canonicalising message ids and reassembling concatenated mobile-originated messages. No sockets,
  * no timers, no library state.
  */
-import type { AttemptState, SmsEncoding } from '../types.js';
+import type { AttemptState } from '../../channels/index.js';
+import type { SmsEncoding } from '../../sms/gsm7.js';
 import { decodeGsm7Unpacked, decodeUcs2, encodeGsm7Unpacked, encodeUcs2 } from '../../sms/gsm7.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -991,9 +992,10 @@ const DEC_RE = /^[0-9]+$/;
  * Matching rule: the id stored from submit_sm_resp and the id from a receipt refer to the same
  * message when their key lists intersect. Element 0 is always the same-representation key, so
  * when several stored ids match, the one whose key[0] equals the receipt's key[0] wins. With
- * `auto` on both sides a decimal receipt id can in principle match a different message whose hex
- * id has the same digits; set the forms per connection (e.g. submit `hex`, receipt `dec`) to
- * get exactly one key per id and no ambiguity.
+ * `auto` on both sides a decimal receipt id can match a different message whose hex id has the
+ * same digits, so the SMPP carrier does not match by intersection: it learns how the connection's
+ * SMSC writes its ids (id-forms.ts, receipt-ids.ts), or takes the forms set per connection (e.g.
+ * submit `hex`, receipt `dec`), and then reads each receipt id one way only.
  */
 export function normalizeMessageId(id: string, form: MessageIdForm = 'auto'): string[] {
   const s = id.replace(/\0+$/, '').trim();
@@ -1010,7 +1012,7 @@ export function normalizeMessageId(id: string, form: MessageIdForm = 'auto'): st
 }
 
 // Module-level rather than closures per call (their optimised code was dropped at every full
-// collection; see attemptColumns in engine/dispatch.ts).
+// collection; docs/architecture.md, "Hot loops").
 function hexReading(s: string): string {
   return `hex:${BigInt(`0x${s}`).toString(16)}`;
 }

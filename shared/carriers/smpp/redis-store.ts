@@ -12,15 +12,20 @@
  *   docs/benchmarks.md). Earlier versions wrote `att:<attemptId>:<part>` strings (until
  *   2026-11-25) and before that a hash `att:<attemptId>` (`p<index>` → ref, `c` → reference); a
  *   re-hand still reads both until those have expired.
- * - `id:<key>` (string, step ttl + 1 day): receipt-id index, written only when a connection's id
- *   forms are `auto`. Each canonical key of a submit_sm_resp id (see `normalizeMessageId`) points
- *   at the ref registered with the engine, so a receipt naming the same message in another form
- *   (decimal for a hex id, other case, leading zeros) finds it.
+ * - `id:<ref>` (string, step ttl + 1 day): the submit ids registered while the connection still
+ *   learns how its SMSC writes ids in receipts (`auto` forms, see id-forms.ts): one key per id,
+ *   its ref, which the receipts' readings are looked up against. Not written once the form is known.
+ * - `idform:<smsc>` (string, no expiry): the learned relation (`same`, `hex-dec`, `dec-hex`) of the
+ *   SMSC at `<smsc>` (a hash of host, port and system_id), shared by every process and bind.
+ * - `rcpt:parked` (hash, refreshed on each write, expires after the bound it is kept for): receipts
+ *   whose id had several readings before the form was learned, field `<id> <state>` → the report
+ *   as JSON; applied once the form is known, dropped with a warning after the bound.
  * - `mo:<src>:<dst>:<bits>:<ref>:<total>` (hash, 10 min): parts of a concatenated inbound SMS, so
  *   parts that arrive over different binds (processes) are still joined.
  */
 import type { Redis } from 'ioredis';
-import { luaScript, runScript } from './token-bucket.js';
+import type { AttemptState } from '../types.js';
+import { luaScript, runScript } from '../../redis.js';
 import { pushTo } from '../../collections.js';
 
 const ATTEMPT_TTL_S = 6 * 3600;
@@ -41,29 +46,19 @@ return false
 `);
 
 /**
- * Indexes accepted ids for receipts (`auto` id forms). Per part, ARGV holds the number of id keys
- * it has in KEYS, its ref and their ttl. The first id key (same representation) always points at the
- * ref; the others only when no other id claimed them first (NX), so a primary key is never
- * overwritten by an alias.
+ * Indexes accepted ids while the connection's id form is being learned.
+ * KEYS[1]   the learned relation of the connection's SMSC (`idform:<smsc>`)
+ * KEYS[2..] `id:<ref>` keys, one per accepted id
+ * ARGV[2i-1], ARGV[2i]  ref and ttl (s) of KEYS[i + 1]
+ * Returns the learned relation, writing nothing, once there is one; else false after indexing.
  */
 const INDEX_IDS_LUA = luaScript(`
-local k = 1
-local a = 1
-while a <= #ARGV do
-  local ids = tonumber(ARGV[a])
-  local ref = ARGV[a + 1]
-  local ttl = tonumber(ARGV[a + 2])
-  for i = 0, ids - 1 do
-    if i == 0 then
-      redis.call('SET', KEYS[k + i], ref, 'EX', ttl)
-    else
-      redis.call('SET', KEYS[k + i], ref, 'EX', ttl, 'NX')
-    end
-  end
-  k = k + ids
-  a = a + 3
+local learned = redis.call('GET', KEYS[1])
+if learned then return learned end
+for i = 2, #KEYS do
+  redis.call('SET', KEYS[i], ARGV[2 * i - 3], 'EX', tonumber(ARGV[2 * i - 2]))
 end
-return #KEYS
+return false
 `);
 
 export interface AcceptedParts {
@@ -77,9 +72,21 @@ export interface AcceptedPart {
   attemptId: number;
   part: number;
   ref: string;
-  idKeys: string[] | null;
+  /** Index the ref for receipts (while the id form is learned). */
+  index: boolean;
   idTtlSeconds: number;
 }
+
+/** A receipt kept until the connection's id form is known. */
+export interface ParkedReceipt {
+  id: string;
+  state: AttemptState;
+  resultInfo: string;
+  at: number;
+  parkedAt: number;
+}
+
+const PARKED_FIELD_SEP = ' ';
 
 /**
  * Collects calls made in one tick and runs them as one batch on the next turn of the event loop.
@@ -98,7 +105,7 @@ class TickBatcher<I, O> {
     });
   }
 
-  // Loops rather than arrows made per call (see attemptColumns in engine/dispatch.ts).
+  // Loops rather than arrows made per call (docs/architecture.md, "Hot loops").
   private readonly flush = async (): Promise<void> => {
     const inputs = this.inputs;
     const waiters = this.waiters;
@@ -113,12 +120,24 @@ class TickBatcher<I, O> {
   };
 }
 
+/** Throws the first error of a pipeline's results. */
+function failedOf(results: Array<[Error | null, unknown]> | null): void {
+  for (const [err] of results ?? []) if (err) throw err;
+}
+
 export class SmppRedisStore {
+  /** Told the learned id relation when an index write finds one (see INDEX_IDS_LUA). */
+  onIdForm: ((value: string) => void) | null = null;
+  /** `idform:<smsc>` of this connection's SMSC (set by the carrier). */
+  idFormKey: string;
+
   constructor(
     private readonly redis: Redis,
     /** `<redisPrefix>:smpp:<connection>` */
     private readonly base: string,
-  ) {}
+  ) {
+    this.idFormKey = `${base}:idform`;
+  }
 
   /** Parts already accepted, per attempt of `partCount` parts (attempts with none are absent). */
   async acceptedParts(attempts: Array<{ attemptId: number; partCount: number }>): Promise<Map<number, AcceptedParts>> {
@@ -167,21 +186,66 @@ export class SmppRedisStore {
   }
 
   /**
-   * Records an accepted part, and (when `idKeys` is given) indexes the id's canonical keys for
-   * receipts: the first key (same representation) always points at `ref`; the others only when
-   * no other id claimed them first (`NX`), so a primary key is never overwritten by an alias.
-   * Records made in the same tick (a window's worth of submit_sm_resp) share one pipeline.
+   * Records an accepted part, and (with `index`) indexes its ref for receipts while the id form
+   * is learned. Records made in the same tick (a window's worth of submit_sm_resp) share one
+   * pipeline and one script call.
    */
   recordAccepted(input: AcceptedPart): Promise<void> {
     return this.writes.add(input);
   }
 
-  /** The refs indexed under each key (null where none); lookups of one tick share one MGET. */
-  async lookupIds(keys: string[]): Promise<Array<string | null>> {
-    if (keys.length === 0) return [];
-    const lookups: Array<Promise<string | null>> = [];
-    for (const k of keys) lookups.push(this.reads.add(k));
-    return Promise.all(lookups);
+  /**
+   * Which of `refs` are indexed, and the learned id relation if there is one; lookups of one tick
+   * share one MGET.
+   */
+  async lookupIds(refs: string[]): Promise<{ idForm: string | null; indexed: Set<string> }> {
+    const lookups: Array<Promise<string | null>> = [this.reads.add(this.idFormKey)];
+    for (const ref of refs) lookups.push(this.reads.add(`${this.base}:id:${ref}`));
+    const [idForm, ...found] = await Promise.all(lookups);
+    const indexed = new Set<string>();
+    refs.forEach((ref, i) => {
+      if (found[i] !== null && found[i] !== undefined) indexed.add(ref);
+    });
+    return { idForm: idForm ?? null, indexed };
+  }
+
+  /** Removes an indexed ref (its final receipt was applied). */
+  async forgetIndexed(ref: string): Promise<void> {
+    await this.redis.del(`${this.base}:id:${ref}`);
+  }
+
+  /** Stores the learned id relation unless one is stored already; returns the one stored. */
+  async saveIdForm(value: string): Promise<string> {
+    const previous = await this.redis.set(this.idFormKey, value, 'NX', 'GET');
+    return previous ?? value;
+  }
+
+  /** Keeps a receipt until the id form is known (for at most `keepSeconds` after the last one). */
+  async parkReceipt(receipt: ParkedReceipt, keepSeconds: number): Promise<void> {
+    const key = `${this.base}:rcpt:parked`;
+    await this.redis.pipeline()
+      .hset(key, `${receipt.id}${PARKED_FIELD_SEP}${receipt.state}`, JSON.stringify(receipt))
+      .expire(key, keepSeconds)
+      .exec()
+      .then(failedOf);
+  }
+
+  /** Every parked receipt, by its field. */
+  async parkedReceipts(): Promise<Map<string, ParkedReceipt>> {
+    const all = await this.redis.hgetall(`${this.base}:rcpt:parked`);
+    const out = new Map<string, ParkedReceipt>();
+    for (const [field, value] of Object.entries(all)) {
+      try {
+        out.set(field, JSON.parse(value) as ParkedReceipt);
+      } catch {
+        out.set(field, { id: field.split(PARKED_FIELD_SEP)[0] ?? '', state: 'sent', resultInfo: '', at: 0, parkedAt: 0 });
+      }
+    }
+    return out;
+  }
+
+  async forgetParked(fields: string[]): Promise<void> {
+    if (fields.length > 0) await this.redis.hdel(`${this.base}:rcpt:parked`, ...fields);
   }
 
   private readonly writes = new TickBatcher<AcceptedPart, void>(async (inputs) => {
@@ -194,9 +258,9 @@ export class SmppRedisStore {
       const key = this.acceptedKey(input.attemptId);
       pushTo(byHash, key, `${input.attemptId}:${input.part}`);
       pushTo(byHash, key, input.ref);
-      if (input.idKeys && input.idKeys.length > 0 && input.ref !== '') {
-        for (const k of input.idKeys) idKeys.push(`${this.base}:id:${k}`);
-        idArgs.push(input.idKeys.length, input.ref, input.idTtlSeconds);
+      if (input.index && input.ref !== '') {
+        idKeys.push(`${this.base}:id:${input.ref}`);
+        idArgs.push(input.ref, input.idTtlSeconds);
       }
     }
     const pipeline = this.redis.pipeline();
@@ -204,19 +268,19 @@ export class SmppRedisStore {
       pipeline.hset(key, ...fields);
       pipeline.expire(key, ATTEMPT_TTL_S);
     }
-    const [results] = await Promise.all([pipeline.exec(), idKeys.length > 0 ? runScript(this.redis, INDEX_IDS_LUA, idKeys, idArgs) : null]);
-    for (const [err] of results ?? []) if (err) throw err;
+    const [results, learned] = await Promise.all([
+      pipeline.exec(),
+      idKeys.length > 0 ? runScript(this.redis, INDEX_IDS_LUA, [this.idFormKey, ...idKeys], idArgs) : null,
+    ]);
+    failedOf(results);
+    if (typeof learned === 'string') this.onIdForm?.(learned);
     return new Array<void>(inputs.length);
   });
 
-  private readonly reads = new TickBatcher<string, string | null>(async (keys) => {
-    const names: string[] = [];
-    for (const k of keys) {
-      names.push(`${this.base}:id:${k}`);
-    }
+  private readonly reads = new TickBatcher<string, string | null>(async (names) => {
     const values = await this.redis.mget(...names);
     const found: Array<string | null> = [];
-    for (let i = 0; i < keys.length; i++) {
+    for (let i = 0; i < names.length; i++) {
       found.push(values[i] ?? null);
     }
     return found;

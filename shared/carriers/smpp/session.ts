@@ -5,15 +5,15 @@
  * deliver_sm / enquire_link / unbind; graceful unbind on close.
  *
  * Framing and every PDU sent or read are ours (`pdu.ts`), not the `smpp` library's: its generic
- * decoding and callbacks were 8-10 % of the busiest worker, its response-callback map never expires
+ * decoding and callbacks cost the busiest worker dearly (docs/benchmarks.md), its response-callback map never expires
  * entries, and it decodes short_message to a string, lossily for GSM-7. deliver_sm reaches handlers
  * as `parseSmPdu` reads the raw bytes.
  */
 import { EventEmitter } from 'node:events';
 import net from 'node:net';
 import tls from 'node:tls';
-import type { Readable } from 'node:stream';
 import type { MessageIdForm } from './pdu.js';
+import { smppStatusName } from './status-codes.js';
 import {
   COMMAND_ID,
   PduFramer,
@@ -192,29 +192,6 @@ export interface SmppSessionStats {
 // Raw PDU capture (for the SMSC simulator, which still frames with the `smpp` library)
 // ---------------------------------------------------------------------------------------------
 
-/**
- * Wraps `socket.read` so every PDU the `smpp` Session extracts is also handed over as raw bytes,
- * synchronously before the Session emits it (it reads the 4-octet length, then the rest, then
- * emits 'pdu'). Relies on smpp 0.5.1's `_extractPDUs`; install before any data is read.
- */
-export function tapRawPdus(socket: Readable, onPdu: (raw: Buffer) => void): void {
-  const original = socket.read.bind(socket);
-  let header: Buffer | null = null;
-  socket.read = (size?: number): unknown => {
-    const chunk: unknown = original(size);
-    if (Buffer.isBuffer(chunk) && typeof size === 'number' && size > 0) {
-      if (header === null) {
-        header = chunk;
-      } else {
-        const raw = Buffer.concat([header, chunk]);
-        header = null;
-        onPdu(raw);
-      }
-    }
-    return chunk;
-  };
-}
-
 // ---------------------------------------------------------------------------------------------
 // Session
 // ---------------------------------------------------------------------------------------------
@@ -292,6 +269,7 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
   private readonly minSpacingMs: number;
 
   private _state: SmppState = 'idle';
+  private _lastError: string | null = null;
   private conn: Connection | null = null;
   private connSeq = 0;
   private failures = 0;
@@ -346,6 +324,11 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
 
   get state(): SmppState {
     return this._state;
+  }
+
+  /** Why the link was last lost or refused (`bind rejected: ESME_RINVPASWD`, `connect ECONNREFUSED …`), or null. */
+  get lastError(): string | null {
+    return this._lastError;
   }
 
   get stats(): SmppSessionStats {
@@ -527,7 +510,7 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
         if (resp.commandStatus !== 0) {
           this.options.logger?.warn({ host: o.host, systemId: o.systemId, commandStatus: hex(resp.commandStatus) }, 'SMPP bind rejected');
           this.emit('bindFailed', { commandStatus: resp.commandStatus });
-          this.destroyConn(conn, `bind rejected with status ${hex(resp.commandStatus)}`);
+          this.destroyConn(conn, `bind rejected: ${smppStatusName(resp.commandStatus)}`);
           return;
         }
         conn.boundAt = Date.now();
@@ -578,6 +561,7 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
     conn.timers.clear();
     if (conn.enquireTimer) clearInterval(conn.enquireTimer);
     const reason = conn.closeReason ?? 'connection closed by peer';
+    if (!this.closing) this._lastError = reason;
     for (const w of conn.waiters.values()) w.reject(new SmppConnectionError(`connection lost (${reason})`, { sent: true }));
     conn.waiters.clear();
     if (this.conn === conn) this.conn = null;
@@ -744,8 +728,7 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
     void this.awaitSubmitResp(conn, item);
   }
 
-  // Methods rather than arrows per submit: V8 keeps a function's optimised code only while the
-  // function lives (see attemptColumns in engine/dispatch.ts).
+  // A method rather than an arrow per submit (docs/architecture.md, "Hot loops").
   private async awaitSubmitResp(conn: Connection, item: QueuedSubmit): Promise<void> {
     try {
       const raw = await this.request(conn, 'submit_sm', encodeQueuedSubmit, item.options.timeoutMs ?? this.responseTimeoutMs, 'response', item);

@@ -1,6 +1,10 @@
-/** Joi validation with messages that name the field (`to[3].phone_number: must be a string`). */
+/**
+ * Joi validation with messages that name the field (`to[3].phone_number: must be a string`), for
+ * the domain (message acceptance, admin operations) and the HTTP layer alike.
+ */
 import type Joi from 'joi';
-import { badRequest } from '../../shared/errors.js';
+import { badRequest } from './errors.js';
+import { findUnstorable } from './unstorable-text.js';
 
 export function fieldPath(path: ReadonlyArray<string | number>): string {
   return path.reduce<string>((acc, p) => (typeof p === 'number' ? `${acc}[${p}]` : acc ? `${acc}.${p}` : p), '');
@@ -28,11 +32,19 @@ export function describeJoiError(error: Joi.ValidationError, rootLabel = 'body')
   return `${field}: ${what}`;
 }
 
-/** Validate and return the typed value, or throw a 400 AppError naming the field. */
+/**
+ * Validate and return the typed value, or throw a 400 AppError naming the field. Every string of
+ * the value is also checked once here, whatever the schema: Postgres refuses NUL characters in
+ * text, and nothing a client sends may reach it in a form that makes it fail.
+ */
 export function validate<T>(schema: Joi.Schema<T>, value: unknown, opts: Joi.ValidationOptions = {}): T {
   const result = schema.validate(value, { abortEarly: true, convert: false, ...opts });
   if (result.error) {
     throw badRequest(describeJoiError(result.error), 'VALIDATION', { field: fieldPath(result.error.details[0]?.path ?? []) });
+  }
+  const unstorable = findUnstorable(result.value, '');
+  if (unstorable !== null) {
+    throw badRequest(unstorable, 'VALIDATION', { field: unstorable.slice(0, unstorable.indexOf(':')) });
   }
   return result.value as T;
 }

@@ -1,0 +1,76 @@
+/**
+ * Assembling a process from its roles. `all` runs every role in one process (npm start); the
+ * Procfile runs `web` and `worker --pools=…` processes, so the single-process default and the
+ * scaled-out deployment run the same start modules. Shutdown goes in order: stop taking requests,
+ * stop producing work (relay, sweep), let running jobs finish while carrier connections close, then
+ * flush the engine and close the connections to Redis and Postgres.
+ */
+import type { Server } from 'node:http';
+import type { Worker } from 'bullmq';
+import type { Config } from '../shared/config.js';
+import type { Logger } from '../shared/logger.js';
+import type { Db } from '../shared/db/pool.js';
+import type { Redis } from '../shared/redis.js';
+import { CHANNEL_POOLS, LANES, type ChannelPool, type Lane, type Queues } from '../shared/queues.js';
+import type { Engine } from '../shared/engine/engine.js';
+import type { ConnectionManager } from '../shared/carriers/connections.js';
+import { startCore, StartupError, type Role } from './core.js';
+import { startWeb } from './web.js';
+import { startDispatch } from './dispatch.js';
+import { startStatus } from './status.js';
+import { startWebhooks } from './webhooks.js';
+import { startSweep } from './sweep.js';
+
+export { StartupError, type Role };
+
+export type PoolName = ChannelPool | 'status' | 'webhooks' | 'relay' | 'sweep';
+export const ALL_POOLS: PoolName[] = [...CHANNEL_POOLS, 'status', 'webhooks', 'relay', 'sweep'];
+
+export interface Runtime {
+  config: Config;
+  logger: Logger;
+  db: Db;
+  redis: Redis;
+  queues: Queues;
+  engine: Engine;
+  /** The carrier connections of the families this process dispatches, or null. */
+  connections: ConnectionManager | null;
+  server: Server | null;
+  workers: Worker[];
+  /** Port the HTTP server listens on (useful when PORT=0). */
+  port: number | null;
+  stop(): Promise<void>;
+}
+
+export async function startRuntime(opts: { role: Role; pools?: PoolName[]; lanes?: readonly Lane[]; config?: Config; logger?: Logger }): Promise<Runtime> {
+  const pools = new Set(opts.role === 'web' ? [] : (opts.pools ?? ALL_POOLS));
+  const lanes = opts.lanes ?? LANES;
+  const channelPools = CHANNEL_POOLS.filter((p) => pools.has(p));
+  const core = await startCore({
+    role: opts.role, dispatching: channelPools.length > 0, lanes, ...(opts.config && { config: opts.config }), ...(opts.logger && { logger: opts.logger }),
+  });
+  const dispatch = channelPools.length > 0 ? await startDispatch(core, channelPools, lanes) : null;
+  const status = pools.has('status') ? await startStatus(core) : null;
+  const webhooks = pools.has('webhooks') || pools.has('relay') ? startWebhooks(core, { pool: pools.has('webhooks'), relay: pools.has('relay') }) : null;
+  const sweep = pools.has('sweep') ? startSweep(core) : null;
+  const web = opts.role !== 'worker' ? await startWeb(core) : null;
+  core.logger.info({ role: opts.role, pools: [...pools] }, 'switchboard started');
+
+  let stopping: Promise<void> | null = null;
+  const stop = () => {
+    stopping ??= (async () => {
+      await web?.stop();
+      await webhooks?.stopRelay();
+      await sweep?.stop();
+      await Promise.all([dispatch?.stop(), status?.stop(), webhooks?.stop()]);
+      await core.close();
+      core.logger.info('switchboard stopped');
+    })();
+    return stopping;
+  };
+  return {
+    config: core.config, logger: core.logger, db: core.db, redis: core.redis, queues: core.queues, engine: core.engine,
+    connections: dispatch?.connections ?? null, server: web?.server ?? null,
+    workers: [...(dispatch?.workers ?? []), ...(status?.workers ?? []), ...(webhooks?.workers ?? [])], port: web?.port ?? null, stop,
+  };
+}

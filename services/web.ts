@@ -1,0 +1,38 @@
+/** The `web` role: the one HTTP listener for every API (D1), on the core's API pool. */
+import type { Server } from 'node:http';
+import { buildApp } from '../api/app.js';
+import type { Core } from './core.js';
+
+export interface WebRole {
+  server: Server;
+  port: number;
+  stop(): Promise<void>;
+}
+
+export async function startWeb(core: Core): Promise<WebRole> {
+  const { config, logger } = core;
+  const app = buildApp({
+    config, db: core.apiDb, redis: core.redis, queues: core.queues, logger, engine: core.engine, secrets: core.secrets,
+  });
+  const server = await new Promise<Server>((resolve, reject) => {
+    const s = app.listen(config.port, '0.0.0.0', () => resolve(s));
+    s.once('error', reject);
+  });
+  server.keepAliveTimeout = 65_000;
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : config.port;
+  logger.info({ port, sandbox: config.sandbox }, 'HTTP listening');
+  if (!config.adminToken) {
+    logger.warn('ADMIN_TOKEN is not set: the admin API and bull-board refuse every call');
+  }
+  return {
+    server,
+    port,
+    // Stop taking requests; idle keep-alive connections close now, busy ones within 5 s.
+    stop: () => new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeIdleConnections();
+      setTimeout(() => server.closeAllConnections(), 5000).unref();
+    }),
+  };
+}

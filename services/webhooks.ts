@@ -1,0 +1,53 @@
+/**
+ * The webhook roles: the outbox relay (events into batches, each batch's first attempt made at
+ * once when its receiver has a free slot) and the webhook pool (every retry). One HTTP client and
+ * one set of per-receiver slots serve both in a process.
+ */
+import type { Worker } from 'bullmq';
+import { OutboxRelay } from '../shared/webhooks/relay.js';
+import { DirectDelivery, OriginSlots } from '../shared/webhooks/direct.js';
+import { WebhookClient } from '../shared/webhooks/http.js';
+import { perOriginLimit, startWebhookPool } from '../workers/webhook-pool.js';
+import type { Core } from './core.js';
+
+export interface WebhooksRole {
+  workers: Worker[];
+  /** Stops the relay's passes (no new batches); the pool's workers close in `stop`. */
+  stopRelay(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export function startWebhooks(core: Core, run: { pool: boolean; relay: boolean }): WebhooksRole {
+  const { config, logger, db, queues } = core;
+  const client = new WebhookClient({ allowPrivate: config.allowPrivateCallbacks });
+  const slots = new OriginSlots(perOriginLimit(config.concurrency.webhooks));
+  const workers: Worker[] = [];
+  if (run.pool) {
+    workers.push(startWebhookPool(db, {
+      concurrency: config.concurrency.webhooks, retryScheduleMs: config.webhookRetryScheduleMs, allowPrivate: config.allowPrivateCallbacks,
+    }, { client, slots }, { connection: core.connection, prefix: config.redisPrefix, outages: core.outages }, logger));
+  }
+  let relay: OutboxRelay | null = null;
+  if (run.relay) {
+    const direct = new DirectDelivery({ db, client, queues, slots, logger }, {
+      concurrency: config.concurrency.webhooks, allowPrivate: config.allowPrivateCallbacks, retryScheduleMs: config.webhookRetryScheduleMs,
+      maxWaitingBytes: config.webhookDirectBacklogBytes,
+    });
+    relay = new OutboxRelay(db, queues, {
+      batchMax: config.webhookBatchMax, lingerMs: config.webhookLingerMs, retries: config.webhookRetryScheduleMs.length,
+      intervalMs: Math.max(20, Math.min(200, config.webhookLingerMs)), rescanMs: config.webhookRelayRescanMs,
+    }, (err) => logger.error({ err: err.message }, 'outbox relay pass failed'), direct);
+    relay.start();
+  }
+  return {
+    workers,
+    stopRelay: async () => {
+      await relay?.stop();
+    },
+    stop: async () => {
+      await relay?.stop();
+      await Promise.all(workers.map((w) => w.close()));
+      await client.close();
+    },
+  };
+}

@@ -1,0 +1,59 @@
+/**
+ * Nothing stays non-final without a timer (issue 22): the sweep of attempts that waited longer than
+ * RECEIPT_WAIT_HOURS gives a Viber step whose ttl timer Redis lost its timer back (the step then
+ * expires and the flow moves on), fails an SMS whose submit was never answered (refunded), and
+ * leaves an SMS that was sent without a receipt as it is.
+ */
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startTestService, waitFor, type TestService } from '../support/harness.js';
+import { sweepWaitingAttempts } from '../../workers/recovery.js';
+import { ttlJobId } from '../../shared/queues.js';
+
+let svc: TestService;
+let apiKey: string;
+before(async () => {
+  svc = await startTestService();
+  ({ apiKey } = await svc.createAccount());
+  await svc.admin('PUT', '/prices', [{ channel: 'sms', prefix: '', price_czk: 1, price_eur: 0.04 }, { channel: 'viber', prefix: '', price_czk: 0.5, price_eur: 0.02 }]);
+});
+after(async () => {
+  await svc.stop();
+});
+
+const attemptOf = async (id: string, step = 0) => (await svc.sql<{ id: number; state: string; result_info: string; refunded: boolean }>(
+  'SELECT a.id, a.state, a.result_info, a.refunded FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = $1 AND a.step = $2', [id, step]))[0];
+
+test('attempts that waited too long are settled; their timers come back', { timeout: 60_000 }, async () => {
+  const send = async (body: unknown) => {
+    const res = await svc.request('POST', '/v2/message', { headers: { 'x-api-key': apiKey }, body });
+    assert.equal(res.status, 200, res.text);
+    return res.body.accepted[0].message_id as string;
+  };
+  // Sandbox: ...03 is sent with no receipt, on every channel.
+  const viber = await send({ body: 'V', to: [{ phone_number: '420777502003' }], flow: [{ viber: { sender: 'Shop', ttl: 1 } }, { sms: {} }] });
+  const smsSent = await send({ body: 'S', to: [{ phone_number: '420777502103' }] });
+  const smsUnanswered = await send({ body: 'U', to: [{ phone_number: '420777502203' }] });
+  await waitFor(async () => (await attemptOf(viber))?.state === 'sent' && (await attemptOf(smsSent))?.state === 'sent'
+    && (await attemptOf(smsUnanswered))?.state === 'sent', 10_000, 'sent');
+  const v = (await attemptOf(viber))!;
+  // Redis lost the viber step's ttl timer; the third SMS never got its submit answered.
+  await svc.runtime.queues.statusQueueFor(v.id).remove(ttlJobId(v.id));
+  await svc.sql(`UPDATE attempts SET handed_at = now() - interval '2 minutes' WHERE id = $1`, [v.id]);
+  await svc.sql(`UPDATE attempts SET state = 'sending', reached_sent = false WHERE id = $1`, [(await attemptOf(smsUnanswered))!.id]);
+
+  const swept = await sweepWaitingAttempts(svc.runtime.db, svc.runtime.redis, svc.runtime.queues, { boundMs: 0, cursorKey: `${svc.prefix}:test-cursor` });
+  assert.equal(swept.ttlTimers, 1);
+  assert.equal(swept.failed, 1);
+  await waitFor(async () => (await attemptOf(viber))?.state === 'undelivered', 10_000, 'viber step expired');
+  assert.equal((await attemptOf(viber))!.result_info, '[1] TTL expired');
+  await waitFor(async () => (await attemptOf(viber, 1))?.state === 'sent', 10_000, 'the flow moved on to SMS');
+  await waitFor(async () => (await attemptOf(smsUnanswered))?.state === 'failed', 10_000, 'unanswered SMS failed');
+  const unanswered = (await attemptOf(smsUnanswered))!;
+  assert.equal(unanswered.result_info, '[3] No answer from the carrier');
+  assert.equal(unanswered.refunded, true);
+  assert.equal((await attemptOf(smsSent))!.state, 'sent', 'a sent SMS stays sent');
+  // The cursor moved past them: a second sweep finds nothing new.
+  const again = await sweepWaitingAttempts(svc.runtime.db, svc.runtime.redis, svc.runtime.queues, { boundMs: 0, cursorKey: `${svc.prefix}:test-cursor` });
+  assert.equal(again.failed + again.ttlTimers, 0);
+});
