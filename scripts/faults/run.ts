@@ -199,6 +199,7 @@ async function main(): Promise<number> {
     DATABASE_URL: postgres.url('switchboard'),
     REDIS_URL: redis.url,
     ADMIN_TOKEN: adminToken,
+    CREDENTIALS_KEY: randomBytes(32).toString('hex'),
     ALLOW_PRIVATE_CALLBACKS: '1',
     SANDBOX: '0',
     SMPP_URL: `smpp://faults:faults@127.0.0.1:${sim.port}?tps=100000`,
