@@ -11,10 +11,9 @@
  *   POST /reset                      clears counters and times
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { SIM_HOST, SmscSimulator, type SimIdForm } from '../smsc-simulator.js';
-import { readJson, send } from '../control-http.js';
+import { readJson, runSimulatorChild, send } from '../control-http.js';
 
 const { values } = parseArgs({
   options: {
@@ -109,37 +108,4 @@ async function handle(req: http.IncomingMessage, res: http.ServerResponse): Prom
   }
 }
 
-async function main(): Promise<void> {
-  const { port } = await sim.start();
-  const control = http.createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => send(res, 400, { error: err instanceof Error ? err.message : String(err) }));
-  });
-  await new Promise<void>((resolve, reject) => {
-    control.once('error', reject);
-    control.listen(0, SIM_HOST, () => resolve());
-  });
-  const controlPort = (control.address() as AddressInfo).port;
-  process.stdout.write(`${JSON.stringify({ event: 'listening', host: SIM_HOST, port, controlPort })}\n`);
-  let stopping = false;
-  const shutdown = (): void => {
-    if (stopping) {
-      return;
-    }
-    stopping = true;
-    control.closeAllConnections();
-    control.close();
-    void sim.stop().then(() => process.exit(0));
-    setTimeout(() => process.exit(0), 3000).unref();
-  };
-  process.once('SIGINT', shutdown);
-  process.once('SIGTERM', shutdown);
-  // The harness holds our stdin open; when it goes away (even killed), so do we.
-  process.stdin.on('end', shutdown);
-  process.stdin.on('error', shutdown);
-  process.stdin.resume();
-}
-
-main().catch((err: unknown) => {
-  process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
-  process.exit(1);
-});
+runSimulatorChild(sim, handle);
