@@ -1,5 +1,6 @@
-/** JSON in and out for the simulators' small control servers (scripts/smsc.ts, scripts/bench/smsc-child.ts, scripts/bench/viber-child.ts). */
-import type http from 'node:http';
+/** JSON in and out for the simulators' small control servers (scripts/smsc.ts, scripts/bench/smsc-child.ts, scripts/faults/smsc-child.ts). */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 
 const MAX_BODY = 64 * 1024;
 
@@ -38,23 +39,45 @@ export function send(res: http.ServerResponse, status: number, body: unknown): v
 
 
 /**
- * A benchmark child's end: `stop` (close the servers, resolve when done) runs once on SIGINT,
- * SIGTERM or when stdin closes (the harness holds it open; when the harness goes away, even
- * killed, so do we); the process exits when it is done, or after 3 s.
+ * Runs a simulator as a harness's child process: starts it, serves `handle` on a control port
+ * (127.0.0.1), prints `{"event":"listening","host","port","controlPort"}`, and stops on SIGINT /
+ * SIGTERM or when stdin closes (the harness holds it open; when the harness goes away, even killed,
+ * so does the child).
  */
-export function stopWithHarness(stop: () => Promise<unknown>): void {
-  let stopping = false;
-  const shutdown = (): void => {
-    if (stopping) {
-      return;
-    }
-    stopping = true;
-    void stop().then(() => process.exit(0));
-    setTimeout(() => process.exit(0), 3000).unref();
+export function runSimulatorChild(
+  sim: { start(): Promise<{ host: string; port: number }>; stop(): Promise<void> },
+  handle: (req: http.IncomingMessage, res: http.ServerResponse) => Promise<void>,
+): void {
+  const main = async () => {
+    const { host, port } = await sim.start();
+    const control = http.createServer((req, res) => {
+      handle(req, res).catch((err: unknown) => send(res, 400, { error: err instanceof Error ? err.message : String(err) }));
+    });
+    await new Promise<void>((resolve, reject) => {
+      control.once('error', reject);
+      control.listen(0, host, () => resolve());
+    });
+    const controlPort = (control.address() as AddressInfo).port;
+    process.stdout.write(`${JSON.stringify({ event: 'listening', host, port, controlPort })}\n`);
+    let stopping = false;
+    const shutdown = (): void => {
+      if (stopping) {
+        return;
+      }
+      stopping = true;
+      control.closeAllConnections();
+      control.close();
+      void sim.stop().then(() => process.exit(0));
+      setTimeout(() => process.exit(0), 3000).unref();
+    };
+    process.once('SIGINT', shutdown);
+    process.once('SIGTERM', shutdown);
+    process.stdin.on('end', shutdown);
+    process.stdin.on('error', shutdown);
+    process.stdin.resume();
   };
-  process.once('SIGINT', shutdown);
-  process.once('SIGTERM', shutdown);
-  process.stdin.on('end', shutdown);
-  process.stdin.on('error', shutdown);
-  process.stdin.resume();
+  main().catch((err: unknown) => {
+    process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  });
 }

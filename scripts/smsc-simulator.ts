@@ -7,7 +7,7 @@
  *   04 → DELIVRD after `slowReceiptDelayMs`   05 → REJECTD   anything else → DELIVRD
  *
  * Every part of a multi-part message gets its own id and receipt. It can throttle (ESME_RTHROTTLED
- * 0x58), drop all connections, go silent (answer nothing), delay responses, and send MO messages
+ * 0x58), drop all connections, refuse binds, go silent (answer nothing), delay responses, and send MO messages
  * (long ones as concatenated parts, UCS-2 when needed). Submitted PDUs are recorded (decoded from
  * their raw bytes) for assertions.
  */
@@ -80,6 +80,11 @@ export interface SmscSimulatorOptions {
   enquireLinkIntervalMs?: number;
   /** Keep at most this many submitted records (oldest dropped); default 100 000. */
   maxRecords?: number;
+  /**
+   * Send a receipt again after this many ms when its deliver_sm_resp was an error or did not come
+   * (its session closed, or 10 s passed), as SMSCs do; default 0 (never: counted as not acknowledged).
+   */
+  redeliverMs?: number;
   /** Send each receipt before the submit_sm_resp it belongs to (the response follows after max(responseDelayMs, 100) ms). */
   receiptFirst?: boolean;
   /** Per-submit receipt delay in ms (tests: hold one part's receipt); null/undefined = the default delays. Not for the CLI. */
@@ -136,6 +141,8 @@ export interface SimulatorMode {
   throttleNext: number;
   /** Answer nothing (binds, submits, enquire_link, unbind). */
   silent: boolean;
+  /** Refuse every bind with ESME_RBINDFAIL (an SMSC that is down for maintenance). */
+  refuseBinds: boolean;
 }
 
 export interface MoRequest {
@@ -217,7 +224,7 @@ function smppDateOf(ms: number): string {
 export class SmscSimulator extends EventEmitter<SimulatorEvents> {
   readonly options: Required<Omit<SmscSimulatorOptions, 'systemId' | 'password' | 'receiptDelayFor'>> &
     Pick<SmscSimulatorOptions, 'systemId' | 'password' | 'receiptDelayFor'>;
-  readonly mode: SimulatorMode = { throttle: false, throttleNext: 0, silent: false };
+  readonly mode: SimulatorMode = { throttle: false, throttleNext: 0, silent: false, refuseBinds: false };
   readonly submitted: SubmittedRecord[] = [];
   readonly counters: SimulatorCounters = SmscSimulator.zeroCounters();
   private server: net.Server | null = null;
@@ -248,6 +255,7 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
       receiptTlvs: options.receiptTlvs ?? true,
       enquireLinkIntervalMs: options.enquireLinkIntervalMs ?? 0,
       maxRecords: options.maxRecords ?? 100_000,
+      redeliverMs: options.redeliverMs ?? 0,
       receiptFirst: options.receiptFirst ?? false,
       receiptDelayFor: options.receiptDelayFor,
     };
@@ -337,7 +345,7 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
   }
 
   /** Changes behaviour: `throttle` true/false (all submits) or a number (the next N). */
-  setMode(change: { throttle?: boolean | number; silent?: boolean; dropConnections?: boolean }): SimulatorMode {
+  setMode(change: { throttle?: boolean | number; silent?: boolean; refuseBinds?: boolean; dropConnections?: boolean }): SimulatorMode {
     if (typeof change.throttle === 'number') {
       this.mode.throttleNext = Math.max(0, Math.floor(change.throttle));
     } else if (typeof change.throttle === 'boolean') {
@@ -345,6 +353,7 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
       if (!change.throttle) this.mode.throttleNext = 0;
     }
     if (typeof change.silent === 'boolean') this.mode.silent = change.silent;
+    if (typeof change.refuseBinds === 'boolean') this.mode.refuseBinds = change.refuseBinds;
     if (change.dropConnections) this.dropConnections();
     return { ...this.mode };
   }
@@ -562,6 +571,7 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
     const respId = responseCommandId(pdu.commandId);
     let status: number = SMPP_STATUS.ESME_ROK;
     if (s.mode) status = SMPP_STATUS.ESME_RINVBNDSTS;
+    else if (this.mode.refuseBinds) status = SMPP_STATUS.ESME_RBINDFAIL;
     else if (this.options.systemId !== undefined && systemId !== this.options.systemId) status = SMPP_STATUS.ESME_RINVSYSID;
     else if (this.options.password !== undefined && password !== this.options.password) status = SMPP_STATUS.ESME_RINVPASWD;
     if (status !== SMPP_STATUS.ESME_ROK) {
@@ -732,8 +742,12 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
     this.counters.receiptsSent++;
     this.emit('receipt', { messageId: receipt.messageId, stat: receipt.stat });
     void this.request(target, (seq) => encodeDeliverSm(receipt.fields, seq), null).then((resp) => {
-      if (resp && resp.commandStatus === 0) this.counters.receiptsAcked++;
-      else this.counters.receiptsNacked++;
+      if (resp && resp.commandStatus === 0) {
+        this.counters.receiptsAcked++;
+        return;
+      }
+      this.counters.receiptsNacked++;
+      if (this.options.redeliverMs > 0 && this.server) this.later(this.options.redeliverMs, () => this.deliverReceipt(receipt));
     });
   }
 

@@ -9,7 +9,7 @@
  * Prints one JSON line when listening: {"event":"listening","host":"127.0.0.1","port":…,"controlPort":…}.
  * Control API (HTTP, 127.0.0.1 only, JSON):
  *   POST /mo    {from, to, text, udh16?, reverse?, spread?}      → {parts, statuses}
- *   POST /mode  {throttle?: bool|number, silent?: bool, dropConnections?: true} → mode
+ *   POST /mode  {throttle?: bool|number, silent?: bool, refuseBinds?: bool, dropConnections?: true} → mode
  *   GET  /stats                                                  → counters, mode, sessions
  *   GET  /submitted?limit=N                                      → last N submitted records
  *   POST /reset                                                  → clears records and counters
@@ -91,9 +91,10 @@ async function handle(req: http.IncomingMessage, res: http.ServerResponse): Prom
     }
     case 'POST /mode': {
       const body = await readJson(req);
-      const change: { throttle?: boolean | number; silent?: boolean; dropConnections?: boolean } = {};
+      const change: { throttle?: boolean | number; silent?: boolean; refuseBinds?: boolean; dropConnections?: boolean } = {};
       if (typeof body.throttle === 'boolean' || typeof body.throttle === 'number') change.throttle = body.throttle;
       if (typeof body.silent === 'boolean') change.silent = body.silent;
+      if (typeof body.refuseBinds === 'boolean') change.refuseBinds = body.refuseBinds;
       if (body.dropConnections === true) change.dropConnections = true;
       send(res, 200, sim.setMode(change));
       return;

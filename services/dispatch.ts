@@ -28,7 +28,7 @@ export async function startDispatch(core: Core, pools: readonly ChannelPool[], l
   });
   await connections.start();
   const conn = { connection: core.connection, prefix: config.redisPrefix, outages: core.outages };
-  const workers = pools.flatMap((pool) => startDispatchPool(core.engine, pool, config.concurrency[pool], conn, logger, lanes));
+  const workers = pools.flatMap((pool) => startDispatchPool(core.engine, pool, config.concurrency[pool], conn, logger, lanes, config.dispatchLockMs));
   return {
     workers,
     connections,

@@ -66,6 +66,14 @@ export interface Config {
   recoverySweepMs: number;
   /** How long an attempt may wait for its carrier before the sweep settles it (RECEIPT_WAIT_HOURS, default 72). */
   receiptWaitHours: number;
+  /**
+   * Lanes (as lane numbers: 0 priority, 1 transactional, 2 promotional) whose attempts are never
+   * sent twice after a crash or an unanswered submit (AT_MOST_ONCE_LANES, names; default none:
+   * every lane at-least-once).
+   */
+  atMostOnceLanes: number[];
+  /** How long a dispatch job's lock lasts without renewal: a dead worker's jobs are taken over after about this (DISPATCH_LOCK_MS, default 10000; the priority lane half). */
+  dispatchLockMs: number;
   /** Run migrations on start (default true). */
   migrateOnStart: boolean;
   /**
@@ -121,6 +129,9 @@ const schema = Joi.object({
   SANDBOX_SLOW_DELIVERY_MS: Joi.number().integer().min(0).default(5000),
   RECOVERY_SWEEP_MS: Joi.number().integer().min(100).default(30000),
   RECEIPT_WAIT_HOURS: Joi.number().min(0.001).max(24 * 365).default(72),
+  AT_MOST_ONCE_LANES: Joi.string().allow('').pattern(/^(priority|transactional|promotional)(,(priority|transactional|promotional))*$/)
+    .messages({ 'string.pattern.base': 'must be a comma-separated list of priority, transactional, promotional' }),
+  DISPATCH_LOCK_MS: Joi.number().integer().min(2000).max(300_000).default(10_000),
   MIGRATE_ON_START: bool.default(true),
   CREDENTIALS_KEY: Joi.string().allow('').custom((v: string, helpers) => (v === '' || parseKey(v) ? v : helpers.error('any.invalid')))
     .messages({ 'any.invalid': 'must be 32 bytes as 64 hex characters or base64 (e.g. `openssl rand -hex 32`)' }),
@@ -196,6 +207,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     sandboxSlowDeliveryMs: value.SANDBOX_SLOW_DELIVERY_MS,
     recoverySweepMs: value.RECOVERY_SWEEP_MS,
     receiptWaitHours: value.RECEIPT_WAIT_HOURS,
+    atMostOnceLanes: value.AT_MOST_ONCE_LANES ? String(value.AT_MOST_ONCE_LANES).split(',').map((l) => ['priority', 'transactional', 'promotional'].indexOf(l)) : [],
+    dispatchLockMs: value.DISPATCH_LOCK_MS,
     migrateOnStart: value.MIGRATE_ON_START,
     credentialsKey: credentialsKey ?? DEVELOPMENT_CREDENTIALS_KEY,
     credentialsKeyIsDevelopmentDefault: credentialsKey === null,

@@ -13,8 +13,14 @@ import { logWorkerErrors, type WorkerConnection } from './connection.js';
 // under load), so the lane gets more slots than it has work: an OTP never waits for a free one.
 const LANE_SHARE: Record<Lane, number> = { priority: 4, transactional: 1, promotional: 1 };
 
+/**
+ * A job's lock lasts `lockMs` (renewed while it runs); when its worker dies, another takes the job
+ * over once the lock lapsed and its stalled-job check ran: after `lockMs` to `2 × lockMs`. The
+ * priority lane (one-time codes) checks twice as often.
+ */
 export function startDispatchPool(
   engine: Engine, pool: ChannelPool, concurrency: number, conn: WorkerConnection, logger: Logger, lanes: readonly Lane[] = LANES,
+  lockMs = 10_000,
 ): Worker[] {
   return lanes.map((lane) => {
     const worker = new Worker<DispatchJob>(
@@ -28,7 +34,10 @@ export function startDispatchPool(
         }
         return { handed: outcome.handed, rejected: outcome.rejected };
       },
-      { connection: conn.connection, prefix: conn.prefix, concurrency: Math.max(1, Math.round(concurrency * LANE_SHARE[lane])) },
+      {
+        connection: conn.connection, prefix: conn.prefix, concurrency: Math.max(1, Math.round(concurrency * LANE_SHARE[lane])),
+        lockDuration: lane === 'priority' ? lockMs / 2 : lockMs, stalledInterval: lane === 'priority' ? lockMs / 2 : lockMs,
+      },
     );
     worker.on('failed', (job, err) => {
       if (job && job.attemptsMade >= (job.opts.attempts ?? 1)) {

@@ -33,6 +33,11 @@ export interface SpawnOptions {
   /** Called with every output line; return a value to resolve `ready`. */
   ready?: (line: string) => unknown;
   readyTimeoutMs?: number;
+  /** Called with every output line and the stream it came from (the fault suite counts non-JSON lines per stream). */
+  onLine?: (line: string, stream: 'stdout' | 'stderr') => void;
+  /** Run as this user and group (root only: the fault suite's Postgres runs as `postgres`). */
+  uid?: number;
+  gid?: number;
 }
 
 /** Starts `node <args>` (or `command`) and waits until `ready` recognises a line (or the process dies / times out). */
@@ -46,7 +51,10 @@ export async function spawnChild<T = unknown>(opts: SpawnOptions): Promise<{ chi
   // Marked with the harness's pid, so that a later run can find and stop children whose harness
   // died without stopping them (being detached, they outlive a killed process group).
   const env = { ...opts.env, [CHILD_MARK]: String(process.pid) };
-  const proc = spawn(opts.command ?? process.execPath, opts.args, { cwd: opts.cwd, env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+  const proc = spawn(opts.command ?? process.execPath, opts.args, {
+    cwd: opts.cwd, env, stdio: ['pipe', 'pipe', 'pipe'], detached: true,
+    ...(opts.uid !== undefined && { uid: opts.uid }), ...(opts.gid !== undefined && { gid: opts.gid }),
+  });
   proc.on('error', (err) => log.write(`spawn error: ${err.message}\n`));
   if (proc.pid === undefined) {
     throw new Error(`${opts.name}: could not start ${opts.command ?? 'node'} ${opts.args.join(' ')}`);
@@ -77,8 +85,9 @@ export async function spawnChild<T = unknown>(opts: SpawnOptions): Promise<{ chi
       }
     }
   };
-  createInterface({ input: proc.stdout! }).on('line', onLine);
-  createInterface({ input: proc.stderr! }).on('line', onLine);
+  const tap = opts.onLine;
+  createInterface({ input: proc.stdout! }).on('line', tap ? (line) => { tap(line, 'stdout'); onLine(line); } : onLine);
+  createInterface({ input: proc.stderr! }).on('line', tap ? (line) => { tap(line, 'stderr'); onLine(line); } : onLine);
   const exited = new Promise<string>((resolve) => {
     proc.once('exit', (code, signal) => {
       resolve(signal ?? String(code));

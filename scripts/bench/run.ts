@@ -14,11 +14,11 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { Redis } from 'ioredis';
 import { parseOptions, resolveCarrier, type Options } from './options.js';
-import { killOrphans, machineCpuSeconds, stopAll, stopChild, type Child } from './procs.js';
+import { killOrphans, machineCpuSeconds, stopChild, type Child } from './procs.js';
+import { Cleanups, repoRoot, runHarness } from './lifecycle.js';
 import { startOwnRedis, type Ctx } from './stack.js';
 import { Meter } from './meter.js';
 import { acceptScenario, e2eScenario, verifyScenario, webhooksScenario, type ScenarioResult } from './scenarios.js';
@@ -26,42 +26,11 @@ import { formatTable } from './report.js';
 import { e2eWhatsappScenario } from './whatsapp.js';
 import { e2eViberScenario } from './viber.js';
 
-function repoRoot(): string {
-  let dir = path.dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(path.join(dir, 'package.json'))) {
-    const up = path.dirname(dir);
-    if (up === dir) {
-      throw new Error('cannot find the repository root (package.json)');
-    }
-    dir = up;
-  }
-  return dir;
-}
-
 const log = (message: string) => process.stderr.write(`[bench] ${message}\n`);
 
-// Cleanups run last-registered first, once.
-const cleanups: Array<() => Promise<void>> = [];
-function onCleanup(fn: () => Promise<void>): () => void {
-  cleanups.push(fn);
-  return () => {
-    const i = cleanups.lastIndexOf(fn);
-    if (i >= 0) {
-      cleanups.splice(i, 1);
-    }
-  };
-}
-let cleaning: Promise<void> | null = null;
-function cleanupAll(): Promise<void> {
-  cleaning ??= (async () => {
-    while (cleanups.length > 0) {
-      const fn = cleanups.pop()!;
-      await fn().catch((err: unknown) => log(`cleanup failed: ${(err as Error).message}`));
-    }
-    await stopAll(5000);
-  })();
-  return cleaning;
-}
+const cleanups = new Cleanups(log);
+const onCleanup = (fn: () => Promise<void>): (() => void) => cleanups.add(fn);
+const cleanupAll = (): Promise<void> => cleanups.runAll();
 
 function build(root: string): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -234,30 +203,4 @@ async function main(): Promise<number> {
   return results.every((r) => r.ok) ? 0 : 1;
 }
 
-let interrupted = false;
-const interrupt = (signal: string) => {
-  if (interrupted) {
-    return;
-  }
-  interrupted = true;
-  log(`${signal}: stopping everything the benchmark started`);
-  void cleanupAll().then(() => process.exit(130));
-};
-process.on('SIGINT', () => interrupt('SIGINT'));
-process.on('SIGTERM', () => interrupt('SIGTERM'));
-process.on('SIGHUP', () => interrupt('SIGHUP')); // children run in sessions of their own (procs.ts): a closed terminal reaches only us
-process.on('unhandledRejection', (err) => {
-  log(`unhandled rejection: ${(err as Error)?.stack ?? String(err)}`);
-});
-
-main().then(
-  async (code) => {
-    await cleanupAll();
-    process.exit(code);
-  },
-  async (err: unknown) => {
-    log(`failed: ${(err as Error)?.stack ?? String(err)}`);
-    await cleanupAll();
-    process.exit(1);
-  },
-);
+runHarness(main, cleanups, log, 'the benchmark');

@@ -11,10 +11,9 @@
  *   POST /reset                      clears counters and times
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { SIM_HOST, SmscSimulator, type SimIdForm } from '../smsc-simulator.js';
-import { readJson, send, stopWithHarness } from '../control-http.js';
+import { readJson, runSimulatorChild, send } from '../control-http.js';
 
 const { values } = parseArgs({
   options: {
@@ -109,25 +108,4 @@ async function handle(req: http.IncomingMessage, res: http.ServerResponse): Prom
   }
 }
 
-async function main(): Promise<void> {
-  const { port } = await sim.start();
-  const control = http.createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => send(res, 400, { error: err instanceof Error ? err.message : String(err) }));
-  });
-  await new Promise<void>((resolve, reject) => {
-    control.once('error', reject);
-    control.listen(0, SIM_HOST, () => resolve());
-  });
-  const controlPort = (control.address() as AddressInfo).port;
-  process.stdout.write(`${JSON.stringify({ event: 'listening', host: SIM_HOST, port, controlPort })}\n`);
-  stopWithHarness(() => {
-    control.closeAllConnections();
-    control.close();
-    return sim.stop();
-  });
-}
-
-main().catch((err: unknown) => {
-  process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
-  process.exit(1);
-});
+runSimulatorChild(sim, handle);

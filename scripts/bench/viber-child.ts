@@ -5,16 +5,15 @@
  * Exits when its stdin closes (the harness died) or on SIGTERM/SIGINT.
  *
  *   node dist/scripts/bench/viber-child.js [--callback-delay 50] [--expire-after 1000]
- *   → prints {"event":"listening","url":…,"port":…,"controlPort":…}
+ *   → prints {"event":"listening","host":…,"port":…,"controlPort":…}
  *   GET  /stats    the simulator's stats, firstSendAt / lastSendAt (epoch ms), sendsPerSecond
  *   POST /config   {callbackUrl, callbackToken}: where callbacks go
  *   POST /reset    forgets messages, callbacks, counters and times
  */
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type http from 'node:http';
 import { parseArgs } from 'node:util';
-import { SIM_HOST, startViberSimulator } from '../sim/viber/simulator.js';
-import { readJson, send, stopWithHarness } from '../control-http.js';
+import { SIM_HOST, startViberSimulator, type ViberSimulator } from '../sim/viber/simulator.js';
+import { readJson, runSimulatorChild, send } from '../control-http.js';
 
 const { values } = parseArgs({
   options: {
@@ -24,21 +23,21 @@ const { values } = parseArgs({
   strict: true,
 });
 
-const sim = await startViberSimulator({
-  callbackDelayMs: Number(values['callback-delay']),
-  expireAfterMs: Number(values['expire-after']),
-  // The harness reads no records: a short list keeps memory flat.
-  maxRecords: 1000,
-  callbackConcurrency: 32,
-});
+let sim: ViberSimulator | null = null;
+const simulator = (): ViberSimulator => {
+  if (!sim) throw new Error('the simulator is not started');
+  return sim;
+};
 
 // The simulator keeps counters, not times: sampled here often enough for per-second figures.
 let firstSendAt = 0;
 let lastSendAt = 0;
 let lastCount = 0;
 let perSecond: number[] = [];
-const sampler = setInterval(() => {
-  const s = sim.stats();
+let sampler: NodeJS.Timeout | null = null;
+
+function sample(): void {
+  const s = simulator().stats();
   const count = s.official.requests + s.partner.requests;
   if (count === lastCount) return;
   const now = Date.now();
@@ -48,17 +47,17 @@ const sampler = setInterval(() => {
   while (perSecond.length <= slot) perSecond.push(0);
   perSecond[slot]! += count - lastCount;
   lastCount = count;
-}, 20);
+}
 
 async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
   const route = `${req.method ?? 'GET'} ${new URL(req.url ?? '/', `http://${SIM_HOST}`).pathname}`;
   switch (route) {
     case 'GET /stats':
-      send(res, 200, { ...sim.stats(), firstSendAt, lastSendAt, sendsPerSecond: perSecond });
+      send(res, 200, { ...simulator().stats(), firstSendAt, lastSendAt, sendsPerSecond: perSecond });
       return;
     case 'POST /config': {
       const body = await readJson(req);
-      sim.configure({
+      simulator().configure({
         ...(typeof body.callbackUrl === 'string' && { callbackUrl: body.callbackUrl }),
         ...(typeof body.callbackToken === 'string' && { callbackToken: body.callbackToken }),
       });
@@ -66,7 +65,7 @@ async function handle(req: http.IncomingMessage, res: http.ServerResponse): Prom
       return;
     }
     case 'POST /reset':
-      sim.reset();
+      simulator().reset();
       firstSendAt = lastSendAt = lastCount = 0;
       perSecond = [];
       send(res, 200, { ok: true });
@@ -76,19 +75,20 @@ async function handle(req: http.IncomingMessage, res: http.ServerResponse): Prom
   }
 }
 
-const control = http.createServer((req, res) => {
-  handle(req, res).catch((err: unknown) => send(res, 400, { error: err instanceof Error ? err.message : String(err) }));
-});
-await new Promise<void>((resolve, reject) => {
-  control.once('error', reject);
-  control.listen(0, SIM_HOST, () => resolve());
-});
-const controlPort = (control.address() as AddressInfo).port;
-process.stdout.write(`${JSON.stringify({ event: 'listening', url: sim.url, port: sim.port, controlPort })}\n`);
-
-stopWithHarness(() => {
-  clearInterval(sampler);
-  control.closeAllConnections();
-  control.close();
-  return sim.stop();
-});
+runSimulatorChild({
+  start: async () => {
+    sim = await startViberSimulator({
+      callbackDelayMs: Number(values['callback-delay']),
+      expireAfterMs: Number(values['expire-after']),
+      // The harness reads no records: a short list keeps memory flat.
+      maxRecords: 1000,
+      callbackConcurrency: 32,
+    });
+    sampler = setInterval(sample, 20);
+    return { host: SIM_HOST, port: sim.port };
+  },
+  stop: async () => {
+    if (sampler) clearInterval(sampler);
+    await sim?.stop();
+  },
+}, handle);

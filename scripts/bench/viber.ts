@@ -91,13 +91,13 @@ interface ViberSim {
 }
 
 async function startViberSim(ctx: Ctx): Promise<ViberSim> {
-  const { child, ready } = await spawnChild<{ url: string; controlPort: number }>({
+  const { child, ready } = await spawnChild<{ host: string; port: number; controlPort: number }>({
     name: 'viber simulator',
     args: [path.join(ctx.root, 'dist/scripts/bench/viber-child.js'), '--callback-delay', String(ctx.opts.receiptDelayMs)],
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', NODE_ENV: 'production' },
     cwd: ctx.root,
     logFile: path.join(ctx.runDir, 'viber-sim.log'),
-    ready: (line) => (line.startsWith('{"event":"listening"') ? JSON.parse(line) as { url: string; controlPort: number } : null),
+    ready: (line) => (line.startsWith('{"event":"listening"') ? JSON.parse(line) as { host: string; port: number; controlPort: number } : null),
     readyTimeoutMs: 10_000,
   });
   const unregister = ctx.onCleanup(async () => {
@@ -105,7 +105,7 @@ async function startViberSim(ctx: Ctx): Promise<ViberSim> {
   });
   const control = new Client(`http://127.0.0.1:${ready.controlPort}`, 2);
   return {
-    url: ready.url,
+    url: `http://${ready.host}:${ready.port}`,
     child,
     control,
     stats: async () => (await control.json<ViberSimStats>('GET', '/stats')).body,

@@ -43,6 +43,12 @@ export interface AttemptBase {
   /** Priority or transactional lane: carriers serve it before queued promotional attempts. */
   priority?: boolean;
   /**
+   * The attempt's lane is at-most-once (AT_MOST_ONCE_LANES): when a carrier cannot tell whether it
+   * took the attempt (a submit written but unanswered, a crash), it does not send it again and
+   * reports it sent but unconfirmed. Otherwise (the default) it sends it again: at-least-once.
+   */
+  atMostOnce?: boolean;
+  /**
    * Handed before: the carrier must check what it already accepted. Set by the engine only when it
    * hands an attempt that was recorded by an earlier dispatch run (a job retried after a crash or a
    * failed send); an attempt handed for the first time cannot have been accepted anywhere, so a

@@ -588,7 +588,10 @@ interface SweepMarks {
 async function handOver(deps: EngineDeps, toHand: ToHand[], marks: SweepMarks): Promise<void> {
   const byCarrier = new Map<Carrier, OutboundAttempt[]>();
   for (const { carrier, attempt, part } of toHand) {
-    pushTo(byCarrier, carrier, part.msg.lane < LANE_NUMBER.promotional ? { ...attempt, priority: true } : attempt);
+    // The attempt objects are this run's own: the lane's handling is set on them.
+    if (part.msg.lane < LANE_NUMBER.promotional) attempt.priority = true;
+    if (deps.config.atMostOnceLanes.includes(part.msg.lane)) attempt.atMostOnce = true;
+    pushTo(byCarrier, carrier, attempt);
   }
   // A carrier that throws leaves its attempts unhanded: the job fails and its retry re-hands them.
   await Promise.all([...byCarrier.entries()].map(([carrier, attempts]) => carrier.send(attempts)));

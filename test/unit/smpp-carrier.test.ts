@@ -231,6 +231,46 @@ describe('SmppCarrier', () => {
     });
   });
 
+  it('at-most-once: a submit written but unanswered when the link drops is reported sent (unconfirmed), never written twice', T, async () => {
+    await withCarrier({ responseDelayMs: 150 }, 'window=10', {}, async ({ sim, sink, carrier }) => {
+      const batch = Array.from({ length: 30 }, (_, i) => attempt(`4207774${String(i).padStart(4, '0')}9`, 'Hello', { atMostOnce: true }));
+      const sending = carrier.send(batch);
+      await until(() => sim.outstanding >= 5 && sim.submitted.length >= 12, 5_000, 'submits in flight');
+      sim.dropConnections();
+      await sending;
+      const perDestination = new Map<string, number>();
+      for (const r of sim.submitted) perDestination.set(r.destination_addr, (perDestination.get(r.destination_addr) ?? 0) + 1);
+      assert.ok([...perDestination.values()].every((n) => n === 1), 'no destination got a submit twice');
+      const unconfirmed = batch.filter((a) => sink.of(a.attemptId).some((r) => r.resultInfo.startsWith('Sent (unconfirmed')));
+      assert.ok(unconfirmed.length >= 1, 'the unanswered ones are reported sent, unconfirmed');
+      for (const a of batch) assert.equal(sink.of(a.attemptId).filter((r) => r.state === 'sent').length, 1, `${a.to} reported once`);
+      assert.equal(carrier.stats.resent, 0);
+    });
+  });
+
+  it('at-most-once: a part written before a crash without an answer is not sent again when the attempt is handed again', T, async () => {
+    await withCarrier({ responseDelayMs: 5_000 }, 'window=10', {}, async ({ sim, sink, make }) => {
+      const a = attempt('420777400444', 'z'.repeat(300), { atMostOnce: true });
+      // A process writes part 1 and dies before its answer (here: it never comes).
+      const crashed = make();
+      await crashed.waitUntilBound(3_000);
+      void crashed.send([a]).catch(() => undefined);
+      await until(() => sim.submitted.length >= 1, 3_000, 'part 1 written');
+      sim.options.responseDelayMs = 0;
+      sim.dropConnections();
+      await crashed.close();
+      const writtenBefore = sim.submitted.length;
+      // Another process takes the attempt over: part 1 is not written again, part 2 is.
+      const other = make();
+      await other.waitUntilBound(3_000);
+      await other.send([{ ...a, rehand: true }]);
+      const seqs = sim.submitted.slice(writtenBefore).map((r) => r.concat?.seq);
+      assert.ok(!seqs.includes(1), `part 1 not written again (${JSON.stringify(seqs)})`);
+      assert.ok(seqs.includes(2), 'part 2 sent');
+      assert.ok(sink.of(a.attemptId).some((r) => r.part === 0 && r.resultInfo.startsWith('Sent (unconfirmed')));
+    });
+  });
+
   it('never resubmits parts the SMSC accepted when the same attempt is handed again', T, async () => {
     await withCarrier({}, 'window=10', {}, async ({ sim, sink, carrier, make }) => {
       const a = attempt('420777400000', 'y'.repeat(400));

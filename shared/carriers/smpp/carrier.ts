@@ -120,6 +120,11 @@ interface Work {
   /** Part indexes still to submit, in order. */
   pending: number[];
   priority: boolean;
+  /**
+   * Never written twice (the attempt's lane is at-most-once): each part is recorded in Redis
+   * before it is written, and a part written without an answer is not sent again.
+   */
+  atMostOnce: boolean;
   /** Written-but-unanswered retries used by the current part (at most 1). */
   unanswered: number;
   /** Busy answers (throttled / queue full) for the current part. */
@@ -412,15 +417,20 @@ export class SmppCarrier implements Carrier {
         resolve({ kind: 'done' });
         continue;
       }
+      // Parts written before without an answer (a crash, a link lost): an at-most-once attempt does
+      // not send them again, it reports them sent but unconfirmed; an at-least-once one sends them.
+      const unconfirmed = attempt.atMostOnce === true ? (prior?.unanswered ?? new Set<number>()) : new Set<number>();
       if (prior) {
         // Parts the SMSC already accepted (an earlier hand-over): report them again, never resubmit.
-        this.logger.info({ carrier: this.name, attemptId: attempt.attemptId, parts: [...prior.parts.keys()] }, 'SMPP attempt handed again; skipping accepted parts');
-        reports.push(held(this.sink.report([...prior.parts].map(([part, ref]) => this.sentReport(attempt.attemptId, part, fields.length, ref, now)),
-          { priority: attempt.priority === true })));
+        this.logger.info({ carrier: this.name, attemptId: attempt.attemptId, parts: [...prior.parts.keys()], unconfirmed: [...unconfirmed] },
+          'SMPP attempt handed again; skipping accepted parts');
+        const again = [...prior.parts].map(([part, ref]) => this.sentReport(attempt.attemptId, part, fields.length, ref, now));
+        for (const part of unconfirmed) again.push(this.unconfirmedReport(attempt.attemptId, part, fields.length, now));
+        reports.push(held(this.sink.report(again, { priority: attempt.priority === true })));
       }
       const pending: number[] = [];
       for (let i = 0; i < fields.length; i++) {
-        if (!prior?.parts.has(i)) pending.push(i);
+        if (!prior?.parts.has(i) && !unconfirmed.has(i)) pending.push(i);
       }
       if (pending.length === 0) {
         resolve({ kind: 'done' });
@@ -431,6 +441,7 @@ export class SmppCarrier implements Carrier {
         fields,
         pending,
         priority: attempt.priority === true,
+        atMostOnce: attempt.atMostOnce === true,
         unanswered: 0,
         busy: 0,
         reports,
@@ -470,6 +481,16 @@ export class SmppCarrier implements Carrier {
       resultInfo: 'Sent',
       at,
     };
+  }
+
+  /**
+   * A part written to the link that got no answer and is not written again (at-most-once): `sent`
+   * with no carrier ref, so no receipt can name it.
+   */
+  private unconfirmedReport(attemptId: number, part: number, partCount: number, at: number): StatusReport {
+    const report = this.sentReport(attemptId, part, partCount, '', at);
+    report.resultInfo = 'Sent (unconfirmed: the SMSC did not answer and it was not sent again)';
+    return report;
   }
 
   /** Why the pump cannot hand over a PDU now: null = it can; a number = paused for that many ms. */
@@ -548,6 +569,9 @@ export class SmppCarrier implements Carrier {
     try {
       let result: SubmitResult;
       try {
+        // At-most-once: what is about to be written is recorded first (a crash after the write
+        // then leaves a mark that stops a re-hand from writing it again). Not recorded, not written.
+        if (work.atMostOnce && !(await this.markWritten(work, part))) return;
         result = await this.session.submit(fields);
       } catch (err) {
         this.onSubmitError(work, part, err);
@@ -560,6 +584,16 @@ export class SmppCarrier implements Carrier {
     } finally {
       this.inFlight--;
       this.pump();
+    }
+  }
+
+  private async markWritten(work: Work, part: number): Promise<boolean> {
+    try {
+      await this.store.recordWritten(work.attempt.attemptId, part);
+      return true;
+    } catch (err) {
+      work.finish({ kind: 'give-back', error: err instanceof Error ? err : new Error(String(err)) });
+      return false;
     }
   }
 
@@ -611,6 +645,16 @@ export class SmppCarrier implements Carrier {
     if (sent === true) {
       if (this.closed) {
         work.finish({ kind: 'give-back', error: err as Error });
+        return;
+      }
+      if (work.atMostOnce) {
+        // Written but unanswered, and never written twice: reported sent but unconfirmed.
+        this.logger.warn({ carrier: this.name, attemptId: work.attempt.attemptId, part, reason: (err as Error).message },
+          'SMPP submit_sm unanswered; not sent again (at-most-once lane)');
+        work.reports.push(held(this.sink.report([this.unconfirmedReport(work.attempt.attemptId, part, work.fields.length, Date.now())], { priority: work.priority })));
+        work.pending.shift();
+        if (work.pending.length === 0) work.finish({ kind: 'done' });
+        else this.requeue(work);
         return;
       }
       if (work.unanswered < 1) {

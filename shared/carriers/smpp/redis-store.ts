@@ -9,7 +9,9 @@
  *   twice; the concatenation reference is derived from the attempt id, so the resumed parts still
  *   join on the handset. Attempt ids are consecutive, so the parts accepted in one tick fall in
  *   one or two hashes: one HSET each instead of a SET with its own expiry per part (measured in
- *   docs/benchmarks.md). Earlier versions wrote `att:<attemptId>:<part>` strings (until
+ *   docs/benchmarks.md). Field `<attemptId>:<part>:w` → '1' marks a part of an at-most-once attempt
+ *   as written to the link (recorded before the write): without an answer beside it, a re-hand
+ *   does not send it again. Earlier versions wrote `att:<attemptId>:<part>` strings (until
  *   2026-11-25) and before that a hash `att:<attemptId>` (`p<index>` → ref, `c` → reference); a
  *   re-hand still reads both until those have expired.
  * - `id:<ref>` (string, step ttl + 1 day): the submit ids registered while the connection still
@@ -66,7 +68,12 @@ export interface AcceptedParts {
   concatRef: number | null;
   /** Part index → ref ('' when the SMSC gave no message_id). */
   parts: Map<number, string>;
+  /** Parts written to the link (recorded before writing, at-most-once attempts only) that got no answer. */
+  unanswered: Set<number>;
 }
+
+/** The `acc:` hash field that marks a part of an at-most-once attempt as written to the link. */
+const writtenField = (attemptId: number, part: number): string => `${attemptId}:${part}:w`;
 
 export interface AcceptedPart {
   attemptId: number;
@@ -153,18 +160,25 @@ export class SmppRedisStore {
         fields.push(`${attemptId}:${part}`);
         legacyKeys.push(`${this.base}:att:${attemptId}:${part}`);
       }
+      for (let part = 0; part < count; part++) fields.push(writtenField(attemptId, part));
       pipeline.hmget(this.acceptedKey(attemptId), ...fields);
       pipeline.mget(legacyKeys); // written until 2026-11-25 (see the top of this file)
       pipeline.hgetall(`${this.base}:att:${attemptId}`); // written before that
     }
     const results = (await pipeline.exec()) ?? [];
-    attempts.forEach(({ attemptId }, i) => {
+    attempts.forEach(({ attemptId, partCount }, i) => {
       const parts = new Map<number, string>();
+      const written = new Set<number>();
+      const count = Math.min(MAX_PARTS, Math.max(1, partCount));
       for (let form = 0; form < 2; form++) {
         const [err, refs] = results[3 * i + form] ?? [null, null];
         if (err) throw err;
-        ((refs ?? []) as Array<string | null>).forEach((ref, part) => {
-          if (ref !== null && !parts.has(part)) parts.set(part, ref);
+        ((refs ?? []) as Array<string | null>).forEach((ref, at) => {
+          if (form === 0 && at >= count) {
+            if (ref !== null) written.add(at - count);
+            return;
+          }
+          if (ref !== null && !parts.has(at)) parts.set(at, ref);
         });
       }
       const [errLegacy, legacy] = results[3 * i + 2] ?? [null, null];
@@ -174,12 +188,37 @@ export class SmppRedisStore {
         const m = /^p(\d+)$/.exec(field);
         if (m && !parts.has(Number(m[1]))) parts.set(Number(m[1]), ref);
       }
-      if (parts.size === 0) return;
+      const unanswered = new Set([...written].filter((part) => !parts.has(part)));
+      if (parts.size === 0 && unanswered.size === 0) return;
       const c = Number(hash.c);
-      out.set(attemptId, { concatRef: hash.c !== undefined && Number.isInteger(c) ? c : null, parts });
+      out.set(attemptId, { concatRef: hash.c !== undefined && Number.isInteger(c) ? c : null, parts, unanswered });
     });
     return out;
   }
+
+  /**
+   * Records that a part of an at-most-once attempt is about to be written to the link. Resolves
+   * once Redis has it (writes of one tick share one pipeline): only then may the part be written.
+   */
+  recordWritten(attemptId: number, part: number): Promise<void> {
+    return this.writtenMarks.add({ attemptId, part });
+  }
+
+  private readonly writtenMarks = new TickBatcher<{ attemptId: number; part: number }, void>(async (inputs) => {
+    const byHash = new Map<string, string[]>();
+    for (const input of inputs) {
+      const key = this.acceptedKey(input.attemptId);
+      pushTo(byHash, key, writtenField(input.attemptId, input.part));
+      pushTo(byHash, key, '1');
+    }
+    const pipeline = this.redis.pipeline();
+    for (const [key, fields] of byHash) {
+      pipeline.hset(key, ...fields);
+      pipeline.expire(key, ATTEMPT_TTL_S);
+    }
+    failedOf(await pipeline.exec());
+    return new Array<void>(inputs.length);
+  });
 
   private acceptedKey(attemptId: number): string {
     return `${this.base}:acc:${Math.floor(attemptId / ATTEMPTS_PER_HASH)}`;

@@ -43,7 +43,7 @@ import type { SendOutcome } from '../http-carrier.js';
 import { RedisTokenBucket } from '../smpp/token-bucket.js';
 import type { GraphClient } from './graph.js';
 import { buildTemplateMessage, buildTextMessage, checkTemplateParams, findTemplate } from './messages.js';
-import { BUCKET_RATE_SHARE, TEMPLATE_CODES, ourRefOf, retryDelayMs, throttlePauseMs } from './policy.js';
+import { TEMPLATE_CODES, ourRefOf, retryDelayMs, throttlePauseMs } from './policy.js';
 import { TemplateCache } from './templates.js';
 import type { GraphSendBody, GraphTemplate } from './types.js';
 import { OUTSIDE_WINDOW_INFO, lastInbound, userKey, windowKey, windowOpen, type WindowPair } from './window.js';
@@ -269,7 +269,7 @@ export class WhatsappCarrier implements Carrier {
   private bucketOf(phoneNumberId: string): RedisTokenBucket {
     let bucket = this.buckets.get(phoneNumberId);
     if (!bucket) {
-      bucket = new RedisTokenBucket(this.o.redis, `${this.o.redisPrefix}:wa:${phoneNumberId}:bucket`, { tps: this.o.perNumberMps * BUCKET_RATE_SHARE });
+      bucket = new RedisTokenBucket(this.o.redis, `${this.o.redisPrefix}:wa:${phoneNumberId}:bucket`, { tps: this.o.perNumberMps });
       this.buckets.set(phoneNumberId, bucket);
     }
     return bucket;
@@ -401,6 +401,8 @@ export class WhatsappCarrier implements Carrier {
     // Pending retries are left to their steps' ttl timers (kept by the engine in Redis).
     for (const timer of this.retries.values()) clearTimeout(timer);
     this.retries.clear();
+    // Unspent leased tokens go back to the shared budget.
+    await Promise.all([...this.buckets.values()].map((b) => b.close()));
     await this.o.graph.close();
   }
 }

@@ -53,13 +53,5 @@ export function throttlePauseMs(code: number): number {
   }
 }
 
-/**
- * The share of `per_number_mps` the shared bucket hands out. Its tokens are spaced exactly
- * 1/rate apart when they are taken; the requests then reach Meta after each process's timer and
- * network delay, which differ. Spacing them 2.5 % wider keeps a difference of up to 25 ms from
- * putting one request more than the cap into a second at Meta's end.
- */
-export const BUCKET_RATE_SHARE = 0.975;
-
 /** Template refusals after which the cached template list of the WABA is read again. */
 export const TEMPLATE_CODES: ReadonlySet<number> = new Set([132000, 132001, 132005, 132007, 132012, 132015, 132016]);
