@@ -57,7 +57,7 @@ before(async () => {
       done();
     },
   });
-  svc = await startTestService({ env: { PORT: String(port), PUBLIC_URL: publicUrl, SANDBOX_SLOW_DELIVERY_MS: '300' }, logger: createLogger('debug', 'switchboard', logs) });
+  svc = await startTestService({ env: { PORT: String(port), PUBLIC_URL: publicUrl, SANDBOX_SLOW_DELIVERY_MS: '300', AT_MOST_ONCE_LANES: 'transactional' }, logger: createLogger('debug', 'switchboard', logs) });
   ({ apiKey: key, accountId } = await svc.createAccount({ credit_czk: 10000 }));
   sim = await startViberSimulator({
     callbackUrl: `${svc.url}/callbacks/viber/vo`, callbackToken: TOKEN_O, apiKeys: [API_KEY], expireAfterMs: 300,
@@ -296,6 +296,20 @@ test('partner dialect: text + button, delivered; an asynchronous undelivered fal
   const body = JSON.parse(reply.body) as Record<string, unknown>;
   assert.equal(body.message_id, `${id}-0`);
   assert.equal(body.recipient, 'ShopP');
+});
+
+test('partner dialect, at-most-once lane: an attempt handed again is not sent again', async () => {
+  const id = await send({ body: 'Once only', to: [{ phone_number: '420777101020' }], tag: 'transactional', flow: [{ viber: { sender: 'ShopP' } }] });
+  await waitTrail(`${id}-0`, ['viber:sending', 'viber:sent', 'viber:delivered']);
+  const [a] = await attempts(`${id}-0`);
+  // What dispatch hands again when a job runs a second time after a crash, on that lane.
+  await svc.runtime.connections!.connection('vp')!.carrier.send([{
+    attemptId: a!.id, recipientPublicId: `${id}-0`, accountId, to: '420777101020', sender: 'ShopP', text: 'Once only', ttlMinutes: 1440,
+    channel: 'viber', priority: true, atMostOnce: true, rehand: true,
+  }]);
+  assert.equal(sim.messages({ to: '420777101020' }).length, 1, 'the partner got it once');
+  await new Promise((r) => setTimeout(r, 200));
+  assert.deepEqual(trail(await events(`${id}-0`)), ['viber:sending', 'viber:sent', 'viber:delivered']);
 });
 
 test('callbacks: token, shared secret and source allowlist are checked first; refusals and malformed bodies apply nothing', async () => {

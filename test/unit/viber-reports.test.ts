@@ -10,6 +10,7 @@ import { parseOfficialCallback } from '../../shared/carriers/viber/official.js';
 import { parsePartnerCallback } from '../../shared/carriers/viber/partner.js';
 import { viberCallbackUrl, viberProvider, type ViberConfig } from '../../shared/carriers/viber/provider.js';
 import { viber } from '../../shared/channels/viber.js';
+import { mayHaveBeenTaken } from '../../shared/carriers/viber/carrier.js';
 import type { ConnectionSpec } from '../../shared/carriers/provider.js';
 import type { SendOutcome } from '../../shared/carriers/http-carrier.js';
 
@@ -217,3 +218,16 @@ describe('the viber step schema', () => {
   });
 });
 
+
+describe('mayHaveBeenTaken (at-most-once lanes, partner dialect)', () => {
+  const table: Array<[string, SendOutcome, boolean]> = [
+    ['accepted', { kind: 'accepted', carrierRef: '100001' }, true],
+    ['no answer within the deadline', { kind: 'retry', code: 0, info: '[0] TIMEOUT: no answer within 10000 ms' }, true],
+    ['the connection reset', { kind: 'retry', code: 0, info: '[0] ECONNRESET: socket hang up' }, true],
+    ['the connection refused: nothing was written', { kind: 'retry', code: 0, info: '[0] ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:9' }, false],
+    ['an HTTP 500 answer', httpErrorOutcome(500, undefined), false],
+    ['a 429 answer', httpErrorOutcome(429, undefined, 1000), false],
+    ['refused for good', httpErrorOutcome(402, 'Topup balance is required'), false],
+  ];
+  for (const [name, outcome, expected] of table) it(name, () => assert.equal(mayHaveBeenTaken(outcome), expected));
+});

@@ -15,6 +15,9 @@
  *
  * `send` resolves once every attempt has its first answer reported (durable) or a retry planned,
  * so an attempt the engine records as handed over is never lost to a crash before its answer.
+ * On an at-most-once lane the partner dialect marks each attempt in Redis before its request: one
+ * handed again with its mark there, or whose request got no answer, is reported sent but
+ * unconfirmed and not sent again.
  */
 import type { Redis } from 'ioredis';
 import type { Logger } from '../../logger.js';
@@ -22,6 +25,7 @@ import type { Carrier, CarrierSink, OutboundAttempt, StatusReport } from '../typ
 import type { ViberAttempt } from '../../channels/index.js';
 import type { ConnectionState, SenderSpec } from '../provider.js';
 import { RedisTokenBucket } from '../smpp/token-bucket.js';
+import type { SendOutcome } from '../http-carrier.js';
 import { ViberClient } from './client.js';
 import { senderField, type ViberDialect } from './types.js';
 import { DEFAULT_RETRY, decideSend, type RetryPolicy } from './reports.js';
@@ -54,6 +58,15 @@ export function viberCarrierName(connection: string): string {
 
 export function viberBucketKey(redisPrefix: string, connection: string): string {
   return `${redisPrefix}:viber:${connection}:bucket`;
+}
+
+/** `result_info` of an attempt that may have been taken and, on an at-most-once lane, is not sent again. */
+export const UNCONFIRMED_INFO = 'Sent (unconfirmed: Viber did not answer and it was not sent again)';
+
+/** Accepted, or no answer at all except a refused connection (nothing was written then). */
+export function mayHaveBeenTaken(outcome: SendOutcome): boolean {
+  if (outcome.kind === 'accepted') return true;
+  return outcome.kind === 'retry' && outcome.code === 0 && !/^\[0\] ECONNREFUSED\b/.test(outcome.info);
 }
 
 interface PendingRetry {
@@ -163,6 +176,18 @@ export class ViberCarrier implements Carrier {
       await this.report(a, { attemptId: a.attemptId, state: 'failed', resultInfo: info, at: now });
       return;
     }
+    // At-most-once lanes (AT_MOST_ONCE_LANES), partner dialect: it has no key to recognise a
+    // repeat, so a send that may have reached it (marked in Redis before it goes) is never made
+    // again; the official `seq` answers a repeat with 12 instead, so it needs no mark.
+    const marked = a.atMostOnce === true && this.opts.dialect === 'partner';
+    const markKey = `${this.opts.redisPrefix}:viber:${this.opts.connection}:sending:${a.attemptId}`;
+    if (marked) {
+      const first = await this.opts.redis.set(markKey, '1', 'PX', Math.max(1000, progress.deadline - now), 'NX');
+      if (first === null) {
+        await this.report(a, { attemptId: a.attemptId, state: 'sent', resultInfo: UNCONFIRMED_INFO, at: now });
+        return;
+      }
+    }
     const outcome = await this.client.send({
       to: a.to,
       text: a.text,
@@ -184,6 +209,17 @@ export class ViberCarrier implements Carrier {
       this.lastError = { detail: outcome.info, at: Date.now() };
     } else if (outcome.kind === 'retry' && outcome.code === 0) {
       this.lastError = { detail: outcome.info, at: Date.now() }; // no answer at all
+    }
+    if (marked) {
+      if (mayHaveBeenTaken(outcome)) {
+        if (outcome.kind !== 'accepted') {
+          // No answer: it may have been taken; at most once, so it is not sent again.
+          await this.report(a, { attemptId: a.attemptId, state: 'sent', resultInfo: UNCONFIRMED_INFO, at: Date.now() });
+          return;
+        }
+      } else {
+        await this.opts.redis.del(markKey); // the partner answered that it did not take it
+      }
     }
     if (decision.kind === 'report') {
       if (decision.warn) this.warnOnce(a, decision.warn, decision.report.resultInfo);
