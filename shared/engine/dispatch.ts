@@ -132,7 +132,12 @@ interface Part {
  * Start one flow step for the recipients of one or more message objects (a batch call's objects
  * travel in one job, so one transaction serves up to 100 recipients).
  */
-export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new Date()): Promise<DispatchOutcome> {
+/**
+ * `delaySelf`: the job may wait for a message's time itself (its id is that message's step: it is
+ * what the sweep would add again). A call's job may not: a message of it that may not run yet gets
+ * a delayed job of its own.
+ */
+export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new Date(), delaySelf = true): Promise<DispatchOutcome> {
   const [messages, recipients] = await Promise.all([
     loadMessages(deps.db, job.messages.map((m) => m.messageId)),
     loadRecipients(deps.db, job.messages.flatMap((m) => m.recipientIds)),
@@ -157,7 +162,7 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
          UPDATE messages SET dispatch_pending = false WHERE id = $4 AND dispatch_pending`,
         [numberArray(item.recipientIds), job.step, at, msg.id],
       );
-      if (job.messages.length === 1) {
+      if (job.messages.length === 1 && delaySelf) {
         laterOnly = at;
       } else {
         await deps.enqueueLater({ messageId: msg.id, step: job.step, recipientIds: item.recipientIds, lane: msg.lane, channel: stepOf(msg.flow[job.step]!).channel }, at);

@@ -267,7 +267,7 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
       return;
     }
     const item = { messageId: entry.messageId, recipientIds: live };
-    const job = callJob(target, item);
+    const job = callJob(target, result.requestId, item);
     const combined = dueNow.get(job.queue);
     if (combined) {
       combined.data.messages.push(item);
