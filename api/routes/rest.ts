@@ -10,8 +10,8 @@ import { Router, type ErrorRequestHandler, type Request } from 'express';
 import type { AppContext } from '../context.js';
 import { readJsonBody, BodyError } from '../middleware/body.js';
 import { headerKey, keyFromRequest } from '../middleware/api-key.js';
-import { AppError, unauthorized } from '../../shared/errors.js';
-import type { ApiKeyRecord } from '../../shared/domain/keys.js';
+import { AppError, forbidden, unauthorized } from '../../shared/errors.js';
+import { keyAllows, type ApiKeyRecord } from '../../shared/domain/keys.js';
 import { getCredit } from '../../shared/rest/credit.js';
 import { listMessages, parseMessageQuery } from '../../shared/rest/messages.js';
 import {
@@ -26,10 +26,14 @@ export function restRouter(ctx: AppContext): Router {
 
   const auth = async (req: Request): Promise<ApiKeyRecord> => {
     const presented = headerKey(req);
-    const key = await keyFromRequest(ctx.db, presented);
+    const key = await keyFromRequest(ctx.db, presented, 'any');
     if (!key) {
       req.resume(); // an unread body must not hold the connection
       throw unauthorized(presented ? 'Invalid or disabled API key' : 'Missing API key (header x-api-key)');
+    }
+    if (!keyAllows(key.scope, 'rest')) {
+      req.resume();
+      throw forbidden(`This API key's scope is "${key.scope}": it may only send messages, not use the REST API`);
     }
     return key;
   };
@@ -71,7 +75,7 @@ export function restRouter(ctx: AppContext): Router {
     requirePrimary(key);
     const change = parseSubKeyChange(await readJsonBody(req));
     const result = await changeSubKey(ctx.db, key, change);
-    res.json({ success: true, id: result.id, disabled: result.disabled });
+    res.json({ success: true, id: result.id, disabled: result.disabled, scope: result.scope });
   });
 
   // Another method on one of these paths: answered in this API's form (POST /v1/messages never

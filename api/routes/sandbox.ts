@@ -27,7 +27,7 @@ const readBackSchema = Joi.object<{ phone_number: string; limit: number }>({
 export function sandboxRouter(ctx: AppContext): Router {
   const router = Router();
   const auth = async (req: Request) => {
-    const key = await keyFromRequest(ctx.db, headerKey(req));
+    const key = await keyFromRequest(ctx.db, headerKey(req), 'send');
     if (!key) {
       throw unauthorized('Missing or invalid API key');
     }

@@ -31,7 +31,7 @@ export function sendRouter(ctx: AppContext): Router {
   const deps = { db: ctx.db, queues: ctx.queues, config: ctx.config, logger: ctx.logger };
 
   const auth = async (presented: string | undefined): Promise<ApiKeyRecord> => {
-    const key = await keyFromRequest(ctx.db, presented);
+    const key = await keyFromRequest(ctx.db, presented, 'send');
     if (!key) {
       throw new SendError(400, NOT_AUTHORIZED);
     }
