@@ -18,6 +18,7 @@ import { sandboxRouter } from './routes/sandbox.js';
 import { webhookAdmin } from './routes/admin-webhooks.js';
 import { carrierAdmin } from './routes/admin-carriers.js';
 import { restRouter } from './routes/rest.js';
+import { suppressionsRouter } from './routes/rest-suppressions.js';
 import { verifyRouter } from './routes/verify.js';
 import { callbacksRouter } from './routes/callbacks.js';
 
@@ -39,6 +40,7 @@ export function buildApp(ctx: AppContext, adminExtensions: AdminExtension[] = []
   app.use(sendRouter(ctx));
   app.use(xmlRouter(ctx));
   app.use(restRouter(ctx));
+  app.use(suppressionsRouter(ctx));
   app.use(verifyRouter(ctx));
   app.use(callbacksRouter(ctx));
   if (ctx.config.sandbox) {

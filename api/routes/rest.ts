@@ -20,11 +20,9 @@ import {
 
 export const REST_PATHS = ['/v1/credit', '/v1/messages', '/v1/apikey'];
 
-export function restRouter(ctx: AppContext): Router {
-  const router = Router();
-  const opts = { allowPrivateCallbacks: ctx.config.allowPrivateCallbacks };
-
-  const auth = async (req: Request): Promise<ApiKeyRecord> => {
+/** The REST API's authentication: 401 for a missing, unknown or disabled key, 403 for an `api`-scoped one. */
+export function restAuth(ctx: AppContext): (req: Request) => Promise<ApiKeyRecord> {
+  return async (req) => {
     const presented = headerKey(req);
     const key = await keyFromRequest(ctx.db, presented, 'any');
     if (!key) {
@@ -37,6 +35,13 @@ export function restRouter(ctx: AppContext): Router {
     }
     return key;
   };
+}
+
+export function restRouter(ctx: AppContext): Router {
+  const router = Router();
+  const opts = { allowPrivateCallbacks: ctx.config.allowPrivateCallbacks };
+
+  const auth = restAuth(ctx);
 
   router.get('/v1/credit', async (req, res) => {
     const key = await auth(req);
@@ -89,7 +94,7 @@ export function restRouter(ctx: AppContext): Router {
   return router;
 }
 
-function restErrors(ctx: AppContext): ErrorRequestHandler {
+export function restErrors(ctx: AppContext): ErrorRequestHandler {
   return (err, req, res, _next) => {
     if (err instanceof AppError && err.status < 500) {
       res.status(err.status).json({ success: false, message: err.message });

@@ -17,7 +17,7 @@ import type { Queryable } from '../db/pool.js';
 import type { ApiKeyRecord } from '../domain/keys.js';
 import { badRequest } from '../errors.js';
 import { normalizePhone } from '../phone/normalize.js';
-import { checkQueryText } from './input.js';
+import { checkQueryText, limitParam, refuseUnknownParams, singleParam as single } from './input.js';
 
 export const DEFAULT_LIMIT = 100;
 export const MAX_LIMIT = 1000;
@@ -59,17 +59,6 @@ export interface MessagePage {
 const DATE_RE = /^(\d{4})-(\d{2})-(\d{2})$/;
 const CURSOR_AT_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
-function single(query: Record<string, unknown>, name: string): string | undefined {
-  const value = query[name];
-  if (value === undefined) {
-    return undefined;
-  }
-  if (typeof value !== 'string') {
-    throw badRequest(`${name}: must be given once`);
-  }
-  return value;
-}
-
 /** The UTC day `YYYY-MM-DD` as [start, next day start). */
 export function parseDay(value: string | undefined): { from: Date; to: Date } {
   if (value === undefined || value === '') {
@@ -106,19 +95,13 @@ export function decodeCursor(value: string): { at: string; id: number } {
 
 /** Check the query string of `GET /v1/messages`; unknown parameters are named in the 400. */
 export function parseMessageQuery(query: Record<string, unknown>, accountCountry: string): MessageQuery {
-  const unknown = Object.keys(query).filter((name) => !(MESSAGE_QUERY_PARAMS as readonly string[]).includes(name));
-  if (unknown.length > 0) {
-    throw badRequest(`${unknown.join(', ')}: unknown query parameter${unknown.length > 1 ? 's' : ''} (allowed: ${MESSAGE_QUERY_PARAMS.join(', ')})`);
-  }
+  refuseUnknownParams(query, MESSAGE_QUERY_PARAMS);
   const day = parseDay(single(query, 'date'));
   const out: MessageQuery = { ...day, limit: DEFAULT_LIMIT };
 
   const limit = single(query, 'limit');
   if (limit !== undefined) {
-    if (!/^\d{1,7}$/.test(limit) || Number(limit) < 1 || Number(limit) > MAX_LIMIT) {
-      throw badRequest(`limit: must be an integer from 1 to ${MAX_LIMIT}`);
-    }
-    out.limit = Number(limit);
+    out.limit = limitParam(limit, MAX_LIMIT);
   }
   const tag = single(query, 'tag');
   if (tag !== undefined) {
