@@ -13,6 +13,7 @@ import { requestLog } from './middleware/request-log.js';
 import { adminRouter, type AdminExtension } from './routes/admin.js';
 import { adminAuth } from './middleware/admin-auth.js';
 import { sendRouter } from './routes/send.js';
+import { lookupRouter } from './routes/lookup.js';
 import { xmlRouter } from './routes/xml.js';
 import { sandboxRouter } from './routes/sandbox.js';
 import { webhookAdmin } from './routes/admin-webhooks.js';
@@ -38,6 +39,7 @@ export function buildApp(ctx: AppContext, adminExtensions: AdminExtension[] = []
   app.use('/admin/queues', adminAuth(ctx.config.adminToken, { basicChallenge: true }), board.getRouter());
 
   app.use(sendRouter(ctx));
+  app.use(lookupRouter(ctx));
   app.use(xmlRouter(ctx));
   app.use(restRouter(ctx));
   app.use(suppressionsRouter(ctx));
