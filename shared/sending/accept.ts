@@ -25,7 +25,7 @@ import { checkCallbackUrl } from '../net/ssrf.js';
 import { badRequest, conflict } from '../errors.js';
 import { newId, singleRecipientId } from './ids.js';
 import {
-  CALL_KEY, OBJECT_KEY, claimKeys, isClaimed, objectFingerprint, setResponse, storedKeys, type CallIdempotency, type Claim,
+  CALL_KEY, OBJECT_KEY, callClaimCte, claimKeys, isClaimed, objectFingerprint, setResponse, storedKeys, type CallIdempotency, type Claim,
 } from './idempotency.js';
 
 /** D2: accepted with ids, never sent, never charged, no webhooks. */
@@ -174,24 +174,28 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
 
   const context: WriteContext = { deps, key, opts, now, result };
   result.recipients = objects.map((o) => o.entry);
-  const keyed = opts.idempotency !== undefined || checked.some((p) => p.input.idempotency_key !== undefined);
-  const beforeCommit = opts.beforeCommit;
+  const { beforeCommit, idempotency: callKey } = opts;
   let written = objects;
-  const write = keyed
-    ? () => withTx(deps.db, async (tx) => {
-      written = await claimAndResolve(tx, context, objects, inputs);
-      result.recipients = written.map((o) => o.entry);
-      await insertObjects(tx, context, written);
-      await beforeCommit?.(tx, result);
-    })
-    : beforeCommit
-      ? () => withTx(deps.db, async (tx) => {
+  const write = async (): Promise<void> => {
+    if (objectKeys.size > 0 || (callKey && beforeCommit)) {
+      // Object keys may change the answer after their claim: claims, answer and writes in one transaction.
+      await withTx(deps.db, async (tx) => {
+        written = await claimAndResolve(tx, context, objects, inputs);
+        result.recipients = written.map((o) => o.entry);
+        await insertObjects(tx, context, written);
+        await beforeCommit?.(tx, result);
+      });
+    } else if (beforeCommit) {
+      await withTx(deps.db, async (tx) => {
         await insertObjects(tx, context, objects);
         await beforeCommit(tx, result);
-      })
-      // Messages and recipients in one statement: atomic on its own, so a plain call needs no
-      // transaction round trips (BEGIN, COMMIT) at all.
-      : () => insertObjects(deps.db, context, objects);
+      });
+    } else if (!await insertObjects(deps.db, context, objects, callKey && { kind: CALL_KEY, ...callKey, response: storedCall(result) })) {
+      // Messages and recipients in one statement, atomic on its own (no BEGIN/COMMIT round trips);
+      // a call key alone is claimed in it too, and when it is taken nothing was written.
+      throw new CallKeyTaken(callKey!);
+    }
+  };
   // Bulk writes take turns (a few at a time per process), so a burst of large calls cannot fill
   // Postgres with inserts while a priority message waits to be accepted: priority calls skip the gate.
   const priorityOnly = checked.every((p) => laneOfTag(p.input.tag ?? 'promotional') === 'priority');
@@ -267,11 +271,12 @@ function acceptedEntries(mode: AcceptMode, objects: readonly AcceptedObject[]): 
 
 /**
  * Messages and recipients of the objects in one statement (atomic on its own); fills each
- * object's recipient row ids.
+ * object's recipient row ids. With `claim` (a call's key), the statement claims it first and
+ * writes nothing when it is taken: returns whether it wrote.
  */
-async function insertObjects(db: Queryable, ctx: WriteContext, objects: readonly AcceptedObject[]): Promise<void> {
+async function insertObjects(db: Queryable, ctx: WriteContext, objects: readonly AcceptedObject[], claim?: Claim): Promise<boolean> {
   if (objects.length === 0) {
-    return;
+    return true;
   }
   const { opts, now, result, key } = ctx;
   // Columns for one multi-row insert per table.
@@ -310,31 +315,48 @@ async function insertObjects(db: Queryable, ctx: WriteContext, objects: readonly
     });
   }
   const { rows } = await db.query<{ id: number; public_id: string }>(prepared(
-    `WITH messages_in AS (
+    claim ? ACCEPT_CLAIMING_SQL : ACCEPT_SQL,
+    [result.requestId, key.accountId, key.id, opts.source, textArray(m.id), textArray(m.body), textArray(m.flow),
+      textArray(m.callback), textArray(m.tag), numberArray(m.lane), textArray(m.params), textArray(m.payload),
+      timestampArray(m.sendAt), textArray(m.window), textArray(r.publicId), textArray(r.messageId), numberArray(r.idx),
+      textArray(r.tag), textArray(r.raw), textArray(r.phone), textArray(r.state), timestampArray(r.dueAt),
+      boolArray(m.dispatchPending), ...(claim ? [claim.key, claim.fingerprint, JSON.stringify(claim.response)] : [])]),
+  );
+  if (rows.length === 0) {
+    return false; // the claim found its key taken (every object has a recipient)
+  }
+  const ids = new Map(rows.map((row) => [row.public_id, row.id]));
+  for (const { entry } of objects) {
+    entry.recipientIds = entry.publicIds.map((id) => ids.get(id)!);
+  }
+  return true;
+}
+
+/**
+ * Messages and recipients in one statement. `claiming`: a call key's claim comes first (the
+ * `claimed` CTE, idempotency.ts) and both inserts write only if it claimed the key.
+ */
+function acceptSql(claiming: boolean): string {
+  const only = claiming ? '\n       WHERE EXISTS (SELECT 1 FROM claimed)' : '';
+  return `WITH ${claiming ? `${callClaimCte('$3', '$24', '$25', '$26')},\n     ` : ''}messages_in AS (
        INSERT INTO messages (id, request_id, account_id, key_id, body, flow, callback, tag, lane, params, payload, send_at, delivery_time,
                              source, dispatch_pending)
        SELECT u.id, $1, $2, $3, u.body, u.flow, u.callback, u.tag, u.lane, u.params, u.payload, u.send_at, u.delivery_time, $4,
               u.dispatch_pending
          FROM unnest($5::text[], $6::text[], $7::jsonb[], $8::text[], $9::text[], $10::smallint[], $11::jsonb[], $12::json[],
                      $13::timestamptz[], $14::jsonb[], $23::boolean[])
-           AS u(id, body, flow, callback, tag, lane, params, payload, send_at, delivery_time, dispatch_pending))
+           AS u(id, body, flow, callback, tag, lane, params, payload, send_at, delivery_time, dispatch_pending)${only})
      INSERT INTO recipients (public_id, message_id, idx, account_id, key_id, tag, raw_phone, phone, state, due_at)
      SELECT u.public_id, u.message_id, u.idx, $2, $3, u.tag, u.raw_phone, u.phone, u.state,
             CASE WHEN u.state = 'queued' THEN u.due_at END
        FROM unnest($15::text[], $16::text[], $17::smallint[], $18::text[], $19::text[], $20::text[], $21::text[], $22::timestamptz[])
-         AS u(public_id, message_id, idx, tag, raw_phone, phone, state, due_at)
-     RETURNING id, public_id`,
-    [result.requestId, key.accountId, key.id, opts.source, textArray(m.id), textArray(m.body), textArray(m.flow),
-      textArray(m.callback), textArray(m.tag), numberArray(m.lane), textArray(m.params), textArray(m.payload),
-      timestampArray(m.sendAt), textArray(m.window), textArray(r.publicId), textArray(r.messageId), numberArray(r.idx),
-      textArray(r.tag), textArray(r.raw), textArray(r.phone), textArray(r.state), timestampArray(r.dueAt),
-      boolArray(m.dispatchPending)]),
-  );
-  const ids = new Map(rows.map((row) => [row.public_id, row.id]));
-  for (const { entry } of objects) {
-    entry.recipientIds = entry.publicIds.map((id) => ids.get(id)!);
-  }
+         AS u(public_id, message_id, idx, tag, raw_phone, phone, state, due_at)${only}
+     RETURNING id, public_id`;
 }
+const ACCEPT_SQL = acceptSql(false);
+const ACCEPT_CLAIMING_SQL = acceptSql(true);
+
+
 
 /** The call's `Idempotency-Key` was used within 24 hours: the transaction is rolled back and the stored answer given. */
 class CallKeyTaken extends Error {

@@ -57,6 +57,25 @@ export interface Claim {
 
 const claimId = (kind: KeyKind, key: string): string => `${kind}\u0000${key}`;
 
+/** A claim's conflict rule: a key used within 24 hours stays (nothing returned); an older row is taken over. */
+const ON_CLAIM_CONFLICT = `ON CONFLICT (key_id, kind, idem_key) DO UPDATE
+        SET fingerprint = EXCLUDED.fingerprint, response = EXCLUDED.response, created_at = now()
+      WHERE k.created_at < now() - make_interval(hours => ${IDEMPOTENCY_HOURS})`;
+
+/**
+ * A call key's claim as a CTE named `claimed` (one row when claimed, none when the key is taken),
+ * for a statement that writes the call's messages only if it returns a row: a call with a header
+ * key and no object keys is then still one statement. Parameters: the API key's id, the key, its
+ * fingerprint (bytea), the answer (jsonb).
+ */
+export function callClaimCte(keyId: string, key: string, fingerprint: string, response: string): string {
+  return `claimed AS (
+       INSERT INTO idempotency_keys AS k (key_id, kind, idem_key, fingerprint, response)
+       VALUES (${keyId}, ${CALL_KEY}, ${key}, ${fingerprint}, ${response})
+       ${ON_CLAIM_CONFLICT}
+       RETURNING 1)`;
+}
+
 /**
  * Claim keys in the caller's transaction; returns the ids (`claimId`) of those claimed. A key held
  * by a transaction still open waits for it; one committed less than 24 hours ago is not claimed.
@@ -69,9 +88,7 @@ export async function claimKeys(tx: Queryable, keyId: number, claims: readonly C
      SELECT $1, u.kind, u.idem_key, decode(u.fingerprint, 'hex'), u.response
        FROM unnest($2::smallint[], $3::text[], $4::text[], $5::jsonb[]) WITH ORDINALITY AS u(kind, idem_key, fingerprint, response, n)
       ORDER BY u.n
-     ON CONFLICT (key_id, kind, idem_key) DO UPDATE
-        SET fingerprint = EXCLUDED.fingerprint, response = EXCLUDED.response, created_at = now()
-      WHERE k.created_at < now() - make_interval(hours => ${IDEMPOTENCY_HOURS})
+     ${ON_CLAIM_CONFLICT}
      RETURNING kind, idem_key`,
     [keyId, `{${sorted.map((c) => c.kind).join(',')}}`, textArray(sorted.map((c) => c.key)),
       textArray(sorted.map((c) => c.fingerprint.toString('hex'))), textArray(sorted.map((c) => JSON.stringify(c.response)))],
