@@ -13,12 +13,14 @@ import { requestLog } from './middleware/request-log.js';
 import { adminRouter, type AdminExtension } from './routes/admin.js';
 import { adminAuth } from './middleware/admin-auth.js';
 import { sendRouter } from './routes/send.js';
+import { lookupRouter } from './routes/lookup.js';
 import { xmlRouter } from './routes/xml.js';
 import { sandboxRouter } from './routes/sandbox.js';
 import { webhookAdmin } from './routes/admin-webhooks.js';
 import { carrierAdmin } from './routes/admin-carriers.js';
 import { restRouter } from './routes/rest.js';
 import { whatsappRouter } from './routes/whatsapp.js';
+import { suppressionsRouter } from './routes/rest-suppressions.js';
 import { verifyRouter } from './routes/verify.js';
 import { callbacksRouter } from './routes/callbacks.js';
 import { knownError } from './middleware/errors.js';
@@ -41,9 +43,11 @@ export function buildApp(ctx: AppContext, adminExtensions: AdminExtension[] = []
   app.use('/admin/queues', adminAuth(ctx.config.adminToken, { basicChallenge: true }), board.getRouter());
 
   app.use(sendRouter(ctx));
+  app.use(lookupRouter(ctx));
   app.use(xmlRouter(ctx));
   app.use(restRouter(ctx));
   app.use(whatsappRouter(ctx));
+  app.use(suppressionsRouter(ctx));
   app.use(verifyRouter(ctx));
   app.use(callbacksRouter(ctx));
   if (ctx.config.sandbox) {

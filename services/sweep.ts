@@ -1,6 +1,7 @@
-/** The `sweep` role: the recovery sweep re-enqueues work that Redis lost (workers/recovery.ts). */
+/** The `sweep` role: the recovery sweep re-enqueues work that Redis lost (workers/recovery.ts); expired idempotency keys go. */
 import { RecoverySweep } from '../workers/recovery.js';
 import type { Core } from './core.js';
+import { IdempotencyExpiry } from '../shared/sending/idempotency.js';
 
 export interface SweepRole {
   stop(): Promise<void>;
@@ -13,5 +14,13 @@ export function startSweep(core: Core): SweepRole {
     receiptWaitMs: config.receiptWaitHours * 3_600_000, redisPrefix: config.redisPrefix,
   }, core.logger);
   sweep.start();
-  return { stop: async () => sweep.stop() };
+  // Idempotency keys older than 24 hours (issue 27) are deleted here too.
+  const expiry = new IdempotencyExpiry(core.db, core.logger);
+  expiry.start();
+  return {
+    stop: async () => {
+      sweep.stop();
+      await expiry.stop();
+    },
+  };
 }

@@ -7,6 +7,7 @@ import { Worker, DelayedError, type Job } from 'bullmq';
 import type { Engine } from '../shared/engine/engine.js';
 import type { Logger } from '../shared/logger.js';
 import { LANES, dispatchQueueName, type ChannelPool, type DispatchJob, type Lane } from '../shared/queues.js';
+import { isCallJobId } from '../shared/engine/dispatch-jobs.js';
 import { logWorkerErrors, type WorkerConnection } from './connection.js';
 
 // A priority job holds its slot until its submit responses are durable (a few event-loop turns
@@ -26,7 +27,7 @@ export function startDispatchPool(
     const worker = new Worker<DispatchJob>(
       dispatchQueueName(pool, lane),
       async (job: Job<DispatchJob>, token?: string) => {
-        const outcome = await engine.dispatch(job.data, undefined, lane);
+        const outcome = await engine.dispatch(job.data, undefined, lane, !isCallJobId(job.id));
         if (outcome.delayUntil) {
           // Not yet inside the schedule or window: the same job waits until then (and checks again).
           await job.moveToDelayed(outcome.delayUntil.getTime(), token);

@@ -10,8 +10,19 @@ import type { Redis } from 'ioredis';
 import { STATUS_JOB_OPTIONS, ttlJobId, type Queues, type StatusJob } from '../shared/queues.js';
 import { CHANNEL_MODULES, isChannel, stepOf, type AttemptState, type FlowStep } from '../shared/channels/index.js';
 import { defaultTtlMinutes } from '../shared/engine/transitions.js';
-import { addDispatchJobs, messageJob, recipientJob } from '../shared/engine/dispatch-jobs.js';
+import { addDispatchJobs, callJob, messageJob, recipientJob } from '../shared/engine/dispatch-jobs.js';
 import { enqueueBatches } from '../shared/webhooks/jobs.js';
+
+interface LostStep {
+  message_id: string;
+  request_id: string;
+  step: number;
+  lane: number;
+  flow: FlowStep[];
+  ids: number[];
+  /** Due at acceptance: its step was in the call's job. */
+  at_acceptance: boolean;
+}
 
 export interface SweepResult {
   dispatch: number;
@@ -28,13 +39,13 @@ export interface SweepResult {
  * attempts that never reached a carrier.
  */
 export async function sweepOnce(db: Db, queues: Queues, opts: { graceMs: number; webhookRetries: number }): Promise<SweepResult> {
-  const { rows } = await db.query<{ message_id: string; step: number; lane: number; flow: FlowStep[]; ids: number[] }>(
-    `SELECT r.message_id, r.step, m.lane, m.flow, array_agg(r.id ORDER BY r.id) AS ids
+  const { rows } = await db.query<LostStep>(
+    `SELECT r.message_id, m.request_id, r.step, m.lane, m.flow, array_agg(r.id ORDER BY r.id) AS ids, false AS at_acceptance
        FROM (SELECT id, message_id, step FROM recipients
               WHERE state = 'queued' AND due_at < now() - make_interval(secs => $1::float / 1000)
               ORDER BY due_at LIMIT 5000) r
        JOIN messages m ON m.id = r.message_id
-      GROUP BY r.message_id, r.step, m.lane, m.flow`,
+      GROUP BY r.message_id, m.request_id, r.step, m.lane, m.flow`,
     [opts.graceMs],
   );
   rows.push(...await startsLost(db, opts.graceMs));
@@ -42,9 +53,14 @@ export async function sweepOnce(db: Db, queues: Queues, opts: { graceMs: number;
   let replaced = 0;
   for (const row of rows) {
     const target = { channel: stepOf(row.flow[row.step]!).channel, lane: row.lane };
-    const jobs = row.step === 0
-      ? [messageJob(target, row.message_id, 0, row.ids)]
-      : row.ids.map((id) => recipientJob(target, row.message_id, row.step, id));
+    // Under the id of the job that would have run it: the call's job for a message due at
+    // acceptance, the message's own for a scheduled or deferred one, the recipient's for a later
+    // step. A job still waiting under that id (a backlog) makes adding it a no-op.
+    const jobs = row.at_acceptance
+      ? [callJob(target, row.request_id, { messageId: row.message_id, recipientIds: row.ids })]
+      : row.step === 0
+        ? [messageJob(target, row.message_id, 0, row.ids)]
+        : row.ids.map((id) => recipientJob(target, row.message_id, row.step, id));
     replaced += (await addDispatchJobs(queues, jobs, { replaceFailed: true })).replaced;
     dispatch += jobs.length;
   }
@@ -64,16 +80,16 @@ export async function sweepOnce(db: Db, queues: Queues, opts: { graceMs: number;
  * (the statement that wrote the message wrote them, so the timestamps are equal). A flag left with
  * no queued recipient behind it (they were handled some other way) is cleared.
  */
-async function startsLost(db: Db, graceMs: number): Promise<Array<{ message_id: string; step: number; lane: number; flow: FlowStep[]; ids: number[] }>> {
-  const { rows } = await db.query<{ message_id: string; step: number; lane: number; flow: FlowStep[]; ids: number[] }>(
-    `SELECT m.id AS message_id, 0 AS step, m.lane, m.flow,
+async function startsLost(db: Db, graceMs: number): Promise<LostStep[]> {
+  const { rows } = await db.query<LostStep>(
+    `SELECT m.id AS message_id, m.request_id, 0 AS step, m.lane, m.flow, true AS at_acceptance,
             COALESCE(array_agg(r.id ORDER BY r.id) FILTER (WHERE r.id IS NOT NULL), '{}') AS ids
-       FROM (SELECT id, account_id, created_at, lane, flow FROM messages
+       FROM (SELECT id, request_id, account_id, created_at, lane, flow FROM messages
               WHERE dispatch_pending AND created_at < now() - make_interval(secs => $1::float / 1000)
               ORDER BY created_at LIMIT 1000) m
        LEFT JOIN recipients r ON r.account_id = m.account_id AND r.created_at = m.created_at AND r.message_id = m.id
                              AND r.step = 0 AND r.state = 'queued'
-      GROUP BY m.id, m.lane, m.flow`,
+      GROUP BY m.id, m.request_id, m.lane, m.flow`,
     [graceMs],
   );
   const settled = rows.filter((r) => r.ids.length === 0).map((r) => r.message_id);

@@ -10,9 +10,9 @@ import { Router, type ErrorRequestHandler, type Request } from 'express';
 import type { AppContext } from '../context.js';
 import { readJsonBody, BodyError } from '../middleware/body.js';
 import { headerKey, keyFromRequest } from '../middleware/api-key.js';
-import { AppError, unauthorized } from '../../shared/errors.js';
+import { AppError, forbidden, unauthorized } from '../../shared/errors.js';
 import { knownError } from '../middleware/errors.js';
-import type { ApiKeyRecord } from '../../shared/domain/keys.js';
+import { keyAllows, type ApiKeyRecord } from '../../shared/domain/keys.js';
 import { getCredit } from '../../shared/rest/credit.js';
 import { listMessages, parseMessageQuery } from '../../shared/rest/messages.js';
 import {
@@ -21,11 +21,28 @@ import {
 
 export const REST_PATHS = ['/v1/credit', '/v1/messages', '/v1/apikey'];
 
+/** The REST API's authentication: 401 for a missing, unknown or disabled key, 403 for an `api`-scoped one. */
+export function restAuth(ctx: AppContext): (req: Request) => Promise<ApiKeyRecord> {
+  return async (req) => {
+    const presented = headerKey(req);
+    const key = await keyFromRequest(ctx.db, presented, 'any');
+    if (!key) {
+      req.resume(); // an unread body must not hold the connection
+      throw unauthorized(presented ? 'Invalid or disabled API key' : 'Missing API key (header x-api-key)');
+    }
+    if (!keyAllows(key.scope, 'rest')) {
+      req.resume();
+      throw forbidden(`This API key's scope is "${key.scope}": it may only send messages, not use the REST API`);
+    }
+    return key;
+  };
+}
+
 export function restRouter(ctx: AppContext): Router {
   const router = Router();
   const opts = { allowPrivateCallbacks: ctx.config.allowPrivateCallbacks };
 
-  const auth = (req: Request): Promise<ApiKeyRecord> => restKey(ctx, req);
+  const auth = restAuth(ctx);
 
   router.get('/v1/credit', async (req, res) => {
     const key = await auth(req);
@@ -64,7 +81,7 @@ export function restRouter(ctx: AppContext): Router {
     requirePrimary(key);
     const change = parseSubKeyChange(await readJsonBody(req));
     const result = await changeSubKey(ctx.db, key, change);
-    res.json({ success: true, id: result.id, disabled: result.disabled });
+    res.json({ success: true, id: result.id, disabled: result.disabled, scope: result.scope });
   });
 
   // Another method on one of these paths: answered in this API's form (POST /v1/messages never
@@ -78,15 +95,9 @@ export function restRouter(ctx: AppContext): Router {
   return router;
 }
 
-/** The key of a REST call (`x-api-key`), or a 401 AppError for a missing, unknown or disabled one. */
-export async function restKey(ctx: AppContext, req: Request): Promise<ApiKeyRecord> {
-  const presented = headerKey(req);
-  const key = await keyFromRequest(ctx.db, presented);
-  if (!key) {
-    req.resume(); // an unread body must not hold the connection
-    throw unauthorized(presented ? 'Invalid or disabled API key' : 'Missing API key (header x-api-key)');
-  }
-  return key;
+/** The key of a REST call (the WhatsApp partner endpoints' too): see `restAuth`. */
+export function restKey(ctx: AppContext, req: Request): Promise<ApiKeyRecord> {
+  return restAuth(ctx)(req);
 }
 
 export function restErrors(ctx: AppContext): ErrorRequestHandler {

@@ -28,7 +28,7 @@ const readBackSchema = Joi.object<{ phone_number: string; limit: number }>({
 export function sandboxRouter(ctx: AppContext): Router {
   const router = Router();
   const auth = async (req: Request) => {
-    const key = await keyFromRequest(ctx.db, headerKey(req));
+    const key = await keyFromRequest(ctx.db, headerKey(req), 'send');
     if (!key) {
       throw unauthorized('Missing or invalid API key');
     }
@@ -39,7 +39,11 @@ export function sandboxRouter(ctx: AppContext): Router {
     const key = await auth(req);
     const input = validate(inboundSchema, await readJsonBody(req));
     const outcome = await ingestInbound(ctx.db, { ...input, at: Date.now(), accountId: key.accountId });
-    res.json({ success: true, event: outcome.kind, inbound_id: outcome.inboundId });
+    res.json({
+      success: true, event: outcome.kind, inbound_id: outcome.inboundId,
+      // An opt-out or opt-in keyword changed the account's suppression list (issue 27).
+      ...(outcome.kind !== 'unowned' && outcome.keyword !== null && { keyword: outcome.keyword }),
+    });
   });
 
   router.get('/sandbox/messages', async (req, res) => {

@@ -6,10 +6,11 @@
 import { randomUUID } from 'node:crypto';
 import { Router, type ErrorRequestHandler, type Request, type Response } from 'express';
 import type { AppContext } from '../context.js';
-import { readJsonDocument, readJsonBytes, parseJsonDocument, readFormBody, mediaType, BodyError } from '../middleware/body.js';
+import { readJsonBytes, parseJsonDocument, readFormBody, mediaType, BodyError } from '../middleware/body.js';
 import { BoundedTurns, TurnsFullError } from '../../shared/semaphore.js';
 import { headerKey, keyFromRequest } from '../middleware/api-key.js';
-import { acceptMessages, type AcceptMode, type MessageSource } from '../../shared/sending/accept.js';
+import { acceptMessages, type AcceptMode, type AcceptResult, type MessageSource } from '../../shared/sending/accept.js';
+import { callFingerprint, idempotencyKeyProblem, type CallIdempotency } from '../../shared/sending/idempotency.js';
 import { MAX_OBJECTS } from '../../shared/sending/message-schema.js';
 import { AppError } from '../../shared/errors.js';
 import { knownError } from '../middleware/errors.js';
@@ -32,7 +33,7 @@ export function sendRouter(ctx: AppContext): Router {
   const deps = { db: ctx.db, queues: ctx.queues, config: ctx.config, logger: ctx.logger };
 
   const auth = async (presented: string | undefined): Promise<ApiKeyRecord> => {
-    const key = await keyFromRequest(ctx.db, presented);
+    const key = await keyFromRequest(ctx.db, presented, 'send');
     if (!key) {
       throw new SendError(400, NOT_AUTHORIZED);
     }
@@ -49,6 +50,7 @@ export function sendRouter(ctx: AppContext): Router {
   const batch = (source: MessageSource, camel: boolean) => async (req: Request, res: Response) => {
     const key = await auth(headerKey(req));
     const raw = await readJsonBytes(req);
+    const idempotency = idempotencyOf(req, raw);
     const accept = async () => {
       if (req.socket.destroyed) {
         // The client gave up while the call waited for its turn: nothing is accepted, so that its
@@ -62,9 +64,10 @@ export function sendRouter(ctx: AppContext): Router {
       if (body.length < 1 || body.length > MAX_OBJECTS) {
         throw new SendError(400, `Request body must hold 1 to ${MAX_OBJECTS} message objects (got ${body.length})`);
       }
-      return acceptMessages(deps, key, body, { mode: 'batch', source, rawPayloads: payloads });
+      return acceptMessages(deps, key, body, { mode: 'batch', source, rawPayloads: payloads, ...(idempotency && { idempotency }) });
     };
     const result = await (raw.length > LARGE_CALL_BYTES ? largeCalls.run(raw.length, accept) : accept());
+    markReplayed(res, result);
     res.json(camel
       ? {
           requestId: result.requestId,
@@ -79,11 +82,14 @@ export function sendRouter(ctx: AppContext): Router {
 
   router.post('/v2/message', async (req, res) => {
     const key = await auth(headerKey(req));
-    const { value: body, payloads } = await readJsonDocument(req);
+    const raw = await readJsonBytes(req);
+    const idempotency = idempotencyOf(req, raw);
+    const { value: body, payloads } = parseJsonDocument(raw);
     if (body === null || typeof body !== 'object' || Array.isArray(body)) {
       throw new SendError(400, 'Request body must be one message object');
     }
-    const result = await acceptMessages(deps, key, [body], { mode: 'single', source: 'v2', rawPayloads: payloads });
+    const result = await acceptMessages(deps, key, [body], { mode: 'single', source: 'v2', rawPayloads: payloads, ...(idempotency && { idempotency }) });
+    markReplayed(res, result);
     res.json({ request_id: result.requestId, accepted: result.accepted.map((a) => ({ key: a.key, message_id: a.messageId })), rejected: [] });
   });
 
@@ -118,6 +124,30 @@ export function sendRouter(ctx: AppContext): Router {
 
   router.use(sendErrors(ctx));
   return router;
+}
+
+/**
+ * The call's `Idempotency-Key` header (issue 27), with the fingerprint of the request it names:
+ * its endpoint and its body bytes. A malformed key is a whole-request failure.
+ */
+function idempotencyOf(req: Request, raw: Buffer): CallIdempotency | undefined {
+  const value = req.headers['idempotency-key'];
+  if (value === undefined) {
+    return undefined;
+  }
+  const key = Array.isArray(value) ? value.join(', ') : value;
+  const problem = idempotencyKeyProblem(key);
+  if (problem !== null) {
+    throw new SendError(400, problem);
+  }
+  return { key, fingerprint: callFingerprint(`${req.method} ${req.path}`, raw) };
+}
+
+/** A repeated call answered from its key's stored answer says so (as Stripe's `Idempotent-Replayed`). */
+function markReplayed(res: Response, result: AcceptResult): void {
+  if (result.replayed) {
+    res.set('Idempotent-Replayed', 'true');
+  }
 }
 
 function flatQuery(req: Request): Record<string, string | undefined> {
@@ -159,7 +189,7 @@ function translateSimpleField(message: string): string {
     .replace(/^flow\[0\]\.sms\./, '');
 }
 
-function sendErrors(ctx: AppContext): ErrorRequestHandler {
+export function sendErrors(ctx: AppContext): ErrorRequestHandler {
   return (caught, req, res, _next) => {
     const err = knownError(caught, req, res, ctx.logger);
     if (err instanceof SendError) {

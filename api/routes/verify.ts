@@ -10,7 +10,7 @@ import { readJsonBody, BodyError } from '../middleware/body.js';
 import { headerKey } from '../middleware/api-key.js';
 import { AppError } from '../../shared/errors.js';
 import { knownError, refuseNulInPath } from '../middleware/errors.js';
-import { authenticateKey, type ApiKeyRecord } from '../../shared/domain/keys.js';
+import { authenticateKey, keyAllows, type ApiKeyRecord } from '../../shared/domain/keys.js';
 import { VerificationService, PHONE_PATTERN } from '../../shared/verification/service.js';
 import {
   VerificationError, invalidApiKey, invalidPhone, invalidRequest, missingApiKey, missingField,
@@ -59,7 +59,7 @@ export function verifyRouter(ctx: AppContext): Router {
       throw missingApiKey();
     }
     const key = await authenticateKey(ctx.db, presented);
-    if (!key) {
+    if (!key || !keyAllows(key.scope, 'send')) {
       throw invalidApiKey();
     }
     return key;

@@ -45,7 +45,7 @@ export function xmlRouter(ctx: AppContext): Router {
     if (!parsed.ok && (parsed.errorId === 101 || parsed.errorId === 102)) {
       return fail(res, parsed.errorId);
     }
-    const key = await keyFromRequest(ctx.db, form.apikey);
+    const key = await keyFromRequest(ctx.db, form.apikey, 'send');
     if (!key) {
       return fail(res, 103);
     }

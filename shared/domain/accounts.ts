@@ -28,6 +28,10 @@ export interface AccountSettings {
   verify_phone_per_hour?: number;
   verify_phone_cooldown_s?: number;
   reply_window_days?: number;
+  /** Opt-out (issue 27): refuse promotional sends to suppressed numbers; keyword lists (null: the defaults). */
+  opt_out_promotional?: boolean;
+  opt_out_keywords?: string[] | null;
+  opt_in_keywords?: string[] | null;
 }
 
 export interface AccountView {
@@ -46,6 +50,10 @@ export interface AccountView {
   verify_phone_per_hour: number;
   verify_phone_cooldown_s: number;
   reply_window_days: number;
+  opt_out_promotional: boolean;
+  opt_out_keywords: string[] | null;
+  opt_in_keywords: string[] | null;
+  suppressions: number;
   created_at: string;
 }
 
@@ -84,6 +92,10 @@ interface AccountRow {
   verify_phone_per_hour: number;
   verify_phone_cooldown_s: number;
   reply_window_days: number;
+  opt_out_promotional: boolean;
+  opt_out_keywords: string[] | null;
+  opt_in_keywords: string[] | null;
+  suppressions: number;
   created_at: Date;
 }
 
@@ -113,6 +125,10 @@ function presentAccount(row: AccountRow): AccountView {
     verify_phone_per_hour: row.verify_phone_per_hour,
     verify_phone_cooldown_s: row.verify_phone_cooldown_s,
     reply_window_days: row.reply_window_days,
+    opt_out_promotional: row.opt_out_promotional,
+    opt_out_keywords: row.opt_out_keywords,
+    opt_in_keywords: row.opt_in_keywords,
+    suppressions: row.suppressions,
     created_at: row.created_at.toISOString(),
   };
 }
@@ -120,7 +136,7 @@ function presentAccount(row: AccountRow): AccountView {
 const SETTING_COLUMNS: ReadonlyArray<keyof AccountSettings> = [
   'name', 'country', 'default_sender', 'verification_secret', 'verification_attempts', 'verification_expiry_s',
   'verification_template', 'verify_account_per_min', 'verify_phone_per_hour', 'verify_phone_cooldown_s',
-  'reply_window_days',
+  'reply_window_days', 'opt_out_promotional', 'opt_out_keywords', 'opt_in_keywords',
 ];
 
 export async function updateAccount(db: Db, id: number, settings: AccountSettings): Promise<AccountView> {

@@ -4,6 +4,7 @@ import type { NewAccount, AccountSettings } from './accounts.js';
 import type { PriceRow } from './prices.js';
 import { isValidCountry } from '../phone/normalize.js';
 import { CHANNELS, FAMILIES } from '../channels/index.js';
+import { MAX_KEYWORD_LENGTH, normalizeKeyword } from '../suppression/keywords.js';
 
 const country = Joi.string().length(2).uppercase().custom((v: string, helpers) =>
   isValidCountry(v.toUpperCase()) ? v.toUpperCase() : helpers.error('any.invalid'));
@@ -26,6 +27,10 @@ export const newAccountSchema = Joi.object<NewAccount>({
   default_sender: sender,
 });
 
+/** An account's own opt-out or opt-in keywords (issue 27); null restores the defaults. */
+const keywordList = Joi.array().items(Joi.string().min(1).max(MAX_KEYWORD_LENGTH).custom((v: string, helpers) =>
+  normalizeKeyword(v).length > 0 ? v : helpers.error('any.invalid'))).max(50).unique().allow(null);
+
 export const accountSettingsSchema = Joi.object<AccountSettings>({
   name: Joi.string().max(200).allow(''),
   country,
@@ -38,6 +43,9 @@ export const accountSettingsSchema = Joi.object<AccountSettings>({
   verify_phone_per_hour: Joi.number().integer().min(1).max(1e4),
   verify_phone_cooldown_s: Joi.number().integer().min(0).max(86400),
   reply_window_days: Joi.number().integer().min(0).max(365),
+  opt_out_promotional: Joi.boolean(),
+  opt_out_keywords: keywordList,
+  opt_in_keywords: keywordList,
 }).min(1);
 
 export const creditSchema = Joi.object<{ czk?: number; eur?: number }>({ czk: money, eur: money }).or('czk', 'eur');

@@ -8,6 +8,19 @@ import { prepared, type Queryable } from '../db/pool.js';
 
 export const KEY_PREFIX_LENGTH = 10;
 
+/**
+ * What a key may use (the origin's `scope`): `full` everything, `api` only the sending side
+ * (sending API, legacy v1, XML, verification, sandbox), `rest-api` only the REST API.
+ */
+export const KEY_SCOPES = ['full', 'api', 'rest-api'] as const;
+export type KeyScope = (typeof KEY_SCOPES)[number];
+/** The two sides a scope separates. */
+export type KeyUse = 'send' | 'rest';
+
+export function keyAllows(scope: KeyScope, use: KeyUse): boolean {
+  return scope === 'full' || (scope === 'api' ? use === 'send' : use === 'rest');
+}
+
 export interface ApiKeyRecord {
   id: number;
   accountId: number;
@@ -20,6 +33,7 @@ export interface ApiKeyRecord {
   keyPrefix: string;
   accountCountry: string;
   accountCurrency: 'CZK' | 'EUR';
+  scope: KeyScope;
 }
 
 export function generateApiKey(): { key: string; hash: Buffer; prefix: string } {
@@ -44,6 +58,7 @@ interface KeyRow {
   key_hash: Buffer;
   account_country: string;
   account_currency: 'CZK' | 'EUR';
+  scope: KeyScope;
 }
 
 /**
@@ -90,7 +105,7 @@ export async function authenticateKey(db: Queryable, presented: string): Promise
   }
   const { rows } = await db.query<KeyRow>(prepared(
     `SELECT k.id, k.account_id, k.is_primary, k.shared, k.currency, k.disabled, k.note,
-            k.default_callback_url, k.key_prefix, k.key_hash,
+            k.default_callback_url, k.key_prefix, k.key_hash, k.scope,
             a.country AS account_country, a.currency AS account_currency
        FROM api_keys k JOIN accounts a ON a.id = k.account_id
       WHERE k.key_hash = $1`,
@@ -118,5 +133,6 @@ function toRecord(row: KeyRow): ApiKeyRecord {
     keyPrefix: row.key_prefix,
     accountCountry: row.account_country.trim(),
     accountCurrency: row.account_currency,
+    scope: row.scope,
   };
 }

@@ -3,9 +3,10 @@
  * engine (next flow steps, deferred messages) and the recovery sweep. Ids are deterministic, so
  * adding a job that exists already is a no-op:
  *
- * - `c.<first message id>.s0`: the objects of one call that are due now, together (one dispatch
- *   transaction for the whole call);
- * - `m.<message id>.s<step>`: the recipients of one message at a step (scheduled, deferred, swept);
+ * - `c.<request id>.s0`: the objects of one call that are due now, together (one dispatch
+ *   transaction for the whole call); the recovery sweep re-adds a lost one under the same id, so it
+ *   never runs beside a job of the same call still waiting in a backlog;
+ * - `m.<message id>.s<step>`: the recipients of one message at a step (scheduled, deferred);
  * - `r.<recipient id>.s<step>`: one recipient's later flow step.
  */
 import type { JobsOptions, Queue } from 'bullmq';
@@ -39,9 +40,12 @@ function job(target: DispatchTarget, data: DispatchJob, jobId: string, delayMs: 
 export const messageJobId = (messageId: string, step: number): string => `m.${messageId}.s${step}`;
 export const recipientJobId = (recipientId: number, step: number): string => `r.${recipientId}.s${step}`;
 
+export const callJobId = (requestId: string): string => `c.${requestId}.s0`;
+export const isCallJobId = (jobId: string | undefined): boolean => jobId?.startsWith('c.') === true;
+
 /** The first step of a call's objects that are due now; more objects may be added to `data.messages`. */
-export function callJob(target: DispatchTarget, first: { messageId: string; recipientIds: number[] }): QueuedDispatchJob {
-  return job(target, { step: 0, messages: [first] }, `c.${first.messageId}.s0`, 0);
+export function callJob(target: DispatchTarget, requestId: string, first: { messageId: string; recipientIds: number[] }): QueuedDispatchJob {
+  return job(target, { step: 0, messages: [first] }, callJobId(requestId), 0);
 }
 
 /** One message's recipients at `step`, now or after `delayMs`. */

@@ -28,6 +28,7 @@ import { defaultTtlMinutes } from './transitions.js';
 import { EVENT_PARAMS, eventsCtes, eventParams, SentMessageBody, type OutboxEvent } from './events.js';
 import type { EngineDeps, NextStep } from './types.js';
 import { pushTo } from '../collections.js';
+import { refuseOptedOut } from '../suppression/store.js';
 
 export interface MessageRow {
   id: string;
@@ -49,13 +50,16 @@ export interface MessageRow {
   key_currency: 'CZK' | 'EUR';
   default_callback_url: string | null;
   default_sender: string | null;
+  /** Promotional, and the account has suppressions it enforces: dispatch looks its numbers up (issue 27). */
+  opt_out_check: boolean;
 }
 
 export async function loadMessages(db: EngineDeps['db'] | Tx, messageIds: string[]): Promise<Map<string, MessageRow>> {
   const { rows } = await db.query<MessageRow>(prepared(
     `SELECT m.id, m.request_id, m.account_id, m.key_id, m.body, m.flow, m.callback, m.tag, m.lane, m.payload,
             m.send_at, m.delivery_time, m.source, m.dispatch_pending, k.shared AS key_shared, k.is_primary AS key_primary,
-            k.currency AS key_currency, k.default_callback_url, a.default_sender
+            k.currency AS key_currency, k.default_callback_url, a.default_sender,
+            (m.lane = ${LANE_NUMBER.promotional} AND a.suppressions > 0 AND a.opt_out_promotional) AS opt_out_check
        FROM messages m JOIN api_keys k ON k.id = m.key_id JOIN accounts a ON a.id = m.account_id
       WHERE m.id = ANY($1)`,
     [textArray(messageIds)]),
@@ -132,7 +136,12 @@ interface Part {
  * Start one flow step for the recipients of one or more message objects (a batch call's objects
  * travel in one job, so one transaction serves up to 100 recipients).
  */
-export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new Date()): Promise<DispatchOutcome> {
+/**
+ * `delaySelf`: the job may wait for a message's time itself (its id is that message's step: it is
+ * what the sweep would add again). A call's job may not: a message of it that may not run yet gets
+ * a delayed job of its own.
+ */
+export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new Date(), delaySelf = true): Promise<DispatchOutcome> {
   const [messages, recipients] = await Promise.all([
     loadMessages(deps.db, job.messages.map((m) => m.messageId)),
     loadRecipients(deps.db, job.messages.flatMap((m) => m.recipientIds)),
@@ -157,7 +166,7 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
          UPDATE messages SET dispatch_pending = false WHERE id = $4 AND dispatch_pending`,
         [numberArray(item.recipientIds), job.step, at, msg.id],
       );
-      if (job.messages.length === 1) {
+      if (job.messages.length === 1 && delaySelf) {
         laterOnly = at;
       } else {
         await deps.enqueueLater({ messageId: msg.id, step: job.step, recipientIds: item.recipientIds, lane: msg.lane, channel: stepOf(msg.flow[job.step]!).channel }, at);
@@ -272,6 +281,8 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
   for (const r of candidates) {
     planned.push(planAttempt(deps, partOf.get(r.message_id)!, r, texts.get(r.id), prices, planSmsOf));
   }
+  // Promotional attempts to numbers that opted out are refused here, uncharged ([304]).
+  await refuseOptedOut(tx, planned);
   if (mode === 'optimistic') {
     assignCharges(planned);
   } else {

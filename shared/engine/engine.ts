@@ -96,8 +96,9 @@ export class Engine {
     return this.deps.carriers;
   }
 
-  dispatch(job: DispatchJob, now?: Date, lane?: Lane): Promise<DispatchOutcome> {
-    return dispatchStep(lane === 'priority' ? this.priorityDeps : this.deps, job, now);
+  /** `delaySelf`: see `dispatchStep` (false for a call's job). */
+  dispatch(job: DispatchJob, now?: Date, lane?: Lane, delaySelf = true): Promise<DispatchOutcome> {
+    return dispatchStep(lane === 'priority' ? this.priorityDeps : this.deps, job, now, delaySelf);
   }
 
   applyStatusJob(job: StatusJob): Promise<ApplyOutcome> {

@@ -63,9 +63,12 @@ export function stringifyEvent(body: Record<string, unknown>): string {
   return text.replace(MARKER_RE, (_m, i: string) => texts[Number(i)]!);
 }
 
-/** The payload field of events: the stored text, or null when the message had none. */
-export function payloadField(stored: string | null): RawJson | null {
-  return stored === null ? null : new RawJson(stored);
+/**
+ * The payload field of events: the stored text, or undefined when the message had none, which
+ * JSON.stringify leaves out (D4: omitted, never null).
+ */
+export function payloadField(stored: string | null): RawJson | undefined {
+  return stored === null ? undefined : new RawJson(stored);
 }
 
 /** One writer per process for the bodies of a statement (reset per use; it keeps its buffer). */

@@ -9,6 +9,8 @@ import { withTx, type Db, type Tx } from '../db/pool.js';
 import type { InboundReport } from '../carriers/types.js';
 import { canonicalAddress, ownerOfAddress } from '../domain/numbers.js';
 import { insertEvents, payloadField, type OutboxEvent } from './events.js';
+import { applyKeyword } from '../suppression/store.js';
+import type { KeywordKind } from '../suppression/keywords.js';
 
 interface ReplyMatch {
   attempt_id: number;
@@ -24,8 +26,8 @@ interface ReplyMatch {
 }
 
 export type InboundOutcome =
-  | { kind: 'incomingReplyMessage'; accountId: number; inboundId: number }
-  | { kind: 'incomingMessage'; accountId: number; inboundId: number }
+  | { kind: 'incomingReplyMessage'; accountId: number; inboundId: number; keyword: KeywordKind | null }
+  | { kind: 'incomingMessage'; accountId: number; inboundId: number; keyword: KeywordKind | null }
   | { kind: 'unowned'; inboundId: number };
 
 const MATCH_COLUMNS = `a.id AS attempt_id, a.created_at, r.public_id, r.account_id, r.key_id, m.request_id, m.payload, m.callback,
@@ -84,7 +86,7 @@ export async function ingestInbound(db: Db, msg: InboundReport, now = new Date()
         body: {
           request_id: match.request_id,
           message_id: match.public_id,
-          payload: payloadField(match.payload),
+          payload: payloadField(match.payload), // left out when the message had none (D4)
           gateway: msg.gateway,
           timestamp,
           type: 'incoming',
@@ -105,6 +107,9 @@ export async function ingestInbound(db: Db, msg: InboundReport, now = new Date()
       };
     }
     await insertEvents(tx, [event]);
-    return { kind: event.kind as 'incomingReplyMessage' | 'incomingMessage', accountId, inboundId };
+    // An opt-out (or opt-in) keyword changes the owner's suppression list; the message is still
+    // delivered as the event above.
+    const keyword = await applyKeyword(tx, accountId, msg.gateway, sender, msg.body);
+    return { kind: event.kind as 'incomingReplyMessage' | 'incomingMessage', accountId, inboundId, keyword };
   });
 }

@@ -13,7 +13,7 @@ export interface SentMessageFacts {
   requestId: string;
   publicId: string;
   channel: Channel;
-  /** The stored payload text (json column), or null. */
+  /** The stored payload text (json column), or null: the event then has no `payload` (D4). */
   payload: string | null;
   phone: string;
   state: AttemptState;
@@ -36,8 +36,8 @@ type Of<T> = (f: SentMessageFacts) => T;
 type Field = { key: string | Of<string> } & (
   | { string: Of<string> }
   | { number: Of<number> }
-  /** JSON text written as it is (a stored payload); `null` when there is none. */
-  | { json: Of<string | null> }
+  /** JSON text written as it is (a stored payload); left out when the value is null (D4). */
+  | { optionalJson: Of<string | null> }
   /** Left out when the value is null. */
   | { optionalString: Of<string | null> }
   | { object: readonly Field[] }
@@ -49,7 +49,8 @@ export const SENT_MESSAGE_FIELDS: readonly Field[] = [
   { key: 'message_id', string: (f) => f.publicId },
   { key: 'gateway', string: (f) => f.channel },
   { key: 'timestamp', number: (f) => Math.floor(f.at / 1000) },
-  { key: 'payload', json: (f) => f.payload },
+  // D4: omitted when the message had none, never null (the origin's schemas type it as an object).
+  { key: 'payload', optionalJson: (f) => f.payload },
   { key: 'type', string: () => 'outgoing' },
   { key: 'to', object: [{ key: 'phone_number', string: (f) => f.phone }] },
   { key: 'result', string: (f) => f.state },
@@ -75,8 +76,7 @@ type Op =
   | { kind: 'key'; comma: boolean; key: Of<string> }
   | { kind: 'string'; value: Of<string> }
   | { kind: 'number'; value: Of<number> }
-  | { kind: 'json'; value: Of<string | null> }
-  | { kind: 'optional'; prefix: Uint8Array; value: Of<string | null> };
+  | { kind: 'optional'; prefix: Uint8Array; value: Of<string | null>; json: boolean };
 
 const bytesOf = (text: string): Uint8Array => new Uint8Array(Buffer.from(text, 'utf8'));
 
@@ -89,10 +89,13 @@ function compile(fields: readonly Field[]): Op[] {
   };
   fields.forEach((field, i) => {
     const comma = i > 0 ? ',' : '';
-    if ('optionalString' in field) {
+    if ('optionalString' in field || 'optionalJson' in field) {
       if (i === 0 || typeof field.key !== 'string') throw new Error('an optional field must have a fixed key and follow another field');
       flush();
-      ops.push({ kind: 'optional', prefix: bytesOf(`,${JSON.stringify(field.key)}:`), value: field.optionalString });
+      const prefix = bytesOf(`,${JSON.stringify(field.key)}:`);
+      ops.push('optionalJson' in field
+        ? { kind: 'optional', prefix, value: field.optionalJson, json: true }
+        : { kind: 'optional', prefix, value: field.optionalString, json: false });
       return;
     }
     if (typeof field.key === 'string') {
@@ -114,8 +117,7 @@ function compile(fields: readonly Field[]): Op[] {
     }
     flush();
     if ('string' in field) ops.push({ kind: 'string', value: field.string });
-    else if ('number' in field) ops.push({ kind: 'number', value: field.number });
-    else ops.push({ kind: 'json', value: field.json });
+    else ops.push({ kind: 'number', value: field.number });
   });
   text += '}';
   flush();
@@ -135,7 +137,6 @@ function compile(fields: readonly Field[]): Op[] {
 const OPS = compile(SENT_MESSAGE_FIELDS);
 const COLON = 0x3a;
 const COMMA = 0x2c;
-const NULL = bytesOf('null');
 
 /** Writes the event's JSON (what `JSON.stringify` would write for it, byte for byte). */
 export function writeSentMessage(w: JsonBytes, f: SentMessageFacts): void {
@@ -156,17 +157,12 @@ export function writeSentMessage(w: JsonBytes, f: SentMessageFacts): void {
       case 'number':
         w.number(op.value(f));
         break;
-      case 'json': {
-        const json = op.value(f);
-        if (json === null) w.bytes(NULL);
-        else w.utf8(json);
-        break;
-      }
       case 'optional': {
         const value = op.value(f);
         if (value !== null) {
           w.bytes(op.prefix);
-          w.string(value);
+          if (op.json) w.utf8(value);
+          else w.string(value);
         }
         break;
       }

@@ -102,3 +102,31 @@ export function checkQueryText(field: string, value: string, max: number): strin
   }
   return value;
 }
+
+/** A query string may hold only `allowed` parameters; every unknown one is named in the 400. */
+export function refuseUnknownParams(query: Record<string, unknown>, allowed: readonly string[]): void {
+  const unknown = Object.keys(query).filter((name) => !allowed.includes(name));
+  if (unknown.length > 0) {
+    throw badRequest(`${unknown.join(', ')}: unknown query parameter${unknown.length > 1 ? 's' : ''} (allowed: ${allowed.join(', ')})`);
+  }
+}
+
+/** A query parameter given at most once. */
+export function singleParam(query: Record<string, unknown>, name: string): string | undefined {
+  const value = query[name];
+  if (value === undefined) {
+    return undefined;
+  }
+  if (typeof value !== 'string') {
+    throw badRequest(`${name}: must be given once`);
+  }
+  return value;
+}
+
+/** `limit`: rows per page, 1 to `max`. */
+export function limitParam(value: string, max: number): number {
+  if (!/^\d{1,7}$/.test(value) || Number(value) < 1 || Number(value) > max) {
+    throw badRequest(`limit: must be an integer from 1 to ${max}`);
+  }
+  return Number(value);
+}

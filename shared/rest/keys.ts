@@ -10,7 +10,7 @@
  * is refused from the next request on (other processes follow within the cache's second).
  */
 import type { Queryable } from '../db/pool.js';
-import { generateApiKey, invalidateKeyCache, invalidateKeyHash, type ApiKeyRecord } from '../domain/keys.js';
+import { generateApiKey, hashApiKey, invalidateKeyCache, invalidateKeyHash, KEY_SCOPES, type ApiKeyRecord, type KeyScope } from '../domain/keys.js';
 import { badRequest, forbidden, notFound } from '../errors.js';
 import { checkNote, checkWebhookSecret, hasField, optionalUrl, requireObject } from './input.js';
 
@@ -25,7 +25,7 @@ type KeyRef = Pick<ApiKeyRecord, 'id' | 'accountId' | 'isPrimary' | 'accountCurr
 
 export const UPDATE_FIELDS = ['default_callback_url', 'note', 'webhook_secret'] as const;
 export const ADD_FIELDS = ['note', 'shared', 'currency', 'default_callback_url'] as const;
-export const CHANGE_FIELDS = ['id', 'disable'] as const;
+export const CHANGE_FIELDS = ['id', 'apikey', 'disable', 'scope'] as const;
 
 export interface KeySettings {
   default_callback_url?: string | null;
@@ -133,13 +133,14 @@ export interface SubKeyListing {
   currency: Currency;
   default_callback_url: string | null;
   disabled: boolean;
+  scope: KeyScope;
   created_at: string;
 }
 
 export async function listSubKeys(db: Queryable, key: KeyRef): Promise<SubKeyListing[]> {
   requirePrimary(key);
   const { rows } = await db.query<Omit<SubKeyListing, 'created_at'> & { created_at: Date }>(
-    `SELECT id, key_prefix, note, shared, currency, default_callback_url, disabled, created_at
+    `SELECT id, key_prefix, note, shared, currency, default_callback_url, disabled, scope, created_at
        FROM api_keys WHERE account_id = $1 AND NOT is_primary ORDER BY id`,
     [key.accountId],
   );
@@ -151,49 +152,87 @@ export async function listSubKeys(db: Queryable, key: KeyRef): Promise<SubKeyLis
     currency: r.currency,
     default_callback_url: r.default_callback_url,
     disabled: r.disabled,
+    scope: r.scope,
     created_at: r.created_at.toISOString(),
   }));
 }
 
-/** Check the body of `POST /v1/apikey/change`: `{id, disable: 1|0}` (true/false also accepted). */
-export function parseSubKeyChange(body: unknown): { id: number; disable: boolean } {
-  const input = requireObject(body, CHANGE_FIELDS);
-  const rawId = input.id;
-  let id: number | null = null;
-  if (typeof rawId === 'number' && Number.isSafeInteger(rawId) && rawId > 0) {
-    id = rawId;
-  } else if (typeof rawId === 'string' && /^[1-9]\d{0,14}$/.test(rawId)) {
-    id = Number(rawId);
-  }
-  if (!hasField(input, 'id')) {
-    throw badRequest('id: is required (the sub-key id from apikey/add or apikey/list)');
-  }
-  if (id === null) {
-    throw badRequest('id: must be a positive integer');
-  }
-  const disable = input.disable;
-  if (!hasField(input, 'disable')) {
-    throw badRequest('disable: is required (1 revokes, 0 restores)');
-  }
-  if (disable !== 1 && disable !== 0 && disable !== true && disable !== false) {
-    throw badRequest('disable: must be 1 or 0');
-  }
-  return { id, disable: disable === 1 || disable === true };
+/** Which sub-key `POST /v1/apikey/change` names: by its id, or by the key itself (the origin's body). */
+export type SubKeyRef = { id: number } | { hash: Buffer };
+
+export interface SubKeyChange {
+  key: SubKeyRef;
+  disable?: boolean;
+  scope?: KeyScope;
 }
 
-/** Revoke or restore one of the account's sub-keys; any other id (the primary, another account's) is 404. */
-export async function changeSubKey(db: Queryable, key: KeyRef, change: { id: number; disable: boolean }): Promise<{ id: number; disabled: boolean }> {
+/**
+ * Check the body of `POST /v1/apikey/change`: `{id, disable: 1|0}` (D6), or the origin's
+ * `{apikey, scope?, disable?}` (the sub-key itself instead of its id). Either names one sub-key and
+ * changes at least one of `disable` (1 or true revokes, 0 or false restores) and `scope`.
+ */
+export function parseSubKeyChange(body: unknown): SubKeyChange {
+  const input = requireObject(body, CHANGE_FIELDS);
+  let key: SubKeyRef;
+  if (hasField(input, 'apikey')) {
+    if (hasField(input, 'id')) {
+      throw badRequest('id: give either id or apikey, not both');
+    }
+    if (typeof input.apikey !== 'string' || input.apikey.length === 0 || input.apikey.length > 200) {
+      throw badRequest('apikey: must be the sub-key (a string as returned by apikey/add)');
+    }
+    key = { hash: hashApiKey(input.apikey) };
+  } else {
+    if (!hasField(input, 'id')) {
+      throw badRequest('id: is required (the sub-key id from apikey/add or apikey/list), or give apikey: the sub-key itself');
+    }
+    const rawId = input.id;
+    if (typeof rawId === 'number' && Number.isSafeInteger(rawId) && rawId > 0) {
+      key = { id: rawId };
+    } else if (typeof rawId === 'string' && /^[1-9]\d{0,14}$/.test(rawId)) {
+      key = { id: Number(rawId) };
+    } else {
+      throw badRequest('id: must be a positive integer');
+    }
+  }
+  const out: SubKeyChange = { key };
+  if (hasField(input, 'scope')) {
+    if (!(KEY_SCOPES as readonly unknown[]).includes(input.scope)) {
+      throw badRequest(`scope: must be one of ${KEY_SCOPES.join(', ')}`);
+    }
+    out.scope = input.scope as KeyScope;
+  }
+  if (hasField(input, 'disable')) {
+    const disable = input.disable;
+    if (disable !== 1 && disable !== 0 && disable !== true && disable !== false) {
+      throw badRequest('disable: must be 1 or 0');
+    }
+    out.disable = disable === 1 || disable === true;
+  } else if (out.scope === undefined) {
+    throw badRequest('disable: is required (1 revokes, 0 restores) unless scope is given');
+  }
+  return out;
+}
+
+/**
+ * Revoke, restore or change the scope of one of the account's sub-keys; any other key (the
+ * primary, another account's, an unknown one) is 404.
+ */
+export async function changeSubKey(db: Queryable, key: KeyRef, change: SubKeyChange): Promise<{ id: number; disabled: boolean; scope: KeyScope }> {
   requirePrimary(key);
-  const { rows } = await db.query<{ id: number; disabled: boolean; key_hash: Buffer }>(
-    `UPDATE api_keys SET disabled = $3 WHERE id = $1 AND account_id = $2 AND NOT is_primary RETURNING id, disabled, key_hash`,
-    [change.id, key.accountId, change.disable],
+  const byId = 'id' in change.key;
+  const { rows } = await db.query<{ id: number; disabled: boolean; scope: KeyScope; key_hash: Buffer }>(
+    `UPDATE api_keys SET disabled = COALESCE($3, disabled), scope = COALESCE($4, scope)
+      WHERE ${byId ? 'id = $1' : 'key_hash = $1'} AND account_id = $2 AND NOT is_primary
+      RETURNING id, disabled, scope, key_hash`,
+    ['id' in change.key ? change.key.id : change.key.hash, key.accountId, change.disable ?? null, change.scope ?? null],
   );
   const row = rows[0];
   if (!row) {
-    throw notFound(`sub-key ${change.id} not found`);
+    throw notFound('id' in change.key ? `sub-key ${change.key.id} not found` : 'apikey: not a sub-key of this account');
   }
   // Both directions at once: a revoked key's record and a restored key's cached refusal.
   invalidateKeyCache(row.id);
   invalidateKeyHash(row.key_hash);
-  return { id: row.id, disabled: row.disabled };
+  return { id: row.id, disabled: row.disabled, scope: row.scope };
 }

@@ -1,6 +1,7 @@
 /**
  * `GET /v1/messages` (spec "Sent-message record", D6): one row per recipient of one UTC day,
- * newest last, with keyset pagination.
+ * newest last, with keyset pagination; or, with `message_id`, the recipients of one message (or
+ * the one recipient a per-recipient id names), found as `GET /v2/messages/{id}` finds them.
  *
  * Every page is one range scan of an index of `recipients`: `(account_id, created_at, id)` for a
  * primary key (it sees its sub-keys' messages too) or `(key_id, created_at, id)` for a sub-key
@@ -17,19 +18,23 @@ import type { Queryable } from '../db/pool.js';
 import type { ApiKeyRecord } from '../domain/keys.js';
 import { badRequest } from '../errors.js';
 import { normalizePhone } from '../phone/normalize.js';
-import { checkQueryText } from './input.js';
+import { checkQueryText, limitParam, refuseUnknownParams, singleParam as single } from './input.js';
+import { parseIdRef } from '../sending/ids.js';
+import { resolveMessageId } from '../lookup/timeline.js';
 
 export const DEFAULT_LIMIT = 100;
 export const MAX_LIMIT = 1000;
 const MAX_TAG_LENGTH = 100;
 const MAX_PHONE_LENGTH = 64;
 
-export const MESSAGE_QUERY_PARAMS = ['date', 'tag', 'phone_number', 'cursor', 'limit'] as const;
+export const MESSAGE_QUERY_PARAMS = ['date', 'message_id', 'tag', 'phone_number', 'cursor', 'limit'] as const;
 
 export interface MessageQuery {
-  /** First instant of the UTC day (inclusive) and of the next day (exclusive). */
-  from: Date;
-  to: Date;
+  /** First instant of the UTC day (inclusive) and of the next day (exclusive); optional with `messageId`. */
+  from?: Date;
+  to?: Date;
+  /** A message id (its recipients) or a recipient's id (that one), as `GET /v2/messages/{id}` takes them. */
+  messageId?: string;
   tag?: string;
   /** Stored form of the number (E.164 digits) and the text as given (numbers that could not be normalised keep it). */
   phone?: { e164: string | null; raw: string };
@@ -58,17 +63,6 @@ export interface MessagePage {
 
 const DATE_RE = /^(\d{4})-(\d{2})-(\d{2})$/;
 const CURSOR_AT_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
-
-function single(query: Record<string, unknown>, name: string): string | undefined {
-  const value = query[name];
-  if (value === undefined) {
-    return undefined;
-  }
-  if (typeof value !== 'string') {
-    throw badRequest(`${name}: must be given once`);
-  }
-  return value;
-}
 
 /** The UTC day `YYYY-MM-DD` as [start, next day start). */
 export function parseDay(value: string | undefined): { from: Date; to: Date } {
@@ -106,19 +100,19 @@ export function decodeCursor(value: string): { at: string; id: number } {
 
 /** Check the query string of `GET /v1/messages`; unknown parameters are named in the 400. */
 export function parseMessageQuery(query: Record<string, unknown>, accountCountry: string): MessageQuery {
-  const unknown = Object.keys(query).filter((name) => !(MESSAGE_QUERY_PARAMS as readonly string[]).includes(name));
-  if (unknown.length > 0) {
-    throw badRequest(`${unknown.join(', ')}: unknown query parameter${unknown.length > 1 ? 's' : ''} (allowed: ${MESSAGE_QUERY_PARAMS.join(', ')})`);
+  refuseUnknownParams(query, MESSAGE_QUERY_PARAMS);
+  const messageId = single(query, 'message_id');
+  if (messageId !== undefined && parseIdRef(messageId) === null) {
+    throw badRequest('message_id: must be a message id (20 hexadecimal characters) or a recipient id (<message_id>-<index>, or its own id)');
   }
-  const day = parseDay(single(query, 'date'));
-  const out: MessageQuery = { ...day, limit: DEFAULT_LIMIT };
+  const date = single(query, 'date');
+  // With message_id the day is the message's own; a date given too must be that day.
+  const day = messageId !== undefined && date === undefined ? {} : parseDay(date);
+  const out: MessageQuery = { ...day, limit: DEFAULT_LIMIT, ...(messageId !== undefined && { messageId }) };
 
   const limit = single(query, 'limit');
   if (limit !== undefined) {
-    if (!/^\d{1,7}$/.test(limit) || Number(limit) < 1 || Number(limit) > MAX_LIMIT) {
-      throw badRequest(`limit: must be an integer from 1 to ${MAX_LIMIT}`);
-    }
-    out.limit = Number(limit);
+    out.limit = limitParam(limit, MAX_LIMIT);
   }
   const tag = single(query, 'tag');
   if (tag !== undefined) {
@@ -157,8 +151,26 @@ interface Row {
 export async function listMessages(db: Queryable, key: Pick<ApiKeyRecord, 'id' | 'accountId' | 'isPrimary'>, q: MessageQuery): Promise<MessagePage> {
   // A sub-key also names its account: harmless for the key index, and it lets a phone lookup use
   // recipients_account_phone_day (002_rest.sql), whose first column is the account.
-  const params: unknown[] = [key.accountId, q.from, q.to];
-  const where = ['r.account_id = $1', 'r.created_at >= $2', 'r.created_at < $3'];
+  const params: unknown[] = [key.accountId];
+  const where = ['r.account_id = $1'];
+  if (q.messageId !== undefined) {
+    // The message's recipients are the rows of its account written at its created_at (timeline.ts).
+    const message = await resolveMessageId(db, key, q.messageId);
+    if (!message) {
+      return { messages: [], next_cursor: null };
+    }
+    // created_at compared in SQL: it has microseconds, a Date would round them away.
+    params.push(message.messageId);
+    where.push(`r.created_at = (SELECT m0.created_at FROM messages m0 WHERE m0.id = $${params.length})`, `r.message_id = $${params.length}`);
+    if (message.publicId !== null) {
+      params.push(message.publicId);
+      where.push(`r.public_id = $${params.length}`);
+    }
+  }
+  if (q.from && q.to) {
+    params.push(q.from, q.to);
+    where.push(`r.created_at >= $${params.length - 1}`, `r.created_at < $${params.length}`);
+  }
   if (!key.isPrimary) {
     params.push(key.id);
     where.push(`r.key_id = $${params.length}`);

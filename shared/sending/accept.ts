@@ -6,7 +6,7 @@
  * jobs are added, one command per queue. If Redis fails after the commit the recovery sweep
  * enqueues them.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { Db, Queryable, Tx } from '../db/pool.js';
 import { prepared, withTx } from '../db/pool.js';
 import { boolArray, numberArray, textArray, timestampArray } from '../db/arrays.js';
@@ -22,8 +22,12 @@ import { describeJoiError } from '../validation.js';
 import { normalizePhone } from '../phone/normalize.js';
 import { resolveSendAt, validateDeliveryWindow, nextSendInstant } from '../schedule/window.js';
 import { checkCallbackUrl } from '../net/ssrf.js';
-import { badRequest } from '../errors.js';
+import { badRequest, conflict } from '../errors.js';
 import { StorageUnavailableError } from '../storage-unavailable.js';
+import { newId, singleRecipientId } from './ids.js';
+import {
+  CALL_KEY, OBJECT_KEY, callClaimCte, claimKeys, isClaimed, objectFingerprint, setResponse, storedKeys, type CallIdempotency, type Claim,
+} from './idempotency.js';
 
 /** D2: accepted with ids, never sent, never charged, no webhooks. */
 export const TEST_NUMBER = '420777777777';
@@ -51,6 +55,8 @@ export interface AcceptOptions {
   rawPayloads?: Array<string | undefined>;
   /** Extra writes that must commit together with the messages (the verification session row). */
   beforeCommit?: (tx: Tx, result: AcceptResult) => Promise<void>;
+  /** The call's `Idempotency-Key` (idempotency.ts): a repeated call is answered as the first was. */
+  idempotency?: CallIdempotency;
 }
 
 export interface AcceptResult {
@@ -59,6 +65,8 @@ export interface AcceptResult {
   rejected: Array<{ key: string; message: string }>;
   /** Per accepted object: its recipients' public ids and stored numbers (the XML and verify APIs need them). */
   recipients: Array<{ messageId: string; publicIds: string[]; phones: Array<string | null>; recipientIds: number[] }>;
+  /** The stored answer of an earlier call with the same `Idempotency-Key`: nothing was accepted now. */
+  replayed?: boolean;
 }
 
 interface Prepared {
@@ -118,20 +126,6 @@ export function prepareMessage(raw: unknown, key: ApiKeyRecord, config: Config, 
   return { key: '', input, flow: effectiveFlow(input), sendAt, dueAt, phones };
 }
 
-// Ids come from a pool of random bytes refilled 4 KiB at a time: a randomBytes call per id cost
-// more than the bytes (the same pooling Node does for randomUUID).
-const ID_BYTES = 10;
-let idPool = Buffer.alloc(0);
-let idOffset = 0;
-function newId(): string {
-  if (idOffset + ID_BYTES > idPool.length) {
-    idPool = randomBytes(4096);
-    idOffset = 0;
-  }
-  idOffset += ID_BYTES;
-  return idPool.toString('hex', idOffset - ID_BYTES, idOffset);
-}
-
 const bulkGates = new WeakMap<Db, Semaphore>();
 function bulkGateOf(deps: AcceptDeps): Semaphore {
   let gate = bulkGates.get(deps.db);
@@ -146,6 +140,7 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
   const now = opts.now ?? new Date();
   const result: AcceptResult = { requestId: randomUUID(), accepted: [], rejected: [], recipients: [] };
   const checked: Prepared[] = [];
+  const objectKeys = new Map<string, number>();
   inputs.forEach((raw, index) => {
     const p = prepareMessage(raw, key, deps.config, now, opts.maxRecipients);
     if (typeof p === 'string') {
@@ -153,109 +148,72 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
         throw badRequest(opts.mode === 'single' ? p : `[${index}] ${p}`, 'VALIDATION', { index });
       }
       result.rejected.push({ key: String(index), message: p });
+    } else if (p.input.idempotency_key !== undefined && objectKeys.has(p.input.idempotency_key)) {
+      // One key names one object: the second is refused, not sent twice nor answered as the first.
+      result.rejected.push({ key: String(index), message: `idempotency_key: is also the key of message object ${objectKeys.get(p.input.idempotency_key)} of this call` });
     } else {
       p.key = String(index);
       checked.push(p);
+      if (p.input.idempotency_key !== undefined) objectKeys.set(p.input.idempotency_key, index);
     }
   });
   if (checked.length === 0) {
     return result;
   }
 
-  // Columns for one multi-row insert per table.
-  const m = { id: [] as string[], body: [] as Array<string | null>, flow: [] as string[], callback: [] as Array<string | null>,
-    tag: [] as string[], lane: [] as number[], params: [] as Array<string | null>, payload: [] as Array<string | null>,
-    sendAt: [] as Array<Date | null>, window: [] as Array<string | null>, dispatchPending: [] as boolean[] };
-  const r = { publicId: [] as string[], messageId: [] as string[], idx: [] as number[], tag: [] as string[],
-    raw: [] as string[], phone: [] as Array<string | null>, state: [] as string[], dueAt: [] as Array<Date | null> };
-
+  // Ids first: an idempotent call's answer is known, and stored with its key, before it is written.
+  const objects: AcceptedObject[] = [];
   for (const p of checked) {
     const messageId = newId();
-    const tag = p.input.tag ?? 'promotional';
-    m.id.push(messageId);
-    m.body.push(p.input.body ?? null);
-    m.flow.push(JSON.stringify(p.flow));
-    m.callback.push(p.input.callback ?? null);
-    m.tag.push(tag);
-    m.lane.push(LANE_NUMBER[laneOfTag(tag)]);
-    m.params.push(p.input.params === undefined ? null : JSON.stringify(p.input.params));
-    m.payload.push(p.input.payload === undefined ? null : (opts.rawPayloads?.[Number(p.key)] ?? JSON.stringify(p.input.payload)));
-    m.sendAt.push(p.sendAt);
-    m.window.push(p.input.delivery_time === undefined ? null : JSON.stringify(p.input.delivery_time));
-    // Due now: the message's flag, not each recipient's due_at, lets the recovery sweep find it
-    // should its dispatch job be lost, so that starting the recipients changes no indexed column
-    // of theirs (their updates stay HOT). Scheduled recipients carry due_at.
-    const startsNow = p.dueAt.getTime() <= now.getTime();
-    m.dispatchPending.push(startsNow && p.phones.some((phone) => phone !== TEST_NUMBER));
     const publicIds: string[] = [];
-    p.input.to.forEach((recipient, i) => {
-      const publicId = opts.mode === 'single' ? newId() : `${messageId}-${i}`;
-      publicIds.push(publicId);
-      r.publicId.push(publicId);
-      r.messageId.push(messageId);
-      r.idx.push(i);
-      r.tag.push(tag);
-      r.raw.push(recipient.phone_number);
-      r.phone.push(p.phones[i] ?? null);
-      r.state.push(p.phones[i] === TEST_NUMBER ? 'test' : 'queued');
-      r.dueAt.push(startsNow ? null : p.dueAt);
-    });
-    if (opts.mode === 'single') {
-      publicIds.forEach((id, i) => result.accepted.push({ key: String(i), messageId: id }));
-    } else {
-      result.accepted.push({ key: p.key, messageId });
+    for (let i = 0; i < p.input.to.length; i++) {
+      publicIds.push(opts.mode === 'single' ? singleRecipientId(messageId, i) : `${messageId}-${i}`);
     }
-    result.recipients.push({ messageId, publicIds, phones: p.phones, recipientIds: [] });
+    objects.push({ p, entry: { messageId, publicIds, phones: p.phones, recipientIds: [] } });
   }
+  result.accepted = acceptedEntries(opts.mode, objects);
 
-  // Messages and recipients in one statement: atomic on its own, so a plain call needs no
-  // transaction round trips (BEGIN, COMMIT) at all; a caller with work of its own (verification)
-  // gets it inside a transaction.
-  const insert = async (db: Queryable) => {
-    const { rows } = await db.query<{ id: number; public_id: string }>(prepared(
-      `WITH messages_in AS (
-         INSERT INTO messages (id, request_id, account_id, key_id, body, flow, callback, tag, lane, params, payload, send_at, delivery_time,
-                               source, dispatch_pending)
-         SELECT u.id, $1, $2, $3, u.body, u.flow, u.callback, u.tag, u.lane, u.params, u.payload, u.send_at, u.delivery_time, $4,
-                u.dispatch_pending
-           FROM unnest($5::text[], $6::text[], $7::jsonb[], $8::text[], $9::text[], $10::smallint[], $11::jsonb[], $12::json[],
-                       $13::timestamptz[], $14::jsonb[], $23::boolean[])
-             AS u(id, body, flow, callback, tag, lane, params, payload, send_at, delivery_time, dispatch_pending))
-       INSERT INTO recipients (public_id, message_id, idx, account_id, key_id, tag, raw_phone, phone, state, due_at)
-       SELECT u.public_id, u.message_id, u.idx, $2, $3, u.tag, u.raw_phone, u.phone, u.state,
-              CASE WHEN u.state = 'queued' THEN u.due_at END
-         FROM unnest($15::text[], $16::text[], $17::smallint[], $18::text[], $19::text[], $20::text[], $21::text[], $22::timestamptz[])
-           AS u(public_id, message_id, idx, tag, raw_phone, phone, state, due_at)
-       RETURNING id, public_id`,
-      [result.requestId, key.accountId, key.id, opts.source, textArray(m.id), textArray(m.body), textArray(m.flow),
-        textArray(m.callback), textArray(m.tag), numberArray(m.lane), textArray(m.params), textArray(m.payload),
-        timestampArray(m.sendAt), textArray(m.window), textArray(r.publicId), textArray(r.messageId), numberArray(r.idx),
-        textArray(r.tag), textArray(r.raw), textArray(r.phone), textArray(r.state), timestampArray(r.dueAt),
-        boolArray(m.dispatchPending)]),
-    );
-    const ids = new Map(rows.map((row) => [row.public_id, row.id]));
-    for (const entry of result.recipients) {
-      entry.recipientIds = entry.publicIds.map((id) => ids.get(id)!);
+  const context: WriteContext = { deps, key, opts, now, result };
+  result.recipients = objects.map((o) => o.entry);
+  const { beforeCommit, idempotency: callKey } = opts;
+  let written = objects;
+  const write = async (): Promise<void> => {
+    if (objectKeys.size > 0 || (callKey && beforeCommit)) {
+      // Object keys may change the answer after their claim: claims, answer and writes in one transaction.
+      await withTx(deps.db, async (tx) => {
+        written = await claimAndResolve(tx, context, objects, inputs);
+        result.recipients = written.map((o) => o.entry);
+        await insertObjects(tx, context, written);
+        await beforeCommit?.(tx, result);
+      });
+    } else if (beforeCommit) {
+      await withTx(deps.db, async (tx) => {
+        await insertObjects(tx, context, objects);
+        await beforeCommit(tx, result);
+      });
+    } else if (!await insertObjects(deps.db, context, objects, callKey && { kind: CALL_KEY, ...callKey, response: storedCall(result) })) {
+      // Messages and recipients in one statement, atomic on its own (no BEGIN/COMMIT round trips);
+      // a call key alone is claimed in it too, and when it is taken nothing was written.
+      throw new CallKeyTaken(callKey!);
     }
   };
-  const beforeCommit = opts.beforeCommit;
-  const write = beforeCommit
-    ? () => withTx(deps.db, async (tx) => {
-      await insert(tx);
-      await beforeCommit(tx, result);
-    })
-    : () => insert(deps.db);
   // Bulk writes take turns (a few at a time per process), so a burst of large calls cannot fill
   // Postgres with inserts while a priority message waits to be accepted: priority calls skip the gate.
   const priorityOnly = checked.every((p) => laneOfTag(p.input.tag ?? 'promotional') === 'priority');
-  await (priorityOnly ? write() : bulkGateOf(deps).run(write));
+  try {
+    await (priorityOnly ? write() : bulkGateOf(deps).run(write));
+  } catch (err) {
+    if (err instanceof CallKeyTaken) {
+      return replayCall(deps.db, key, err.idempotency);
+    }
+    throw err;
+  }
 
   // Objects due now share one job per queue (one dispatch transaction for the whole call);
   // scheduled ones get their own delayed job.
   const jobs: QueuedDispatchJob[] = [];
   const dueNow = new Map<string, QueuedDispatchJob>();
-  checked.forEach((p, i) => {
-    const entry = result.recipients[i]!;
+  written.forEach(({ p, entry }) => {
     const live = entry.recipientIds.filter((_, j) => entry.phones[j] !== TEST_NUMBER);
     if (live.length === 0) {
       return;
@@ -267,7 +225,7 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
       return;
     }
     const item = { messageId: entry.messageId, recipientIds: live };
-    const job = callJob(target, item);
+    const job = callJob(target, result.requestId, item);
     const combined = dueNow.get(job.queue);
     if (combined) {
       combined.data.messages.push(item);
@@ -300,4 +258,220 @@ async function queuesConnected(queues: Queues, jobs: QueuedDispatchJob[]): Promi
     }
   }
   return true;
+}
+
+/** A checked message object with its ids (and, once written, its recipients' row ids). */
+interface AcceptedObject {
+  p: Prepared;
+  entry: AcceptResult['recipients'][number];
+}
+
+interface WriteContext {
+  deps: AcceptDeps;
+  key: ApiKeyRecord;
+  opts: AcceptOptions;
+  now: Date;
+  result: AcceptResult;
+}
+
+/** The `accepted` entries of objects: one per object (batch), or one per recipient with its own id (single). */
+function acceptedEntries(mode: AcceptMode, objects: readonly AcceptedObject[]): AcceptResult['accepted'] {
+  const out: AcceptResult['accepted'] = [];
+  for (const { p, entry } of objects) {
+    if (mode === 'single') {
+      entry.publicIds.forEach((id, i) => out.push({ key: String(i), messageId: id }));
+    } else {
+      out.push({ key: p.key, messageId: entry.messageId });
+    }
+  }
+  return out;
+}
+
+/**
+ * Messages and recipients of the objects in one statement (atomic on its own); fills each
+ * object's recipient row ids. With `claim` (a call's key), the statement claims it first and
+ * writes nothing when it is taken: returns whether it wrote.
+ */
+async function insertObjects(db: Queryable, ctx: WriteContext, objects: readonly AcceptedObject[], claim?: Claim): Promise<boolean> {
+  if (objects.length === 0) {
+    return true;
+  }
+  const { opts, now, result, key } = ctx;
+  // Columns for one multi-row insert per table.
+  const m = { id: [] as string[], body: [] as Array<string | null>, flow: [] as string[], callback: [] as Array<string | null>,
+    tag: [] as string[], lane: [] as number[], params: [] as Array<string | null>, payload: [] as Array<string | null>,
+    sendAt: [] as Array<Date | null>, window: [] as Array<string | null>, dispatchPending: [] as boolean[] };
+  const r = { publicId: [] as string[], messageId: [] as string[], idx: [] as number[], tag: [] as string[],
+    raw: [] as string[], phone: [] as Array<string | null>, state: [] as string[], dueAt: [] as Array<Date | null> };
+  for (const { p, entry } of objects) {
+    const { messageId, publicIds } = entry;
+    const tag = p.input.tag ?? 'promotional';
+    m.id.push(messageId);
+    m.body.push(p.input.body ?? null);
+    m.flow.push(JSON.stringify(p.flow));
+    m.callback.push(p.input.callback ?? null);
+    m.tag.push(tag);
+    m.lane.push(LANE_NUMBER[laneOfTag(tag)]);
+    m.params.push(p.input.params === undefined ? null : JSON.stringify(p.input.params));
+    m.payload.push(p.input.payload === undefined ? null : (opts.rawPayloads?.[Number(p.key)] ?? JSON.stringify(p.input.payload)));
+    m.sendAt.push(p.sendAt);
+    m.window.push(p.input.delivery_time === undefined ? null : JSON.stringify(p.input.delivery_time));
+    // Due now: the message's flag, not each recipient's due_at, lets the recovery sweep find it
+    // should its dispatch job be lost, so that starting the recipients changes no indexed column
+    // of theirs (their updates stay HOT). Scheduled recipients carry due_at.
+    const startsNow = p.dueAt.getTime() <= now.getTime();
+    m.dispatchPending.push(startsNow && p.phones.some((phone) => phone !== TEST_NUMBER));
+    p.input.to.forEach((recipient, i) => {
+      r.publicId.push(publicIds[i]!);
+      r.messageId.push(messageId);
+      r.idx.push(i);
+      r.tag.push(tag);
+      r.raw.push(recipient.phone_number);
+      r.phone.push(p.phones[i] ?? null);
+      r.state.push(p.phones[i] === TEST_NUMBER ? 'test' : 'queued');
+      r.dueAt.push(startsNow ? null : p.dueAt);
+    });
+  }
+  const { rows } = await db.query<{ id: number; public_id: string }>(prepared(
+    claim ? ACCEPT_CLAIMING_SQL : ACCEPT_SQL,
+    [result.requestId, key.accountId, key.id, opts.source, textArray(m.id), textArray(m.body), textArray(m.flow),
+      textArray(m.callback), textArray(m.tag), numberArray(m.lane), textArray(m.params), textArray(m.payload),
+      timestampArray(m.sendAt), textArray(m.window), textArray(r.publicId), textArray(r.messageId), numberArray(r.idx),
+      textArray(r.tag), textArray(r.raw), textArray(r.phone), textArray(r.state), timestampArray(r.dueAt),
+      boolArray(m.dispatchPending), ...(claim ? [claim.key, claim.fingerprint, JSON.stringify(claim.response)] : [])]),
+  );
+  if (rows.length === 0) {
+    return false; // the claim found its key taken (every object has a recipient)
+  }
+  const ids = new Map(rows.map((row) => [row.public_id, row.id]));
+  for (const { entry } of objects) {
+    entry.recipientIds = entry.publicIds.map((id) => ids.get(id)!);
+  }
+  return true;
+}
+
+/**
+ * Messages and recipients in one statement. `claiming`: a call key's claim comes first (the
+ * `claimed` CTE, idempotency.ts) and both inserts write only if it claimed the key.
+ */
+function acceptSql(claiming: boolean): string {
+  const only = claiming ? '\n       WHERE EXISTS (SELECT 1 FROM claimed)' : '';
+  return `WITH ${claiming ? `${callClaimCte('$3', '$24', '$25', '$26')},\n     ` : ''}messages_in AS (
+       INSERT INTO messages (id, request_id, account_id, key_id, body, flow, callback, tag, lane, params, payload, send_at, delivery_time,
+                             source, dispatch_pending)
+       SELECT u.id, $1, $2, $3, u.body, u.flow, u.callback, u.tag, u.lane, u.params, u.payload, u.send_at, u.delivery_time, $4,
+              u.dispatch_pending
+         FROM unnest($5::text[], $6::text[], $7::jsonb[], $8::text[], $9::text[], $10::smallint[], $11::jsonb[], $12::json[],
+                     $13::timestamptz[], $14::jsonb[], $23::boolean[])
+           AS u(id, body, flow, callback, tag, lane, params, payload, send_at, delivery_time, dispatch_pending)${only})
+     INSERT INTO recipients (public_id, message_id, idx, account_id, key_id, tag, raw_phone, phone, state, due_at)
+     SELECT u.public_id, u.message_id, u.idx, $2, $3, u.tag, u.raw_phone, u.phone, u.state,
+            CASE WHEN u.state = 'queued' THEN u.due_at END
+       FROM unnest($15::text[], $16::text[], $17::smallint[], $18::text[], $19::text[], $20::text[], $21::text[], $22::timestamptz[])
+         AS u(public_id, message_id, idx, tag, raw_phone, phone, state, due_at)${only}
+     RETURNING id, public_id`;
+}
+const ACCEPT_SQL = acceptSql(false);
+const ACCEPT_CLAIMING_SQL = acceptSql(true);
+
+
+
+/** The call's `Idempotency-Key` was used within 24 hours: the transaction is rolled back and the stored answer given. */
+class CallKeyTaken extends Error {
+  constructor(readonly idempotency: CallIdempotency) {
+    super('Idempotency-Key taken');
+  }
+}
+
+/** What a call's key stores: its answer. */
+interface StoredCall {
+  request_id: string;
+  accepted: AcceptResult['accepted'];
+  rejected: AcceptResult['rejected'];
+}
+
+/** What an object's key stores: the call it was accepted in and its ids (the message's, or its recipients' in a single call). */
+interface StoredObject {
+  request_id: string;
+  ids: string[];
+}
+
+const storedCall = (result: AcceptResult): StoredCall => ({ request_id: result.requestId, accepted: result.accepted, rejected: result.rejected });
+
+/**
+ * Claim the call's key and the objects' keys in the accept's transaction (idempotency.ts). The call
+ * key taken: `CallKeyTaken` (the caller answers from the stored row). An object key taken by the
+ * same object: the object is answered with its first ids and not written again; by another object:
+ * a rejected entry (409 for a single call). Returns the objects to write.
+ */
+async function claimAndResolve(tx: Tx, ctx: WriteContext, objects: AcceptedObject[], inputs: unknown[]): Promise<AcceptedObject[]> {
+  const { key, opts, result } = ctx;
+  const keyOf = new Map<AcceptedObject, { key: string; fingerprint: Buffer }>();
+  const claims: Claim[] = [];
+  if (opts.idempotency) {
+    claims.push({ kind: CALL_KEY, key: opts.idempotency.key, fingerprint: opts.idempotency.fingerprint, response: storedCall(result) });
+  }
+  for (const o of objects) {
+    const objectKey = o.p.input.idempotency_key;
+    if (objectKey !== undefined) {
+      const index = Number(o.p.key);
+      const fingerprint = objectFingerprint(opts.mode, inputs[index], opts.rawPayloads?.[index]);
+      keyOf.set(o, { key: objectKey, fingerprint });
+      const stored: StoredObject = { request_id: result.requestId, ids: opts.mode === 'single' ? o.entry.publicIds : [o.entry.messageId] };
+      claims.push({ kind: OBJECT_KEY, key: objectKey, fingerprint, response: stored });
+    }
+  }
+  const claimed = await claimKeys(tx, key.id, claims);
+  if (opts.idempotency && !isClaimed(claimed, CALL_KEY, opts.idempotency.key)) {
+    throw new CallKeyTaken(opts.idempotency);
+  }
+  const taken = [...keyOf].filter(([, k]) => !isClaimed(claimed, OBJECT_KEY, k.key));
+  if (taken.length === 0) {
+    return objects;
+  }
+  const stored = await storedKeys(tx, key.id, OBJECT_KEY, taken.map(([, k]) => k.key));
+  const replayed = new Map<AcceptedObject, StoredObject>();
+  for (const [o, k] of taken) {
+    const row = stored.get(k.key);
+    if (row && row.fingerprint.equals(k.fingerprint)) {
+      replayed.set(o, row.response as StoredObject);
+    } else if (opts.mode === 'single') {
+      throw conflict(`idempotency_key: "${k.key}" was used for a different message object in the last 24 hours`);
+    } else {
+      result.rejected.push({ key: o.p.key, message: 'idempotency_key: was used for a different message object in the last 24 hours' });
+    }
+  }
+  // The answer: objects accepted now, and those accepted before with their first ids, in call order.
+  const written: AcceptedObject[] = [];
+  const accepted: AcceptResult['accepted'] = [];
+  for (const o of objects) {
+    const before = replayed.get(o);
+    if (before) {
+      if (opts.mode === 'single') {
+        result.requestId = before.request_id;
+        before.ids.forEach((id, i) => accepted.push({ key: String(i), messageId: id }));
+      } else {
+        accepted.push({ key: o.p.key, messageId: before.ids[0]! });
+      }
+    } else if (!taken.some(([t]) => t === o)) {
+      written.push(o);
+      accepted.push(...acceptedEntries(opts.mode, [o]));
+    }
+  }
+  result.accepted = accepted;
+  result.rejected.sort((a, b) => Number(a.key) - Number(b.key));
+  if (opts.idempotency) {
+    await setResponse(tx, key.id, CALL_KEY, opts.idempotency.key, storedCall(result));
+  }
+  return written;
+}
+
+/** The answer stored with a call's key; 409 when the key was used for another request. */
+async function replayCall(db: Db, key: ApiKeyRecord, idempotency: CallIdempotency): Promise<AcceptResult> {
+  const row = (await storedKeys(db, key.id, CALL_KEY, [idempotency.key])).get(idempotency.key);
+  if (!row || !row.fingerprint.equals(idempotency.fingerprint)) {
+    throw conflict(`Idempotency-Key "${idempotency.key}" was used for a different request (another body or endpoint) in the last 24 hours`);
+  }
+  const call = row.response as StoredCall;
+  return { requestId: call.request_id, accepted: call.accepted, rejected: call.rejected, recipients: [], replayed: true };
 }

@@ -8,6 +8,7 @@ import type { DeliveryWindow } from '../schedule/window.js';
 import { bodyText, httpUri } from '../channels/fields.js';
 import { channelModule, flowStepSchema, stepBody, stepOf, type FlowStep } from '../channels/index.js';
 import { findUnstorable } from '../unstorable-text.js';
+import { IDEMPOTENCY_KEY_PATTERN } from './idempotency.js';
 
 export const MAX_RECIPIENTS = 10;
 /** The XML API has no 10-recipient limit per Request (it predates v2's); the document size caps it. */
@@ -24,6 +25,8 @@ export interface MessageInput {
   datetime?: string;
   delivery_time?: DeliveryWindow;
   payload?: Record<string, unknown>;
+  /** Idempotency of this object (issue 27, sending/idempotency.ts): not stored with the message. */
+  idempotency_key?: string;
 }
 
 /** `to`: 1..max recipient objects; `phone_number` is a schema error only when it is not a non-empty string (D2). */
@@ -53,6 +56,8 @@ export const messageSchema = Joi.object<MessageInput>({
     tz: Joi.string().max(64),
   }),
   payload: Joi.object().unknown(true),
+  // 1-255 printable ASCII characters, as the Idempotency-Key header.
+  idempotency_key: Joi.string().pattern(IDEMPOTENCY_KEY_PATTERN, '1 to 255 printable ASCII characters'),
 });
 
 /** D2: no flow means one SMS step with gateway `high`. */

@@ -7,7 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestService, waitFor, type TestService } from '../support/harness.js';
 import { sweepOnce } from '../../workers/recovery.js';
-import { messageJobId, recipientJobId } from '../../shared/engine/dispatch-jobs.js';
+import { callJobId, messageJobId, recipientJobId } from '../../shared/engine/dispatch-jobs.js';
 
 let svc: TestService;
 before(async () => {
@@ -40,8 +40,8 @@ test('recipients whose jobs Redis lost are re-enqueued by the sweep and then del
   await svc.sql(`UPDATE recipients SET created_at = created_at - interval '1 minute' WHERE message_id = $1`, [id]);
   const swept = await sweepOnce(svc.runtime.db, svc.runtime.queues, { graceMs: 30_000, webhookRetries: 3 });
   assert.equal(swept.dispatch, 1);
-  const job = await queue.getJob(messageJobId(id, 0));
-  assert.ok(job, 'the job is back under its deterministic id');
+  const job = await queue.getJob(callJobId(res.body.request_id));
+  assert.ok(job, 'the job is back under the id of the call\'s job');
   assert.deepEqual(job.data.messages[0]!.recipientIds.length, 2);
   // A second sweep does not duplicate a job that exists.
   await sweepOnce(svc.runtime.db, svc.runtime.queues, { graceMs: 30_000, webhookRetries: 3 });
@@ -127,7 +127,7 @@ test('a hand-over that fails keeps the work findable; the job run again hands th
   await svc.sql(`UPDATE messages SET created_at = created_at - interval '1 minute' WHERE id = $1`, [id]);
   await svc.sql(`UPDATE recipients SET created_at = created_at - interval '1 minute' WHERE message_id = $1`, [id]);
   assert.ok((await sweepOnce(svc.runtime.db, svc.runtime.queues, { graceMs: 30_000, webhookRetries: 3 })).dispatch >= 1);
-  const recovered = await svc.runtime.queues.dispatchQueue('sms', 'promotional').getJob(messageJobId(id, 0));
+  const recovered = await svc.runtime.queues.dispatchQueue('sms', 'promotional').getJob(callJobId(res.body.request_id));
   assert.ok(recovered);
   await svc.runtime.engine.dispatch(recovered.data);
   await waitFor(async () => (await attempts()).every((a) => a.state === 'delivered' && a.handed), 10_000, 'delivered');
@@ -207,4 +207,29 @@ test('a job that failed for good during a long outage is replaced by the sweep, 
   const job = await queue.getJob(jobId);
   assert.deepEqual(job!.data.messages[0]!.messageId, messageId);
   await queue.remove(jobId);
+});
+
+test('a call\'s job still waiting in a backlog is not run twice: the sweep adds nothing beside it', async () => {
+  const { apiKey } = await svc.createAccount();
+  const res = await svc.request('POST', '/v2/messages', {
+    body: [{ body: 'backlog', to: [{ phone_number: '420777400500' }] }, { body: 'backlog too', to: [{ phone_number: '420777400600' }] }],
+    headers: { 'x-api-key': apiKey },
+  });
+  assert.equal(res.status, 200);
+  const queue = svc.runtime.queues.dispatchQueue('sms', 'promotional');
+  await queue.obliterate({ force: true });
+  await svc.request('POST', '/v2/messages', { body: [{ body: 'again', to: [{ phone_number: '420777400700' }] }], headers: { 'x-api-key': apiKey } });
+  // The first call's job is still waiting (re-added as it was), its messages pending for a minute.
+  const ids = res.body.accepted.map((a: { message_id: string }) => a.message_id) as string[];
+  const recipientIds = (await svc.sql<{ id: number; message_id: string }>('SELECT id, message_id FROM recipients WHERE message_id = ANY($1) ORDER BY id', [ids]));
+  await queue.add('dispatch', { step: 0, messages: ids.map((m) => ({ messageId: m, recipientIds: recipientIds.filter((r) => r.message_id === m).map((r) => Number(r.id)) })) },
+    { jobId: callJobId(res.body.request_id) });
+  await svc.sql(`UPDATE messages SET created_at = created_at - interval '1 minute' WHERE id = ANY($1)`, [ids]);
+  await svc.sql(`UPDATE recipients SET created_at = created_at - interval '1 minute' WHERE message_id = ANY($1)`, [ids]);
+  const swept = await sweepOnce(svc.runtime.db, svc.runtime.queues, { graceMs: 30_000, webhookRetries: 3 });
+  assert.ok(swept.dispatch >= 2, 'both messages found');
+  const theirs = (await queue.getJobs(['waiting', 'prioritized', 'delayed', 'active']))
+    .filter((j) => j.data.messages.some((m) => ids.includes(m.messageId)));
+  assert.deepEqual(theirs.map((j) => j.id), [callJobId(res.body.request_id)], 'no second job for them');
+  await queue.obliterate({ force: true });
 });

@@ -10,7 +10,7 @@ import { startTestService, startReceiver, waitFor, type TestService, type TestRe
 
 const NOT_AUTHORIZED = 'User is not authorized to access this resource with an explicit deny';
 const RECORD_FIELDS = ['body', 'delivered', 'flow', 'message_id', 'message_parts', 'nondelivered', 'sender', 'sent', 'to', 'ts_delivered', 'ts_sent'];
-const LIST_FIELDS = ['created_at', 'currency', 'default_callback_url', 'disabled', 'id', 'key_prefix', 'note', 'shared'];
+const LIST_FIELDS = ['created_at', 'currency', 'default_callback_url', 'disabled', 'id', 'key_prefix', 'note', 'scope', 'shared'];
 
 let svc: TestService;
 let smsCzk = 0;
@@ -176,11 +176,11 @@ test('sub-keys: add, list, currency rule, primary only, input checks', async () 
   }
   assert.deepEqual({ ...list.body.list[0], created_at: undefined }, {
     id: a.id, key_prefix: a.apikey.slice(0, 10), note: 'web shop', shared: true, currency: 'CZK',
-    default_callback_url: 'https://example.com/hooks', disabled: false, created_at: undefined,
+    default_callback_url: 'https://example.com/hooks', disabled: false, scope: 'full', created_at: undefined,
   });
   assert.deepEqual({ ...list.body.list[1], created_at: undefined }, {
     id: b.id, key_prefix: b.apikey.slice(0, 10), note: '', shared: false, currency: 'EUR',
-    default_callback_url: null, disabled: false, created_at: undefined,
+    default_callback_url: null, disabled: false, scope: 'full', created_at: undefined,
   });
   assert.ok(!list.text.includes(a.apikey) && !list.text.includes(b.apikey), 'keys are shown only once');
 

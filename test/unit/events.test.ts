@@ -7,7 +7,7 @@ import { JsonBytes } from '../../shared/engine/event-json.js';
 test('stringifyEvent writes top-level RawJson values byte for byte and everything else as JSON.stringify does', () => {
   const cases: Array<{ name: string; body: Record<string, unknown>; expected: string }> = [
     { name: 'no raw value', body: { a: 1, b: 'x"y', c: { d: [1, 2] } }, expected: '{"a":1,"b":"x\\"y","c":{"d":[1,2]}}' },
-    { name: 'null payload', body: { request_id: 'r', payload: null }, expected: '{"request_id":"r","payload":null}' },
+    { name: 'no payload (left out, D4)', body: { request_id: 'r', payload: payloadField(null), type: 'incoming' }, expected: '{"request_id":"r","type":"incoming"}' },
     { name: 'raw payload keeps its spacing and key order', body: { a: 1, payload: new RawJson('{ "z": 1,  "a" : [ 2 ] }'), b: 2 },
       expected: '{"a":1,"payload":{ "z": 1,  "a" : [ 2 ] },"b":2}' },
     { name: 'raw unicode and escapes', body: { payload: new RawJson('"\\u00e9 ž \\n"') }, expected: '{"payload":"\\u00e9 ž \\n"}' },
@@ -39,7 +39,17 @@ test('a sentMessage event parses back to the spec fields with the payload as sen
     to: { phone_number: '+420777123456' }, result: 'delivered', result_info: 'Delivered',
     sms: { sender: 'Shop', country: 230, operator: 1, price_czk: 0.1235, price_eur: 0.005, count: 1, gateway: 'high' },
   });
-  assert.equal(payloadField(null), null);
+  assert.equal(payloadField(null), undefined);
+});
+
+test('a sentMessage event of a message without payload has no payload field (D4: omitted, never null)', () => {
+  const text = sentMessageText({
+    requestId: 'req', publicId: 'pub', channel: 'viber', payload: null, phone: '420777123456', state: 'sent',
+    resultInfo: 'Sent', at: 1_700_000_000_000, sender: 'Shop', country: 230, operator: 0, priceCzk: 0.6, priceEur: 0.025,
+    count: 1, smsGateway: null,
+  });
+  assert.ok(!text.includes('payload'), text);
+  assert.deepEqual(Object.keys(JSON.parse(text)), ['request_id', 'message_id', 'gateway', 'timestamp', 'type', 'to', 'result', 'result_info', 'viber']);
 });
 
 test('event bodies never contain the separator they travel with, whatever their strings hold', () => {
@@ -85,12 +95,13 @@ test('the sentMessage writer writes what JSON.stringify writes for the event, wi
       sender: f.sender, country: f.country, operator: f.operator, price_czk: round4(f.priceCzk), price_eur: round4(f.priceEur), count: f.count,
     };
     if (f.smsGateway !== null) channelObject.gateway = f.smsGateway;
+    // D4: no payload field at all when the message had none.
     const expected = {
       request_id: f.requestId, message_id: f.publicId, gateway: f.channel, timestamp: Math.floor(f.at / 1000),
-      payload: f.payload === null ? null : JSON.parse(f.payload), type: 'outgoing', to: { phone_number: f.phone }, result: f.state,
+      ...(f.payload !== null && { payload: '\u0000p' }), type: 'outgoing', to: { phone_number: f.phone }, result: f.state,
       result_info: f.resultInfo, [f.channel === 'whatsapp_text' ? 'whatsapp_body' : f.channel]: channelObject,
     };
-    const withPayloadAsGiven = JSON.stringify({ ...expected, payload: '\u0000p' }).replace('"\\u0000p"', f.payload ?? 'null');
+    const withPayloadAsGiven = f.payload === null ? JSON.stringify(expected) : JSON.stringify(expected).replace('"\\u0000p"', f.payload);
     assert.equal(text, withPayloadAsGiven, c.name);
   }
   // The same bodies written by eventParams, all in one parameter, next to other kinds of body.
