@@ -193,7 +193,7 @@ export class ViberCarrier implements Carrier {
       text: a.text,
       ...(a.button && { button: a.button }),
       // What is left of the step's ttl: a retry does not outlive the step.
-      ttlSeconds: Math.max(1, Math.floor((progress.deadline - now) / 1000)),
+      ttlSeconds: Math.max(1, Math.round((progress.deadline - now) / 1000)),
       promotional: a.priority !== true,
       ourRef: String(a.attemptId),
       sender,
