@@ -15,11 +15,11 @@ import { CHANNEL_POOLS, LANES, type ChannelPool, type Lane, type Queues } from '
 import type { Engine } from '../shared/engine/engine.js';
 import type { ConnectionManager } from '../shared/carriers/connections.js';
 import { startCore, StartupError, type Role } from './core.js';
-import { startWeb } from './web.js';
-import { startDispatch } from './dispatch.js';
-import { startStatus } from './status.js';
-import { startWebhooks } from './webhooks.js';
-import { startSweep } from './sweep.js';
+import { startWeb, type WebRole } from './web.js';
+import { startDispatch, type DispatchRole } from './dispatch.js';
+import { startStatus, type StatusRole } from './status.js';
+import { startWebhooks, type WebhooksRole } from './webhooks.js';
+import { startSweep, type SweepRole } from './sweep.js';
 
 export { StartupError, type Role };
 
@@ -49,13 +49,11 @@ export async function startRuntime(opts: { role: Role; pools?: PoolName[]; lanes
   const core = await startCore({
     role: opts.role, dispatching: channelPools.length > 0, lanes, ...(opts.config && { config: opts.config }), ...(opts.logger && { logger: opts.logger }),
   });
-  const dispatch = channelPools.length > 0 ? await startDispatch(core, channelPools, lanes) : null;
-  const status = pools.has('status') ? await startStatus(core) : null;
-  const webhooks = pools.has('webhooks') || pools.has('relay') ? startWebhooks(core, { pool: pools.has('webhooks'), relay: pools.has('relay') }) : null;
-  const sweep = pools.has('sweep') ? startSweep(core) : null;
-  const web = opts.role !== 'worker' ? await startWeb(core) : null;
-  core.logger.info({ role: opts.role, pools: [...pools] }, 'switchboard started');
-
+  let dispatch: DispatchRole | null = null;
+  let status: StatusRole | null = null;
+  let webhooks: WebhooksRole | null = null;
+  let sweep: SweepRole | null = null;
+  let web: WebRole | null = null;
   let stopping: Promise<void> | null = null;
   const stop = () => {
     stopping ??= (async () => {
@@ -68,6 +66,18 @@ export async function startRuntime(opts: { role: Role; pools?: PoolName[]; lanes
     })();
     return stopping;
   };
+  try {
+    dispatch = channelPools.length > 0 ? await startDispatch(core, channelPools, lanes) : null;
+    status = pools.has('status') ? await startStatus(core) : null;
+    webhooks = pools.has('webhooks') || pools.has('relay') ? startWebhooks(core, { pool: pools.has('webhooks'), relay: pools.has('relay') }) : null;
+    sweep = pools.has('sweep') ? startSweep(core) : null;
+    web = opts.role !== 'worker' ? await startWeb(core) : null;
+  } catch (err) {
+    // What started is stopped again (a taken port must not leave workers running behind it).
+    await stop().catch(() => undefined);
+    throw err;
+  }
+  core.logger.info({ role: opts.role, pools: [...pools] }, 'switchboard started');
   return {
     config: core.config, logger: core.logger, db: core.db, redis: core.redis, queues: core.queues, engine: core.engine,
     connections: dispatch?.connections ?? null, server: web?.server ?? null,

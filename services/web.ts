@@ -1,7 +1,8 @@
 /** The `web` role: the one HTTP listener for every API (D1), on the core's API pool. */
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import { buildApp } from '../api/app.js';
 import type { Core } from './core.js';
+import { listen } from './listen.js';
 
 export interface WebRole {
   server: Server;
@@ -14,13 +15,9 @@ export async function startWeb(core: Core): Promise<WebRole> {
   const app = buildApp({
     config, db: core.apiDb, redis: core.redis, queues: core.queues, logger, engine: core.engine, secrets: core.secrets,
   });
-  const server = await new Promise<Server>((resolve, reject) => {
-    const s = app.listen(config.port, '0.0.0.0', () => resolve(s));
-    s.once('error', reject);
-  });
+  const server = createServer(app);
   server.keepAliveTimeout = 65_000;
-  const address = server.address();
-  const port = typeof address === 'object' && address ? address.port : config.port;
+  const port = await listen(server, config.port, '0.0.0.0', 'PORT');
   logger.info({ port, sandbox: config.sandbox }, 'HTTP listening');
   if (!config.adminToken) {
     logger.warn('ADMIN_TOKEN is not set: the admin API and bull-board refuse every call');
