@@ -1,22 +1,31 @@
-/** Structured JSON logs. Keys and secrets are redacted wherever they appear in a logged object. */
-import { pino, type Logger } from 'pino';
+/**
+ * Structured JSON logs. Keys and secrets are redacted wherever they appear in a logged object,
+ * by name: `code` is not among the names, because error codes (`err.code`: ECONNREFUSED, a
+ * Postgres SQLSTATE) are what an operator needs to read; the one-time codes of verification are
+ * never logged (their copies are sealed), and `otp`/`verificationCode` are redacted should one be.
+ */
+import { pino, type DestinationStream, type Logger } from 'pino';
 
 export type { Logger };
 
-const REDACT = [
-  'apiKey', 'api_key', 'apikey', 'key', 'secret', 'password', 'token', 'code', 'proof',
-  'authorization', 'webhook_secret', 'verification_secret',
-  '*.apiKey', '*.api_key', '*.apikey', '*.secret', '*.password', '*.token', '*.code', '*.proof',
-  '*.authorization', '*.webhook_secret', '*.verification_secret',
+const SECRET_NAMES = [
+  'apiKey', 'api_key', 'apikey', 'key', 'secret', 'password', 'token', 'proof', 'otp', 'verificationCode',
+  'authorization', 'webhook_secret', 'verification_secret', 'credentials', 'credentialsKey',
+];
+
+export const REDACT_PATHS = [
+  ...SECRET_NAMES,
+  ...SECRET_NAMES.map((name) => `*.${name}`),
   'req.headers["x-api-key"]', 'req.headers.authorization', 'headers["x-api-key"]', 'headers.authorization',
 ];
 
-export function createLogger(level: string, name = 'switchboard'): Logger {
-  return pino({
+export function createLogger(level: string, name = 'switchboard', destination?: DestinationStream): Logger {
+  const options = {
     name,
     level,
-    redact: { paths: REDACT, censor: '[redacted]' },
+    redact: { paths: REDACT_PATHS, censor: '[redacted]' },
     base: { pid: process.pid },
     timestamp: pino.stdTimeFunctions.isoTime,
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }

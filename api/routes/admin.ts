@@ -17,6 +17,7 @@ import { assignNumber } from '../../shared/domain/numbers.js';
 import {
   newAccountSchema, accountSettingsSchema, creditSchema, keyCreditSchema, pricesSchema, numberAssignmentSchema, keySettingsSchema,
 } from '../../shared/domain/admin-schemas.js';
+import { requestLogger } from '../middleware/request-log.js';
 
 const idParam = Joi.number().integer().min(1).max(Number.MAX_SAFE_INTEGER);
 
@@ -97,7 +98,7 @@ export function adminRouter(ctx: AppContext, extensions: AdminExtension[] = []):
 }
 
 function adminErrors(ctx: AppContext): ErrorRequestHandler {
-  return (err, _req, res, _next) => {
+  return (err, req, res, _next) => {
     if (err instanceof AppError) {
       res.status(err.status).json({ error: err.code, message: err.message });
       return;
@@ -106,7 +107,7 @@ function adminErrors(ctx: AppContext): ErrorRequestHandler {
       res.status(err.status).json({ error: 'BAD_REQUEST', message: err.message });
       return;
     }
-    ctx.logger.error({ err }, 'admin call failed');
+    requestLogger(req, ctx.logger).error({ err }, 'admin call failed');
     res.status(500).json({ error: 'INTERNAL_ERROR', message: 'Internal error' });
   };
 }

@@ -7,6 +7,7 @@ import { Router, type ErrorRequestHandler } from 'express';
 import type { AppContext } from '../context.js';
 import { readRawBody, BodyError } from '../middleware/body.js';
 import { handleCarrierCallback, type CallbackDeps } from '../../shared/carriers/callbacks.js';
+import { maskPath, requestLogger } from '../middleware/request-log.js';
 
 /** Carriers' callbacks are small; this bounds what one may make us read. */
 const MAX_CALLBACK_BYTES = 1024 * 1024;
@@ -42,7 +43,7 @@ export function callbacksRouter(ctx: AppContext): Router {
       res.status(err.status).json({ message: err.message });
       return;
     }
-    ctx.logger.error({ err, path: req.originalUrl.split('?')[0] }, 'carrier callback failed');
+    requestLogger(req, ctx.logger).error({ err, path: maskPath(req.originalUrl.split('?')[0] ?? '') }, 'carrier callback failed');
     res.status(500).json({ message: 'Internal error' });
   }) satisfies ErrorRequestHandler);
   return router;

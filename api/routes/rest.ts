@@ -17,6 +17,7 @@ import { listMessages, parseMessageQuery } from '../../shared/rest/messages.js';
 import {
   addSubKey, changeSubKey, listSubKeys, parseKeySettings, parseNewSubKey, parseSubKeyChange, requirePrimary, updateKeySettings,
 } from '../../shared/rest/keys.js';
+import { requestLogger } from '../middleware/request-log.js';
 
 export const REST_PATHS = ['/v1/credit', '/v1/messages', '/v1/apikey'];
 
@@ -96,7 +97,7 @@ function restErrors(ctx: AppContext): ErrorRequestHandler {
       res.status(err.status).json({ success: false, message: err.message });
       return;
     }
-    ctx.logger.error({ err }, 'REST API call failed');
+    requestLogger(req, ctx.logger).error({ err }, 'REST API call failed');
     res.status(500).json({ success: false, message: 'Internal server error' });
   };
 }

@@ -12,6 +12,7 @@ import { validate } from '../../shared/validation.js';
 import { AppError, unauthorized } from '../../shared/errors.js';
 import { ingestInbound } from '../../shared/engine/inbound.js';
 import { FAMILIES, type Family } from '../../shared/channels/index.js';
+import { requestLogger } from '../middleware/request-log.js';
 
 const inboundSchema = Joi.object<{ gateway: Family; sender: string; recipient: string; body: string }>({
   gateway: Joi.string().valid(...FAMILIES).required(),
@@ -55,7 +56,7 @@ export function sandboxRouter(ctx: AppContext): Router {
     res.json({ messages: rows.map((r) => ({ ...r, created_at: r.created_at.toISOString() })) });
   });
 
-  router.use(((err, _req, res, _next) => {
+  router.use(((err, req, res, _next) => {
     if (err instanceof AppError && err.status < 500) {
       res.status(err.status).json({ success: false, message: err.message });
       return;
@@ -64,7 +65,7 @@ export function sandboxRouter(ctx: AppContext): Router {
       res.status(err.status).json({ success: false, message: err.message });
       return;
     }
-    ctx.logger.error({ err }, 'sandbox call failed');
+    requestLogger(req, ctx.logger).error({ err }, 'sandbox call failed');
     res.status(500).json({ success: false, message: 'Internal error' });
   }) satisfies ErrorRequestHandler);
   return router;

@@ -13,6 +13,7 @@ import { acceptMessages, type AcceptMode, type MessageSource } from '../../share
 import { MAX_OBJECTS } from '../../shared/sending/message-schema.js';
 import { AppError } from '../../shared/errors.js';
 import type { ApiKeyRecord } from '../../shared/domain/keys.js';
+import { requestLogger } from '../middleware/request-log.js';
 
 /** D2: the exact text for a missing, unknown, revoked or disabled key (HTTP 400, not 401). */
 export const NOT_AUTHORIZED = 'User is not authorized to access this resource with an explicit deny';
@@ -159,7 +160,7 @@ function translateSimpleField(message: string): string {
 }
 
 function sendErrors(ctx: AppContext): ErrorRequestHandler {
-  return (err, _req, res, _next) => {
+  return (err, req, res, _next) => {
     if (err instanceof SendError) {
       res.status(err.status).json({ Message: err.message });
       return;
@@ -178,7 +179,7 @@ function sendErrors(ctx: AppContext): ErrorRequestHandler {
       res.status(err.status).json({ Message: err.message });
       return;
     }
-    ctx.logger.error({ err }, 'sending API call failed');
+    requestLogger(req, ctx.logger).error({ err }, 'sending API call failed');
     res.status(500).json({ Message: 'Internal server error' });
   };
 }

@@ -14,6 +14,7 @@ import { VerificationService, PHONE_PATTERN } from '../../shared/verification/se
 import {
   VerificationError, invalidApiKey, invalidPhone, invalidRequest, missingApiKey, missingField,
 } from '../../shared/verification/errors.js';
+import { requestLogger } from '../middleware/request-log.js';
 
 /** The JSON body as an object, or INVALID_REQUEST. */
 async function readObject(req: Request): Promise<Record<string, unknown>> {
@@ -107,7 +108,7 @@ export function verifyRouter(ctx: AppContext): Router {
 }
 
 function verifyErrors(ctx: AppContext): ErrorRequestHandler {
-  return (err, _req, res, _next) => {
+  return (err, req, res, _next) => {
     if (err instanceof VerificationError) {
       res.set(err.headers).status(err.status).json({ error: err.code, message: err.message, ...err.extra });
       return;
@@ -126,7 +127,7 @@ function verifyErrors(ctx: AppContext): ErrorRequestHandler {
       res.status(400).json({ error: 'INVALID_REQUEST', message: 'Malformed request' });
       return;
     }
-    ctx.logger.error({ err: (err as Error)?.message }, 'verification API call failed');
+    requestLogger(req, ctx.logger).error({ err: (err as Error)?.message }, 'verification API call failed');
     res.status(500).json({ error: 'INTERNAL_ERROR', message: 'Internal error; retry after a short delay' });
   };
 }

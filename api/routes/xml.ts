@@ -13,6 +13,7 @@ import { acceptMessages } from '../../shared/sending/accept.js';
 import { MAX_XML_RECIPIENTS } from '../../shared/sending/message-schema.js';
 import { AppError } from '../../shared/errors.js';
 import type { ApiKeyRecord } from '../../shared/domain/keys.js';
+import { requestLogger } from '../middleware/request-log.js';
 
 const HTTP_OF_ERROR: Record<number, number> = { 103: 401, 105: 402, 900: 500 };
 
@@ -60,7 +61,7 @@ export function xmlRouter(ctx: AppContext): Router {
         // The parser checks what the XML can carry; anything left is a value the message schema refuses.
         return fail(res, /sender/.test(err.message) ? 203 : /body/.test(err.message) ? 202 : 109);
       }
-      ctx.logger.error({ err }, 'XML call failed');
+      requestLogger(req, ctx.logger).error({ err }, 'XML call failed');
       return fail(res, 900);
     }
   });

@@ -23,6 +23,7 @@ import { normalizePhone } from '../phone/normalize.js';
 import { resolveSendAt, validateDeliveryWindow, nextSendInstant } from '../schedule/window.js';
 import { checkCallbackUrl } from '../net/ssrf.js';
 import { badRequest } from '../errors.js';
+import { countAccepted } from '../metrics.js';
 
 /** D2: accepted with ids, never sent, never charged, no webhooks. */
 export const TEST_NUMBER = '420777777777';
@@ -281,5 +282,8 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
     // Committed in Postgres: the recovery sweep will enqueue these; the caller's work is safe.
     deps.logger.error({ err: (err as Error).message, requestId: result.requestId }, 'enqueue after accept failed; left to the recovery sweep');
   }
+  let recipients = 0;
+  for (const entry of result.recipients) recipients += entry.publicIds.length;
+  countAccepted(opts.source, recipients);
   return result;
 }

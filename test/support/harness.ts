@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { Redis } from 'ioredis';
 import { loadConfig, type Config } from '../../shared/config.js';
-import { createLogger } from '../../shared/logger.js';
+import { createLogger, type Logger } from '../../shared/logger.js';
 import { startRuntime, type Runtime, type PoolName, type Role } from '../../services/runtime.js';
 import { clearKeyCache } from '../../shared/domain/keys.js';
 import type { Lane } from '../../shared/queues.js';
@@ -77,7 +77,7 @@ export async function deleteRedisPrefix(prefix: string): Promise<void> {
   redis.disconnect();
 }
 
-export async function startTestService(opts: { env?: Record<string, string>; role?: Role; pools?: PoolName[]; lanes?: Lane[] } = {}): Promise<TestService> {
+export async function startTestService(opts: { env?: Record<string, string>; role?: Role; pools?: PoolName[]; lanes?: Lane[]; logger?: Logger } = {}): Promise<TestService> {
   const db = await createTestDatabase();
   const prefix = uniqueName('sbt');
   const config = loadConfig({
@@ -96,7 +96,7 @@ export async function startTestService(opts: { env?: Record<string, string>; rol
     ...(opts.pools && { pools: opts.pools }),
     ...(opts.lanes && { lanes: opts.lanes }),
     config,
-    logger: createLogger(config.logLevel),
+    logger: opts.logger ?? createLogger(config.logLevel),
   });
   const url = `http://127.0.0.1:${runtime.port}`;
   const pool = new pg.Pool({ connectionString: db.url, max: 2 });
