@@ -78,8 +78,8 @@ const USAGE = `usage: node --import tsx scripts/bench/run.ts [options]
                            simulator's id forms, set as an operator sets a known SMSC's; "window=50"
                            measures the default id forms, auto, with their Redis index)
   --receipt-delay MS       simulator receipt delay (default 50)
-  --processes procfile|all|split   the Procfile's processes, as docker-compose runs them (default: web and
-                           the workers of the Procfile, with their npm scripts' --pools/--lanes), one
+  --processes procfile|all|split   the Procfile's processes, as docker-compose runs them (default: its
+                           release step, then web and its workers with their --pools/--lanes), one
                            "switchboard all" process (what npm start runs), or "web" + one "worker"
   --env KEY=VALUE          extra service environment (repeatable)
   --setup-sql SQL          run SQL on each fresh database once the service migrated it (repeatable),
