@@ -154,7 +154,7 @@ export async function reviveDeadBatches(db: Db, filter: { id?: number; keyId?: n
   return rows.map((r) => r.id);
 }
 
-function stripCredentials(raw: string): string {
+export function stripCredentials(raw: string): string {
   try {
     const url = new URL(raw);
     if (url.username || url.password) {
