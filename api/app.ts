@@ -10,6 +10,7 @@ import { ExpressAdapter } from '@bull-board/express';
 import type { AppContext } from './context.js';
 import { healthRouter } from './routes/health.js';
 import { metricsRouter } from './routes/metrics.js';
+import { docsRouter } from './routes/docs.js';
 import { requestLog } from './middleware/request-log.js';
 import { adminRouter, type AdminExtension } from './routes/admin.js';
 import { adminAuth } from './middleware/admin-auth.js';
@@ -31,6 +32,7 @@ export function buildApp(ctx: AppContext, adminExtensions: AdminExtension[] = []
 
   app.use(healthRouter(ctx));
   app.use(metricsRouter(ctx));
+  app.use(docsRouter(ctx));
   app.use('/admin/api', adminRouter(ctx, [webhookAdmin, carrierAdmin, ...adminExtensions]));
 
   const board = new ExpressAdapter();
