@@ -168,7 +168,7 @@ function familiesOf(): Families {
     for (const [outcome, n] of hot.verificationChecks) set({ outcome }, n);
   });
   const submitSeconds = new Histogram({
-    name: 'switchboard_carrier_submit_seconds', help: `Carrier submit latency (SMPP: submit_sm to its response; one submit in ${SUBMIT_SAMPLE_EVERY} is timed), by kind and connection`,
+    name: 'switchboard_carrier_submit_seconds', help: `Carrier submit latency (SMPP: submit_sm to its response; HTTP carriers: the send request; one submit in ${SUBMIT_SAMPLE_EVERY} is timed), by kind and connection`,
     labelNames: ['kind', 'connection'], buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10], registers: [registry],
   });
   const windowGauge: Gauge = new Gauge({

@@ -31,9 +31,10 @@ function parseLabels(text: string, line: string): Record<string, string> {
 }
 
 function parseValue(text: string, line: string): number {
-  if (text === '+Inf') return Infinity;
-  if (text === '-Inf') return -Infinity;
-  if (text === 'NaN') return NaN;
+  // As Prometheus reads them (Go's ParseFloat): Inf and NaN in any case (prom-client writes `Nan`).
+  if (/^\+?inf$/i.test(text)) return Infinity;
+  if (/^-inf$/i.test(text)) return -Infinity;
+  if (/^nan$/i.test(text)) return NaN;
   const n = Number(text);
   if (Number.isNaN(n)) throw new Error(`bad value in: ${line}`);
   return n;
