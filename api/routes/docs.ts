@@ -85,6 +85,6 @@ export function docsRouter(ctx: AppContext): Router {
   router.get('/docs/init.js', (_req, res) => {
     res.set('x-content-type-options', 'nosniff').type('application/javascript').send(init);
   });
-  router.use('/docs/assets', express.static(ASSETS, { index: false, fallthrough: false, maxAge: '1h' }));
+  router.use('/docs/assets', express.static(ASSETS, { index: false, maxAge: '1h' }));
   return router;
 }
