@@ -9,6 +9,8 @@ import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
 import type { AppContext } from './context.js';
 import { healthRouter } from './routes/health.js';
+import { metricsRouter } from './routes/metrics.js';
+import { docsRouter } from './routes/docs.js';
 import { requestLog } from './middleware/request-log.js';
 import { adminRouter, type AdminExtension } from './routes/admin.js';
 import { adminAuth } from './middleware/admin-auth.js';
@@ -35,6 +37,8 @@ export function buildApp(ctx: AppContext, adminExtensions: AdminExtension[] = []
   app.use(requestLog(ctx.logger));
 
   app.use(healthRouter(ctx));
+  app.use(metricsRouter(ctx));
+  app.use(docsRouter(ctx));
   app.use('/admin/api', adminRouter(ctx, [webhookAdmin, carrierAdmin, ...adminExtensions]));
 
   const board = new ExpressAdapter();

@@ -1,36 +1,98 @@
 /**
- * Process entry: `switchboard all | web | worker [--pools=sms,viber,whatsapp,status,webhooks,relay,sweep]
- * [--lanes=priority,transactional,promotional]`. `all` (the default of `npm start`) runs the API,
- * every worker pool and the sandbox in one process. `--lanes` limits the dispatch pools to some
- * lanes: a process of its own for the priority lane keeps OTPs off a busy backlog's event loop.
+ * The one entry of the compiled service (`node dist/bin/switchboard.js <command>`):
+ *
+ *   all | web | worker [--pools=…] [--lanes=…]   a service process (runs until SIGTERM/SIGINT, then drains)
+ *   migrate                                      the release step: applies migrations, prints JSON, exits
+ *   accounts:create, prices:set, …               operator commands (scripts/cli-commands.ts), JSON on stdout
+ *
+ * `all` (the default of `npm start`) runs the API, every worker pool and the sandbox in one
+ * process. `--lanes` limits the dispatch pools to some lanes: a process of its own for the
+ * priority lane keeps OTPs off a busy backlog's event loop. `--help` answers without touching the
+ * database; an unknown flag is refused by name (exit 2).
  */
+import { parseArgs } from 'node:util';
 import { startRuntime, StartupError, ALL_POOLS, type PoolName, type Role } from '../services/runtime.js';
 import { LANES, type Lane } from '../shared/queues.js';
-import { ConfigError } from '../shared/config.js';
+import { ConfigError, loadConfig } from '../shared/config.js';
+import { createPool, ensureDatabase, migrate } from '../shared/db/pool.js';
+import { redactUrl } from '../shared/net/redact-url.js';
+import { CLI_COMMANDS, commandsOverview, runCli } from '../scripts/cli-commands.js';
 
-const [roleArg = 'all', ...rest] = process.argv.slice(2);
-const role = roleArg as Role;
-if (!['all', 'web', 'worker'].includes(role)) {
-  console.error(`unknown role "${roleArg}": use all, web or worker`);
+const ROLES: readonly Role[] = ['all', 'web', 'worker'];
+
+const USAGE = `usage: switchboard <command> [options]
+
+service processes (JSON log lines on stdout; SIGTERM or SIGINT drains and exits 0):
+  all                  the API, every worker pool and the sandbox in one process (npm start)
+  web                  the HTTP API only
+  worker [--pools=${ALL_POOLS.join(',')}] [--lanes=${LANES.join(',')}]
+                       worker pools (default: every pool and lane)
+  migrate              apply the migrations this build brings, print {"applied": […]} and exit (the release step)
+
+operator commands (JSON on stdout; switchboard <command> --help):
+${commandsOverview()}
+
+Configuration comes from the environment (README, "Configuration"); --help never touches the database.
+`;
+
+const ROLE_USAGE: Record<Role | 'migrate', string> = {
+  all: 'usage: switchboard all [--pools=…] [--lanes=…]\n\n  the API, every worker pool and the sandbox in one process; migrates at start unless MIGRATE_ON_START=false\n',
+  web: 'usage: switchboard web\n\n  the HTTP API only (PORT); in production it waits for the schema the release step applies\n',
+  worker: `usage: switchboard worker [--pools=${ALL_POOLS.join(',')}] [--lanes=${LANES.join(',')}]\n\n` +
+    '  worker pools (default: every pool and lane); METRICS_PORT opens /metrics and /health/* for it;\n' +
+    '  in production it waits for the schema the release step applies\n',
+  migrate: 'usage: switchboard migrate\n\n  applies the migrations this build brings (creating the database when it is missing), prints\n' +
+    '  {"applied": [...]} on stdout and exits; run it once per release before the new processes start\n',
+};
+
+function usageError(message: string): never {
+  process.stderr.write(`switchboard: ${message}\n`);
   process.exit(2);
 }
-const poolsArg = rest.find((a) => a.startsWith('--pools='))?.slice('--pools='.length);
-const pools = poolsArg ? (poolsArg.split(',') as PoolName[]) : ALL_POOLS;
-const unknown = pools.filter((p) => !ALL_POOLS.includes(p));
-if (unknown.length) {
-  console.error(`unknown pools: ${unknown.join(', ')} (known: ${ALL_POOLS.join(', ')})`);
-  process.exit(2);
+
+function list<T extends string>(raw: string | undefined, known: readonly T[], what: string): T[] | null {
+  if (raw === undefined) return null;
+  const items = raw.split(',').filter(Boolean) as T[];
+  const unknown = items.filter((i) => !known.includes(i));
+  if (unknown.length > 0 || items.length === 0) {
+    usageError(`unknown ${what}: ${unknown.join(', ') || '(none given)'} (known: ${known.join(', ')})`);
+  }
+  return items;
 }
 
-const lanesArg = rest.find((a) => a.startsWith('--lanes='))?.slice('--lanes='.length);
-const lanes = lanesArg !== undefined ? (lanesArg.split(',').filter(Boolean) as Lane[]) : LANES;
-const unknownLanes = lanes.filter((l) => !LANES.includes(l));
-if (unknownLanes.length || lanes.length === 0) {
-  console.error(`unknown lanes: ${unknownLanes.join(', ') || '(none given)'} (known: ${LANES.join(', ')})`);
-  process.exit(2);
+async function runMigrate(args: string[]): Promise<number> {
+  parse(args, {}, 'migrate');
+  const config = loadConfig();
+  process.stderr.write(`switchboard migrate: database ${redactUrl(config.databaseUrl)}\n`);
+  await ensureDatabase(config.databaseUrl);
+  const db = createPool(config.databaseUrl, 1);
+  try {
+    const applied = await migrate(db);
+    process.stdout.write(`${JSON.stringify({ applied })}\n`);
+    return 0;
+  } finally {
+    await db.end();
+  }
 }
 
-try {
+function parse(args: string[], options: Record<string, { type: 'string' }>, command: Role | 'migrate'): Record<string, string | undefined> {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({ args, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }));
+  } catch (err) {
+    usageError(`${command}: ${(err as Error).message.replace(/\. To specify a positional argument.*$/s, '')} (see switchboard ${command} --help)`);
+  }
+  if (values.help === true) {
+    process.stdout.write(ROLE_USAGE[command]);
+    process.exit(0);
+  }
+  return values as Record<string, string | undefined>;
+}
+
+async function runService(role: Role, args: string[]): Promise<void> {
+  const values = parse(args, role === 'web' ? {} : { pools: { type: 'string' }, lanes: { type: 'string' } }, role);
+  const pools = list<PoolName>(values.pools, ALL_POOLS, 'pools') ?? ALL_POOLS;
+  const lanes: readonly Lane[] = list<Lane>(values.lanes, LANES, 'lanes') ?? LANES;
   const runtime = await startRuntime({ role, pools, lanes });
   let signalled = false;
   const shutdown = (signal: string) => {
@@ -51,10 +113,27 @@ try {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+const [command = 'all', ...rest] = process.argv.slice(2);
+try {
+  if (command === '--help' || command === '-h' || command === 'help') {
+    process.stdout.write(USAGE);
+  } else if ((ROLES as readonly string[]).includes(command)) {
+    await runService(command as Role, rest);
+  } else if (command === 'migrate') {
+    process.exitCode = await runMigrate(rest);
+  } else if (CLI_COMMANDS.some((c) => c.name === command)) {
+    process.exitCode = await runCli([command, ...rest]);
+  } else {
+    usageError(`unknown command "${command}" (switchboard --help lists them)`);
+  }
 } catch (err) {
   if (err instanceof ConfigError || err instanceof StartupError) {
-    console.error(err.message);
+    process.stderr.write(`${err.message}\n`);
     process.exit(1);
   }
-  throw err;
+  // Not one of the failures foreseen with words of their own: the stack helps whoever reports it.
+  process.stderr.write(`switchboard ${command}: ${(err as Error).stack ?? String(err)}\n`);
+  process.exit(1);
 }

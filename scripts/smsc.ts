@@ -20,8 +20,27 @@ import { parseArgs } from 'node:util';
 import { readJson, send } from './control-http.js';
 import { SIM_HOST, SIM_ID_FORMS, SmscSimulator, type SimIdForm, type SubmittedRecord } from './smsc-simulator.js';
 
-const { values } = parseArgs({
-  options: {
+const USAGE = `usage: npm run smsc -- [options]   (SMSC simulator: SMPP 3.4 on 127.0.0.1)
+
+  --port N                 SMPP port (default 2775; 0 = any free port)
+  --control-port N         HTTP control API on 127.0.0.1 (POST /mo, /mode, /reset; GET /stats, /submitted)
+  --system-id ID --password PW   credentials a bind must present (default: any)
+  --id-form FORM           message id form of submit_sm_resp: hex|hex-lower|decimal|decimal-padded (default hex)
+  --receipt-id-form FORM   id form in receipts: same|hex|hex-lower|decimal|decimal-padded (default same)
+  --receipt-delay MS       delay of delivery receipts (default 50)
+  --slow-delay MS          delay of the slow outcome's receipt (default 5000)
+  --response-delay MS      delay of submit_sm_resp (default 0)
+  --enquire-link MS        enquire_link interval (default 0 = off)
+  --receipt-first          send the receipt before the submit_sm_resp
+  -h, --help               this text
+
+Prints one JSON line when listening: {"event":"listening","host":…,"port":…,"controlPort":…}.
+`;
+
+function parseOptions() {
+  try {
+    return parseArgs({
+      options: {
     port: { type: 'string', default: '2775' },
     'control-port': { type: 'string' },
     'system-id': { type: 'string' },
@@ -32,10 +51,22 @@ const { values } = parseArgs({
     'slow-delay': { type: 'string', default: '5000' },
     'response-delay': { type: 'string', default: '0' },
     'enquire-link': { type: 'string', default: '0' },
-    'receipt-first': { type: 'boolean', default: false },
-  },
-  strict: true,
-});
+        'receipt-first': { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+      strict: true,
+    });
+  } catch (err) {
+    process.stderr.write(`smsc: ${(err as Error).message.replace(/\. To specify a positional argument.*$/s, '')} (npm run smsc -- --help lists the options)\n`);
+    process.exit(2);
+  }
+}
+
+const { values } = parseOptions();
+if (values.help) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
 
 function int(name: string, value: string | undefined, min: number, max: number): number {
   const n = Number(value);

@@ -7,6 +7,7 @@ import type { ConnectionOptions } from 'bullmq';
 import { loadConfig, type Config } from '../shared/config.js';
 import { createLogger, type Logger } from '../shared/logger.js';
 import { createPool, ensureDatabase, migrate, type Db } from '../shared/db/pool.js';
+import { SchemaNotReadyError, describe as describeMigrations, waitForSchema } from '../shared/db/schema.js';
 import { createRedis, RedisOutages, type Redis } from '../shared/redis.js';
 import { Queues, type Lane } from '../shared/queues.js';
 import { Engine, type EnginePools } from '../shared/engine/engine.js';
@@ -17,6 +18,7 @@ import { PROVIDERS, SENDER_ROUTED_FAMILIES } from '../shared/carriers/providers.
 import { sealLegacyConnections } from '../shared/carriers/store.js';
 import { SecretBox, checkCredentialsKey } from '../shared/secrets/sealed.js';
 import { verificationHooks } from '../shared/verification/hooks.js';
+import { redactUrl } from '../shared/net/redact-url.js';
 
 export type Role = 'all' | 'web' | 'worker';
 
@@ -56,16 +58,14 @@ async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<
   }
 }
 
-export function redactUrl(raw: string): string {
-  try {
-    const url = new URL(raw);
-    if (url.password) {
-      url.password = '***';
-    }
-    return url.toString();
-  } catch {
-    return '(unparsable URL)';
-  }
+
+/**
+ * Who migrates at start (MIGRATE_ON_START unset): the all-in-one process (`npm start`) and every
+ * process outside production. Production `web` and `worker` processes wait for the release step,
+ * so that several processes of a new version never migrate at once while old ones still run.
+ */
+export function migratesOnStart(config: Config, role: Role): boolean {
+  return config.migrateOnStart ?? (role === 'all' || !config.production);
 }
 
 export interface CoreOptions {
@@ -98,11 +98,25 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   // connections (workers; the all-in-one process's engine) plan with sequential scans off; the
   // API's keep the planner's defaults for its listings.
   const db = createPool(config.databaseUrl, config.dbPoolSize ?? { all: 20, web: 16, worker: 10 }[opts.role], { indexOnly: opts.role !== 'web' });
-  if (config.migrateOnStart) {
+  if (migratesOnStart(config, opts.role)) {
     const applied = await migrate(db);
     if (applied.length) {
       logger.info({ applied }, 'migrations applied');
     }
+  } else {
+    try {
+      await waitForSchema(db, {
+        timeoutMs: config.schemaWaitMs,
+        onWait: (pending) => logger.warn({ pending }, `waiting for migrations ${describeMigrations(pending)} (the release step \`switchboard migrate\` applies them)`),
+      });
+    } catch (err) {
+      await db.end();
+      if (err instanceof SchemaNotReadyError) throw new StartupError(err.message);
+      throw err;
+    }
+  }
+  if (config.sandboxInProduction) {
+    logger.warn('SANDBOX=true in production: the sandbox carrier answers every channel without any network and /sandbox/* is open to every API key');
   }
   const secrets = new SecretBox(config.credentialsKey);
   const keyProblem = await checkCredentialsKey(db, secrets);

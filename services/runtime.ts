@@ -14,12 +14,15 @@ import type { Redis } from '../shared/redis.js';
 import { CHANNEL_POOLS, LANES, type ChannelPool, type Lane, type Queues } from '../shared/queues.js';
 import type { Engine } from '../shared/engine/engine.js';
 import type { ConnectionManager } from '../shared/carriers/connections.js';
-import { startCore, StartupError, type Role } from './core.js';
-import { startWeb } from './web.js';
-import { startDispatch } from './dispatch.js';
-import { startStatus } from './status.js';
-import { startWebhooks } from './webhooks.js';
-import { startSweep } from './sweep.js';
+import { startCore, StartupError, type Core, type Role } from './core.js';
+import { startMetricsServer } from './metrics-server.js';
+import { loadConfig } from '../shared/config.js';
+import { createLogger } from '../shared/logger.js';
+import { startWeb, type WebRole } from './web.js';
+import { startDispatch, type DispatchRole } from './dispatch.js';
+import { startStatus, type StatusRole } from './status.js';
+import { startWebhooks, type WebhooksRole } from './webhooks.js';
+import { startSweep, type SweepRole } from './sweep.js';
 
 export { StartupError, type Role };
 
@@ -39,6 +42,8 @@ export interface Runtime {
   workers: Worker[];
   /** Port the HTTP server listens on (useful when PORT=0). */
   port: number | null;
+  /** Port of the METRICS_PORT listener, or null. */
+  metricsPort: number | null;
   stop(): Promise<void>;
 }
 
@@ -46,16 +51,24 @@ export async function startRuntime(opts: { role: Role; pools?: PoolName[]; lanes
   const pools = new Set(opts.role === 'web' ? [] : (opts.pools ?? ALL_POOLS));
   const lanes = opts.lanes ?? LANES;
   const channelPools = CHANNEL_POOLS.filter((p) => pools.has(p));
-  const core = await startCore({
-    role: opts.role, dispatching: channelPools.length > 0, lanes, ...(opts.config && { config: opts.config }), ...(opts.logger && { logger: opts.logger }),
-  });
-  const dispatch = channelPools.length > 0 ? await startDispatch(core, channelPools, lanes) : null;
-  const status = pools.has('status') ? await startStatus(core) : null;
-  const webhooks = pools.has('webhooks') || pools.has('relay') ? startWebhooks(core, { pool: pools.has('webhooks'), relay: pools.has('relay') }) : null;
-  const sweep = pools.has('sweep') ? startSweep(core) : null;
-  const web = opts.role !== 'worker' ? await startWeb(core) : null;
-  core.logger.info({ role: opts.role, pools: [...pools] }, 'switchboard started');
-
+  const config = opts.config ?? loadConfig();
+  const logger = opts.logger ?? createLogger(config.logLevel);
+  // Opened first: a taken METRICS_PORT stops the process before anything else starts, and probes
+  // answer (live, not yet ready) while it connects.
+  const metrics = config.metricsPort !== null ? await startMetricsServer(config, logger, config.metricsPort) : null;
+  let core: Core;
+  try {
+    core = await startCore({ role: opts.role, dispatching: channelPools.length > 0, lanes, config, logger });
+  } catch (err) {
+    await metrics?.stop();
+    throw err;
+  }
+  metrics?.setHealth({ db: core.db, redis: core.redis, config, secrets: core.secrets });
+  let dispatch: DispatchRole | null = null;
+  let status: StatusRole | null = null;
+  let webhooks: WebhooksRole | null = null;
+  let sweep: SweepRole | null = null;
+  let web: WebRole | null = null;
   let stopping: Promise<void> | null = null;
   const stop = () => {
     stopping ??= (async () => {
@@ -64,13 +77,27 @@ export async function startRuntime(opts: { role: Role; pools?: PoolName[]; lanes
       await sweep?.stop();
       await Promise.all([dispatch?.stop(), status?.stop(), webhooks?.stop()]);
       await core.close();
+      await metrics?.stop();
       core.logger.info('switchboard stopped');
     })();
     return stopping;
   };
+  try {
+    dispatch = channelPools.length > 0 ? await startDispatch(core, channelPools, lanes) : null;
+    status = pools.has('status') ? await startStatus(core) : null;
+    webhooks = pools.has('webhooks') || pools.has('relay') ? startWebhooks(core, { pool: pools.has('webhooks'), relay: pools.has('relay') }) : null;
+    sweep = pools.has('sweep') ? startSweep(core) : null;
+    web = opts.role !== 'worker' ? await startWeb(core) : null;
+  } catch (err) {
+    // What started is stopped again (a taken port must not leave workers running behind it).
+    await stop().catch(() => undefined);
+    throw err;
+  }
+  core.logger.info({ role: opts.role, pools: [...pools] }, 'switchboard started');
   return {
     config: core.config, logger: core.logger, db: core.db, redis: core.redis, queues: core.queues, engine: core.engine,
     connections: dispatch?.connections ?? null, server: web?.server ?? null,
-    workers: [...(dispatch?.workers ?? []), ...(status?.workers ?? []), ...(webhooks?.workers ?? [])], port: web?.port ?? null, stop,
+    workers: [...(dispatch?.workers ?? []), ...(status?.workers ?? []), ...(webhooks?.workers ?? [])], port: web?.port ?? null,
+    metricsPort: metrics?.port ?? null, stop,
   };
 }

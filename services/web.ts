@@ -1,7 +1,10 @@
 /** The `web` role: the one HTTP listener for every API (D1), on the core's API pool. */
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import { buildApp } from '../api/app.js';
 import type { Core } from './core.js';
+import { listen } from './listen.js';
+import { addQueueSource } from '../shared/metrics.js';
+import { readQueueDepths } from '../shared/queue-depths.js';
 
 export interface WebRole {
   server: Server;
@@ -14,13 +17,11 @@ export async function startWeb(core: Core): Promise<WebRole> {
   const app = buildApp({
     config, db: core.apiDb, redis: core.redis, queues: core.queues, logger, engine: core.engine, secrets: core.secrets,
   });
-  const server = await new Promise<Server>((resolve, reject) => {
-    const s = app.listen(config.port, '0.0.0.0', () => resolve(s));
-    s.once('error', reject);
-  });
+  const server = createServer(app);
   server.keepAliveTimeout = 65_000;
-  const address = server.address();
-  const port = typeof address === 'object' && address ? address.port : config.port;
+  const port = await listen(server, config.port, '0.0.0.0', 'PORT');
+  // Queue depths are the deployment's, not a process's: the web process reads them on scrape.
+  const removeQueueSource = addQueueSource(() => readQueueDepths(core.queues));
   logger.info({ port, sandbox: config.sandbox }, 'HTTP listening');
   if (!config.adminToken) {
     logger.warn('ADMIN_TOKEN is not set: the admin API and bull-board refuse every call');
@@ -30,6 +31,7 @@ export async function startWeb(core: Core): Promise<WebRole> {
     port,
     // Stop taking requests; idle keep-alive connections close now, busy ones within 5 s.
     stop: () => new Promise<void>((resolve) => {
+      removeQueueSource();
       server.close(() => resolve());
       server.closeIdleConnections();
       setTimeout(() => server.closeAllConnections(), 5000).unref();

@@ -7,6 +7,7 @@ import type { Worker } from 'bullmq';
 import { OutboxRelay } from '../shared/webhooks/relay.js';
 import { DirectDelivery, OriginSlots } from '../shared/webhooks/direct.js';
 import { WebhookClient } from '../shared/webhooks/http.js';
+import { WebhookFailureLog } from '../shared/webhooks/failure-log.js';
 import { perOriginLimit, startWebhookPool } from '../workers/webhook-pool.js';
 import type { Core } from './core.js';
 
@@ -21,15 +22,16 @@ export function startWebhooks(core: Core, run: { pool: boolean; relay: boolean }
   const { config, logger, db, queues } = core;
   const client = new WebhookClient({ allowPrivate: config.allowPrivateCallbacks });
   const slots = new OriginSlots(perOriginLimit(config.concurrency.webhooks));
+  const failures = new WebhookFailureLog(logger);
   const workers: Worker[] = [];
   if (run.pool) {
     workers.push(startWebhookPool(db, {
       concurrency: config.concurrency.webhooks, retryScheduleMs: config.webhookRetryScheduleMs, allowPrivate: config.allowPrivateCallbacks,
-    }, { client, slots }, { connection: core.connection, prefix: config.redisPrefix, outages: core.outages }, logger));
+    }, { client, slots, failures }, { connection: core.connection, prefix: config.redisPrefix, outages: core.outages }, logger));
   }
   let relay: OutboxRelay | null = null;
   if (run.relay) {
-    const direct = new DirectDelivery({ db, client, queues, slots, logger }, {
+    const direct = new DirectDelivery({ db, client, queues, slots, logger, failures }, {
       concurrency: config.concurrency.webhooks, allowPrivate: config.allowPrivateCallbacks, retryScheduleMs: config.webhookRetryScheduleMs,
       maxWaitingBytes: config.webhookDirectBacklogBytes,
     });

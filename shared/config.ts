@@ -74,8 +74,20 @@ export interface Config {
   atMostOnceLanes: number[];
   /** How long a dispatch job's lock lasts without renewal: a dead worker's jobs are taken over after about this (DISPATCH_LOCK_MS, default 10000; the priority lane half). */
   dispatchLockMs: number;
-  /** Run migrations on start (default true). */
-  migrateOnStart: boolean;
+  /**
+   * MIGRATE_ON_START: true/false, or null when unset: then only the all-in-one process (`all`)
+   * and every process outside production migrate at start; production `web` and `worker`
+   * processes wait for the schema the release step (`switchboard migrate`) applies.
+   */
+  migrateOnStart: boolean | null;
+  /** How long a process that does not migrate waits for the schema before it gives up (SCHEMA_WAIT_SECONDS, default 300). */
+  schemaWaitMs: number;
+  /** Sandbox on in production because SANDBOX=true was set there (it is then logged as a warning at start). */
+  sandboxInProduction: boolean;
+  /** A listener of its own for /metrics and /health/* (METRICS_PORT), or null; the web process also serves them on PORT. */
+  metricsPort: number | null;
+  /** Bearer token `/metrics` asks for (METRICS_TOKEN), or null: open. */
+  metricsToken: string | null;
   /**
    * The 32-byte key carrier credentials are sealed with (CREDENTIALS_KEY: 64 hex characters or
    * base64). Required in production; in development a fixed development key stands in (a warning
@@ -132,7 +144,10 @@ const schema = Joi.object({
   AT_MOST_ONCE_LANES: Joi.string().allow('').pattern(/^(priority|transactional|promotional)(,(priority|transactional|promotional))*$/)
     .messages({ 'string.pattern.base': 'must be a comma-separated list of priority, transactional, promotional' }),
   DISPATCH_LOCK_MS: Joi.number().integer().min(2000).max(300_000).default(10_000),
-  MIGRATE_ON_START: bool.default(true),
+  MIGRATE_ON_START: bool,
+  SCHEMA_WAIT_SECONDS: Joi.number().integer().min(0).max(86_400).default(300),
+  METRICS_PORT: Joi.number().integer().min(0).max(65535),
+  METRICS_TOKEN: Joi.string().min(16).allow(''),
   CREDENTIALS_KEY: Joi.string().allow('').custom((v: string, helpers) => (v === '' || parseKey(v) ? v : helpers.error('any.invalid')))
     .messages({ 'any.invalid': 'must be 32 bytes as 64 hex characters or base64 (e.g. `openssl rand -hex 32`)' }),
   WHATSAPP_ONBOARDING_CONNECTION: Joi.string().pattern(/^[A-Za-z0-9_-]{1,40}$/).allow(''),
@@ -152,6 +167,19 @@ function parseKey(text: string): Buffer | null {
 /** What development runs use without a CREDENTIALS_KEY: known to everyone, so only for development. */
 const DEVELOPMENT_CREDENTIALS_KEY = createHash('sha256').update('switchboard development credentials key').digest();
 
+export const PRODUCTION_ADMIN_TOKEN_LENGTH = 32;
+
+/**
+ * Why an admin token is too weak for production, or null: shorter than 32 characters, one of the
+ * placeholders from examples (`change-me…`), or a single repeated character.
+ */
+export function weakAdminToken(token: string): string | null {
+  if (/change.?me|example|placeholder|default|your.?(admin.?)?token/i.test(token)) return 'is a placeholder from an example';
+  if (token.length < PRODUCTION_ADMIN_TOKEN_LENGTH) return `is shorter than ${PRODUCTION_ADMIN_TOKEN_LENGTH} characters`;
+  if (new Set(token).size < 8) return 'has too few distinct characters';
+  return null;
+}
+
 /** D4: about 10 s, 1 min, 5 min, 15 min, 1 h, 3 h, 6 h, 12 h, 24 h. */
 const DEFAULT_RETRY_SCHEDULE_MS = [10e3, 60e3, 300e3, 900e3, 3600e3, 3 * 3600e3, 6 * 3600e3, 12 * 3600e3, 24 * 3600e3];
 
@@ -170,8 +198,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
   }
   const production = value.NODE_ENV === 'production';
   const credentialsKey = value.CREDENTIALS_KEY ? parseKey(value.CREDENTIALS_KEY) : null;
+  const problems: string[] = [];
   if (production && !credentialsKey) {
-    throw new ConfigError(['CREDENTIALS_KEY: is required in production (32 random bytes as 64 hex characters, e.g. `openssl rand -hex 32`); carrier credentials are sealed with it']);
+    problems.push('CREDENTIALS_KEY: is required in production (32 random bytes as 64 hex characters, e.g. `openssl rand -hex 32`); carrier credentials are sealed with it');
+  }
+  const adminTokenProblem = production && value.ADMIN_TOKEN ? weakAdminToken(value.ADMIN_TOKEN) : null;
+  if (adminTokenProblem) {
+    problems.push(`ADMIN_TOKEN: ${adminTokenProblem}; production needs at least ${PRODUCTION_ADMIN_TOKEN_LENGTH} random characters (e.g. \`openssl rand -hex 24\`), or leave it unset to refuse every admin call`);
+  }
+  if (problems.length > 0) {
+    throw new ConfigError(problems);
   }
   return Object.freeze({
     production,
@@ -209,7 +245,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     receiptWaitHours: value.RECEIPT_WAIT_HOURS,
     atMostOnceLanes: value.AT_MOST_ONCE_LANES ? String(value.AT_MOST_ONCE_LANES).split(',').map((l) => ['priority', 'transactional', 'promotional'].indexOf(l)) : [],
     dispatchLockMs: value.DISPATCH_LOCK_MS,
-    migrateOnStart: value.MIGRATE_ON_START,
+    migrateOnStart: value.MIGRATE_ON_START ?? null,
+    schemaWaitMs: value.SCHEMA_WAIT_SECONDS * 1000,
+    // D10: the sandbox is off in production unless SANDBOX is set there explicitly (start logs it).
+    sandboxInProduction: production && value.SANDBOX === true,
+    metricsPort: value.METRICS_PORT ?? null,
+    metricsToken: value.METRICS_TOKEN ? value.METRICS_TOKEN : null,
     credentialsKey: credentialsKey ?? DEVELOPMENT_CREDENTIALS_KEY,
     credentialsKeyIsDevelopmentDefault: credentialsKey === null,
     whatsappOnboardingConnection: value.WHATSAPP_ONBOARDING_CONNECTION ? value.WHATSAPP_ONBOARDING_CONNECTION : null,

@@ -15,10 +15,12 @@ import type { WebhookClient } from '../shared/webhooks/http.js';
 import { deliverBatch } from '../shared/webhooks/deliver.js';
 import { deadLetterIfExhausted, retryDelay } from '../shared/webhooks/jobs.js';
 import type { OriginSlots } from '../shared/webhooks/direct.js';
+import type { WebhookFailureLog } from '../shared/webhooks/failure-log.js';
 import { logWorkerErrors, type WorkerConnection } from './connection.js';
 
+/** A failed attempt to be made again after `delayMs` (D4's schedule, computed once, logged with it). */
 class RetryLater extends Error {
-  constructor(readonly retryAfterMs: number | undefined, readonly attempts: number, reason: string) {
+  constructor(readonly delayMs: number, reason: string) {
     super(reason);
     this.name = 'RetryLater';
   }
@@ -36,9 +38,9 @@ export function perOriginLimit(concurrency: number): number {
 }
 
 export function startWebhookPool(
-  db: Db, opts: WebhookPoolOptions, deps: { client: WebhookClient; slots: OriginSlots }, conn: WorkerConnection, logger: Logger,
+  db: Db, opts: WebhookPoolOptions, deps: { client: WebhookClient; slots: OriginSlots; failures: WebhookFailureLog }, conn: WorkerConnection, logger: Logger,
 ): Worker {
-  const { client, slots } = deps;
+  const { client, slots, failures } = deps;
 
   const worker = new Worker<WebhookJob>(
     WEBHOOK_QUEUE,
@@ -53,10 +55,14 @@ export function startWebhookPool(
         if (result.kind !== 'failed') {
           return result.kind;
         }
+        const failure = { keyId: result.keyId, url: result.url, status: result.status, reason: result.reason, attempts: result.attempts };
         if (await deadLetterIfExhausted(db, logger, job.data.batchId, result.attempts, opts.retryScheduleMs, result.reason)) {
+          failures.failed({ ...failure, nextRetryMs: null });
           return 'dead';
         }
-        throw new RetryLater(result.retryAfterMs, result.attempts, result.reason);
+        const delayMs = retryDelay(result.attempts, opts.retryScheduleMs, result.retryAfterMs);
+        failures.failed({ ...failure, nextRetryMs: delayMs });
+        throw new RetryLater(delayMs, result.reason);
       } finally {
         slots.give(origin);
       }
@@ -67,9 +73,7 @@ export function startWebhookPool(
       concurrency: opts.concurrency,
       settings: {
         backoffStrategy: (attemptsMade: number, _type?: string, err?: Error) =>
-          err instanceof RetryLater
-            ? retryDelay(err.attempts, opts.retryScheduleMs, err.retryAfterMs)
-            : retryDelay(attemptsMade, opts.retryScheduleMs, undefined),
+          err instanceof RetryLater ? err.delayMs : retryDelay(attemptsMade, opts.retryScheduleMs, undefined),
       },
     },
   );

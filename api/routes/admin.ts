@@ -18,6 +18,7 @@ import { assignNumber } from '../../shared/domain/numbers.js';
 import {
   newAccountSchema, accountSettingsSchema, creditSchema, keyCreditSchema, pricesSchema, numberAssignmentSchema, keySettingsSchema,
 } from '../../shared/domain/admin-schemas.js';
+import { requestLogger } from '../middleware/request-log.js';
 
 const idParam = Joi.number().integer().min(1).max(Number.MAX_SAFE_INTEGER);
 
@@ -109,7 +110,7 @@ function adminErrors(ctx: AppContext): ErrorRequestHandler {
       res.status(err.status).json({ error: 'BAD_REQUEST', message: err.message });
       return;
     }
-    ctx.logger.error({ err }, 'admin call failed');
+    requestLogger(req, ctx.logger).error({ err }, 'admin call failed');
     res.status(500).json({ error: 'INTERNAL_ERROR', message: 'Internal error' });
   };
 }

@@ -6,10 +6,10 @@
 import { Router, type ErrorRequestHandler } from 'express';
 import type { AppContext } from '../context.js';
 import { readRawBody, BodyError } from '../middleware/body.js';
-import { loggedPath } from '../middleware/request-log.js';
 import { handleCarrierCallback, type CallbackDeps } from '../../shared/carriers/callbacks.js';
 import { knownError } from '../middleware/errors.js';
 import { AppError } from '../../shared/errors.js';
+import { maskPath, requestLogger } from '../middleware/request-log.js';
 
 /** Carriers' callbacks are small; this bounds what one may make us read. */
 const MAX_CALLBACK_BYTES = 1024 * 1024;
@@ -46,7 +46,7 @@ export function callbacksRouter(ctx: AppContext): Router {
       res.status(err.status).json({ message: err.message });
       return;
     }
-    ctx.logger.error({ err, path: loggedPath(req.path) }, 'carrier callback failed');
+    requestLogger(req, ctx.logger).error({ err, path: maskPath(req.originalUrl.split('?')[0] ?? '') }, 'carrier callback failed');
     res.status(500).json({ message: 'Internal error' });
   }) satisfies ErrorRequestHandler);
   return router;

@@ -18,8 +18,10 @@ import { listMessages, parseMessageQuery } from '../../shared/rest/messages.js';
 import {
   addSubKey, changeSubKey, listSubKeys, parseKeySettings, parseNewSubKey, parseSubKeyChange, requirePrimary, updateKeySettings,
 } from '../../shared/rest/keys.js';
+import { listDeliveries, replayDeliveries } from '../../shared/webhooks/deliveries.js';
+import { requestLogger } from '../middleware/request-log.js';
 
-export const REST_PATHS = ['/v1/credit', '/v1/messages', '/v1/apikey'];
+export const REST_PATHS = ['/v1/credit', '/v1/messages', '/v1/apikey', '/v1/webhooks'];
 
 /** The REST API's authentication: 401 for a missing, unknown or disabled key, 403 for an `api`-scoped one. */
 export function restAuth(ctx: AppContext): (req: Request) => Promise<ApiKeyRecord> {
@@ -84,9 +86,22 @@ export function restRouter(ctx: AppContext): Router {
     res.json({ success: true, id: result.id, disabled: result.disabled, scope: result.scope });
   });
 
+  // The key's webhook deliveries (its own; the primary key's also its sub-keys') and its dead letters replayed.
+  router.get('/v1/webhooks/deliveries', async (req, res) => {
+    const key = await auth(req);
+    res.json({ success: true, ...(await listDeliveries(ctx.db, ctx.redis, ctx.queues, key, { ...req.query })) });
+  });
+
+  router.post('/v1/webhooks/replay', async (req, res) => {
+    const key = await auth(req);
+    const result = await replayDeliveries(ctx.db, ctx.queues, key, await readJsonBody(req), ctx.config.webhookRetryScheduleMs.length);
+    res.json({ success: true, ...result });
+  });
+
   // Another method on one of these paths: answered in this API's form (POST /v1/messages never
   // gets here: the sending router, mounted first, takes it).
-  router.all(['/v1/credit', '/v1/messages', '/v1/apikey/update', '/v1/apikey/add', '/v1/apikey/list', '/v1/apikey/change'], (req, res) => {
+  router.all(['/v1/credit', '/v1/messages', '/v1/apikey/update', '/v1/apikey/add', '/v1/apikey/list', '/v1/apikey/change',
+    '/v1/webhooks/deliveries', '/v1/webhooks/replay'], (req, res) => {
     req.resume();
     res.status(405).json({ success: false, message: `Method ${req.method} is not allowed on ${req.path}` });
   });
@@ -112,7 +127,7 @@ export function restErrors(ctx: AppContext): ErrorRequestHandler {
       res.status(err.status).json({ success: false, message: err.message });
       return;
     }
-    ctx.logger.error({ err }, 'REST API call failed');
+    requestLogger(req, ctx.logger).error({ err }, 'REST API call failed');
     res.status(500).json({ success: false, message: 'Internal server error' });
   };
 }

@@ -13,6 +13,7 @@ import { AppError, unauthorized } from '../../shared/errors.js';
 import { knownError } from '../middleware/errors.js';
 import { ingestInbound } from '../../shared/engine/inbound.js';
 import { FAMILIES, type Family } from '../../shared/channels/index.js';
+import { requestLogger } from '../middleware/request-log.js';
 
 const inboundSchema = Joi.object<{ gateway: Family; sender: string; recipient: string; body: string }>({
   gateway: Joi.string().valid(...FAMILIES).required(),
@@ -70,7 +71,7 @@ export function sandboxRouter(ctx: AppContext): Router {
       res.status(err.status).json({ success: false, message: err.message });
       return;
     }
-    ctx.logger.error({ err }, 'sandbox call failed');
+    requestLogger(req, ctx.logger).error({ err }, 'sandbox call failed');
     res.status(500).json({ success: false, message: 'Internal error' });
   }) satisfies ErrorRequestHandler);
   return router;

@@ -15,6 +15,7 @@ import { MAX_OBJECTS } from '../../shared/sending/message-schema.js';
 import { AppError } from '../../shared/errors.js';
 import { knownError } from '../middleware/errors.js';
 import type { ApiKeyRecord } from '../../shared/domain/keys.js';
+import { requestLogger } from '../middleware/request-log.js';
 
 /** D2: the exact text for a missing, unknown, revoked or disabled key (HTTP 400, not 401). */
 export const NOT_AUTHORIZED = 'User is not authorized to access this resource with an explicit deny';
@@ -210,7 +211,7 @@ export function sendErrors(ctx: AppContext): ErrorRequestHandler {
       res.status(err.status).json({ Message: err.message });
       return;
     }
-    ctx.logger.error({ err }, 'sending API call failed');
+    requestLogger(req, ctx.logger).error({ err }, 'sending API call failed');
     res.status(500).json({ Message: 'Internal server error' });
   };
 }

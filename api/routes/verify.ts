@@ -15,6 +15,7 @@ import { VerificationService, PHONE_PATTERN } from '../../shared/verification/se
 import {
   VerificationError, invalidApiKey, invalidPhone, invalidRequest, missingApiKey, missingField,
 } from '../../shared/verification/errors.js';
+import { requestLogger } from '../middleware/request-log.js';
 
 /** The JSON body as an object, or INVALID_REQUEST. */
 async function readObject(req: Request): Promise<Record<string, unknown>> {
@@ -134,7 +135,7 @@ function verifyErrors(ctx: AppContext): ErrorRequestHandler {
       res.status(400).json({ error: 'INVALID_REQUEST', message: 'Malformed request' });
       return;
     }
-    ctx.logger.error({ err: (err as Error)?.message }, 'verification API call failed');
+    requestLogger(req, ctx.logger).error({ err: (err as Error)?.message }, 'verification API call failed');
     res.status(500).json({ error: 'INTERNAL_ERROR', message: 'Internal error; retry after a short delay' });
   };
 }

@@ -14,6 +14,7 @@ import { MAX_XML_RECIPIENTS } from '../../shared/sending/message-schema.js';
 import { AppError } from '../../shared/errors.js';
 import { knownError } from '../middleware/errors.js';
 import type { ApiKeyRecord } from '../../shared/domain/keys.js';
+import { requestLogger } from '../middleware/request-log.js';
 
 /**
  * 901 is ours (D9 lists none for it): storage unavailable, nothing of the document was accepted,
@@ -84,7 +85,7 @@ function xmlErrors(ctx: AppContext, fail: (res: Response, id: number) => unknown
       fail(res, err.status === 413 ? 102 : 101);
       return;
     }
-    ctx.logger.error({ err }, 'XML call failed');
+    requestLogger(req, ctx.logger).error({ err }, 'XML call failed');
     fail(res, 900);
   };
 }

@@ -85,8 +85,8 @@ const USAGE = `usage: node --import tsx scripts/bench/run.ts [options]
   --smsc-ids hex|dec|string   ids the simulator issues, receipts naming them the same way: hex
                            (0000001A, the default), decimal (1, 2, 3, ...), or opaque UUID-like strings
   --receipt-delay MS       simulator receipt delay (default 50; e2e-viber: its first callback)
-  --processes procfile|all|split   the Procfile's processes, as docker-compose runs them (default: web and
-                           the workers of the Procfile, with their npm scripts' --pools/--lanes), one
+  --processes procfile|all|split   the Procfile's processes, as docker-compose runs them (default: its
+                           release step, then web and its workers with their --pools/--lanes), one
                            "switchboard all" process (what npm start runs), or "web" + one "worker"
   --env KEY=VALUE          extra service environment (repeatable)
   --setup-sql SQL          run SQL on each fresh database once the service migrated it (repeatable),

@@ -155,21 +155,33 @@ export interface Service {
 const ADMIN_TOKEN_BYTES = 24;
 
 /**
- * The worker processes of the Procfile, with the arguments their npm scripts give
- * `scripts/start.sh` (`worker_sms: npm run start:worker:sms` → `worker --pools=sms …`).
+ * The Procfile's processes with their arguments to the compiled entry
+ * (`worker_sms: node $(cat scripts/node-flags) dist/bin/switchboard.js worker --pools=sms …` →
+ * `['worker', '--pools=sms', …]`); the harness runs them with the same node flags.
  */
-function procfileWorkers(root: string): Array<readonly [string, string[]]> {
-  const scripts = (JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
-  const workers: Array<readonly [string, string[]]> = [];
-  for (const line of readFileSync(path.join(root, 'Procfile'), 'utf8').split('\n')) {
-    const m = /^(\w+):\s*npm run (\S+)\s*$/.exec(line.trim());
-    const script = m ? scripts[m[2]!] : undefined;
-    const args = script ? /scripts\/start\.sh\s+(.*)$/.exec(script)?.[1]?.split(/\s+/) : undefined;
-    if (m && args && args[0] === 'worker') {
-      workers.push([m[1]!, args.slice(1)]);
-    }
+export function procfileCommands(procfile: string): Array<readonly [string, string[]]> {
+  const out: Array<readonly [string, string[]]> = [];
+  for (const line of procfile.split('\n')) {
+    const m = /^(\w+):\s*node\s+(?:\$\(cat scripts\/node-flags\)\s+)?dist\/bin\/switchboard\.js\s+(.*)$/.exec(line.trim());
+    if (m) out.push([m[1]!, m[2]!.trim().split(/\s+/)]);
   }
-  return workers;
+  return out;
+}
+
+function procfileOf(root: string): Array<readonly [string, string[]]> {
+  return procfileCommands(readFileSync(path.join(root, 'Procfile'), 'utf8'));
+}
+
+/** The Procfile's worker processes (`worker …` lines). */
+function procfileWorkers(root: string): Array<readonly [string, string[]]> {
+  return procfileOf(root).filter(([, args]) => args[0] === 'worker').map(([name, args]) => [name, args.slice(1)] as const);
+}
+
+/** The Procfile's release step (`release: … migrate`): production processes wait for the schema it applies. */
+function releaseArgs(root: string): string[] {
+  const release = procfileOf(root).find(([name]) => name === 'release');
+  if (!release) throw new Error('Procfile: no release line (the benchmark runs it before the service, as a deployment does)');
+  return release[1];
 }
 
 export async function startService(ctx: Ctx, spec: ServiceSpec): Promise<Service> {
@@ -225,6 +237,13 @@ export async function startService(ctx: Ctx, spec: ServiceSpec): Promise<Service
   };
   let port: number;
   try {
+    // The release step first, as a deployment runs it: production web and worker processes wait for its schema.
+    const release = await spawnChild({
+      name: `switchboard release (${spec.label})`, args: [...nodeArgs.filter((a) => !a.startsWith('--cpu-prof')), entry, ...releaseArgs(ctx.root)], env, cwd: ctx.root,
+      logFile: path.join(ctx.runDir, `${spec.label}.release.log`), ready: (line) => line.startsWith('{"applied"'), readyTimeoutMs: 120_000,
+    });
+    const released = await release.child.exited;
+    if (released !== '0') throw new Error(`the release step exited ${released}:\n${release.child.tail()}`);
     if (spec.role === 'split' || spec.role === 'procfile') {
       const web = await spawnChild<number>({
         name: `switchboard web (${spec.label})`, args: [...nodeArgs, entry, 'web'], env, cwd: ctx.root,

@@ -8,7 +8,7 @@
  * system to settle, and checks what every recipient, balance, event and process went through.
  * Prints the tables on stdout (progress on stderr); exits 1 when a check fails. `--help` for options.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -181,7 +181,10 @@ async function main(): Promise<number> {
   // --- The service, as the Procfile runs it ----------------------------------------------------
   const scripts = (JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
   const nodeFlags = readFileSync(path.join(root, 'scripts/node-flags'), 'utf8').trim().split(/\s+/);
-  const commands = resolveProcfile(readFileSync(path.join(root, 'Procfile'), 'utf8'), scripts, nodeFlags, 'dist/bin/switchboard.js');
+  const procfile = resolveProcfile(readFileSync(path.join(root, 'Procfile'), 'utf8'), scripts, nodeFlags, 'dist/bin/switchboard.js');
+  // `release` is a one-shot step (migrations) a process manager runs before the roles, not a role.
+  const release = procfile.find((c) => c.role === 'release');
+  const commands = procfile.filter((c) => c.role !== 'release');
   const roles = commands.map((c) => c.role);
   const known = [...roles, ...INFRA_FAULTS];
   const faultNames = opts.faults ?? known;
@@ -206,6 +209,12 @@ async function main(): Promise<number> {
     RECOVERY_SWEEP_MS: '2000',
     LOG_LEVEL: 'info',
   };
+  if (release) {
+    log('running the release step (migrations)');
+    const argv = release.kind === 'node' ? [process.execPath, ...release.args] : ['sh', '-c', release.line];
+    const done = spawnSync(argv[0]!, argv.slice(1), { cwd: root, env, encoding: 'utf8', timeout: 120_000 });
+    if (done.status !== 0) throw new Error(`the release step failed (exit ${done.status}): ${done.stderr.slice(-2000)}`);
+  }
   const extraCopies = { worker_sms: 1, worker_status: 1 };
   const supervisor = new Supervisor(commands, extraCopies, env, root, runDir, log);
   onCleanup(() => supervisor.stopAll());

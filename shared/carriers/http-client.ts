@@ -6,6 +6,7 @@
  * which callers treat as retryable. Credentials travel only in headers and are never logged here.
  */
 import { Pool } from 'undici';
+import { SUBMIT_SAMPLE_EVERY, observeSubmit } from '../metrics.js';
 
 export interface CarrierHttpResponse {
   status: number;
@@ -28,6 +29,8 @@ export interface CarrierHttpOptions {
   timeoutMs?: number;
   /** Bytes of response body read at most (default 1 MiB). */
   maxBodyBytes?: number;
+  /** Labels of the submit-latency histogram (default: kind `http`, connection the base URL's host). */
+  metrics?: { kind: string; connection: string };
 }
 
 export class CarrierHttpClient {
@@ -35,9 +38,12 @@ export class CarrierHttpClient {
   private readonly basePath: string;
   private readonly timeoutMs: number;
   private readonly maxBodyBytes: number;
+  private readonly labels: { kind: string; connection: string };
+  private posts = 0;
 
   constructor(baseUrl: string, opts: CarrierHttpOptions = {}) {
     const url = new URL(baseUrl);
+    this.labels = opts.metrics ?? { kind: 'http', connection: url.host };
     this.basePath = url.pathname.replace(/\/$/, '');
     this.timeoutMs = opts.timeoutMs ?? 10_000;
     this.maxBodyBytes = opts.maxBodyBytes ?? 1024 * 1024;
@@ -63,6 +69,8 @@ export class CarrierHttpClient {
       body = JSON.stringify(opts.json);
       headers['content-type'] = 'application/json';
     }
+    // One POST (a send) in SUBMIT_SAMPLE_EVERY is timed for the carrier submit-latency histogram.
+    const timed = method === 'POST' && this.posts++ % SUBMIT_SAMPLE_EVERY === 0 ? performance.now() : 0;
     try {
       const res = await this.pool.request({
         method, path: `${this.basePath}${path}${search}`, headers, body, signal: AbortSignal.timeout(this.timeoutMs),
@@ -86,6 +94,7 @@ export class CarrierHttpClient {
           parsed = text;
         }
       }
+      if (timed !== 0) observeSubmit(this.labels.kind, this.labels.connection, (performance.now() - timed) / 1000);
       return { status: res.statusCode, headers: res.headers, body: parsed };
     } catch (err) {
       if (err instanceof CarrierHttpError) throw err;

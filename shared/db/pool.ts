@@ -182,8 +182,13 @@ const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), '
  * Apply pending `NNN_name.sql` files in order, each in its own transaction, under an advisory
  * lock so that several processes starting at once migrate exactly once.
  */
+/** The migration files this build brings, in order. */
+export function migrationFiles(): string[] {
+  return readdirSync(MIGRATIONS_DIR).filter((f) => /^\d{3}_.+\.sql$/.test(f)).sort();
+}
+
 export async function migrate(db: Db): Promise<string[]> {
-  const files = readdirSync(MIGRATIONS_DIR).filter((f) => /^\d{3}_.+\.sql$/.test(f)).sort();
+  const files = migrationFiles();
   const client = await db.connect();
   const applied: string[] = [];
   try {

@@ -5,6 +5,7 @@ import { numberArray, textArray } from '../db/arrays.js';
 import { JsonBytes } from './event-json.js';
 import { namedParams } from '../db/params.js';
 import { writeSentMessage, type SentMessageFacts } from './sent-message.js';
+import { countAttemptResult } from '../metrics.js';
 
 export type { SentMessageFacts } from './sent-message.js';
 
@@ -142,8 +143,10 @@ export function eventParams(events: OutboxEvent[], bodies: 'copy' | 'borrow' = '
     }
     const body = e.body;
     if (body instanceof SentMessageBody) {
+      countAttemptResult(body.facts.channel, body.facts.state);
       writeSentMessage(bodyBytes, body.facts);
     } else {
+      if (e.kind === 'sentMessage' && !(body instanceof RawJson)) countAttemptResult(String(body.gateway), String(body.result));
       bodyBytes.utf8(body instanceof RawJson ? body.text : stringifyEvent(body));
     }
   }

@@ -17,6 +17,7 @@ import type { EngineDeps, NextStep } from './types.js';
 import { ascending } from '../collections.js';
 import { payerKey, type Payer } from '../domain/payer.js';
 import { toUnits, fromUnits } from '../domain/money.js';
+import { countReportsApplied } from '../metrics.js';
 
 const STATE_RANK: Record<AttemptState, number> = {
   sending: 0, sent: 1, delivered: 2, undelivered: 2, rejected: 2, failed: 2, seen: 3,
@@ -70,6 +71,7 @@ export interface ApplyOutcome {
 export async function applyReports(deps: EngineDeps, reports: StatusReport[], ttlAttemptIds: number[] = []): Promise<ApplyOutcome> {
   const now = Date.now();
   const outcome = await withTx(deps.db, applyInTx, { indexOnly: true, timeoutMs: STATUS_TX_TIMEOUT_MS }, { deps, reports, ttlAttemptIds, now });
+  countReportsApplied(reports.length + ttlAttemptIds.length);
   // The reports are durable from here on: whoever waits for them need not wait for Redis too. A
   // next step that cannot be enqueued now is found by the recovery sweep (its recipient is queued
   // and due).

@@ -28,6 +28,7 @@ import { newId, singleRecipientId } from './ids.js';
 import {
   CALL_KEY, OBJECT_KEY, callClaimCte, claimKeys, isClaimed, objectFingerprint, setResponse, storedKeys, type CallIdempotency, type Claim,
 } from './idempotency.js';
+import { countAccepted } from '../metrics.js';
 
 /** D2: accepted with ids, never sent, never charged, no webhooks. */
 export const TEST_NUMBER = '420777777777';
@@ -243,6 +244,9 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
     // Committed in Postgres: the recovery sweep will enqueue these; the caller's work is safe.
     deps.logger.error({ err: (err as Error).message, requestId: result.requestId }, 'enqueue after accept failed; left to the recovery sweep');
   }
+  let recipients = 0;
+  for (const entry of result.recipients) recipients += entry.publicIds.length;
+  countAccepted(opts.source, recipients);
   return result;
 }
 

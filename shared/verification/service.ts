@@ -26,6 +26,7 @@ import { checkProof, computeProof, proofExpired, type ProofCheck, type ProofInpu
 import { admitStart } from './rate-limit.js';
 import { PAYING_BALANCE_SQL } from '../domain/payer.js';
 import { toUnits } from '../domain/money.js';
+import { countVerificationCheck, countVerificationStart } from '../metrics.js';
 import {
   expired, insufficientCredit, invalidCode, invalidPhone, rateLimited, tooManyAttempts, validationNotFound,
 } from './errors.js';
@@ -109,6 +110,8 @@ type VerifyOutcome =
   | { kind: 'invalid'; remaining: number }
   | { kind: 'expired' }
   | { kind: 'too_many' };
+
+const VERIFY_OUTCOME_LABEL: Record<VerifyOutcome['kind'], string> = { ok: 'verified', invalid: 'invalid_code', expired: 'expired', too_many: 'too_many_attempts' };
 
 export class VerificationService {
   constructor(private readonly deps: VerificationDeps) {}
@@ -213,6 +216,7 @@ export class VerificationService {
         );
       },
     });
+    countVerificationStart();
     return { token, status: 'pending', expiresAt: iso(expiresAt), timestamp: iso(now) };
   }
 
@@ -308,6 +312,7 @@ export class VerificationService {
         },
       };
     });
+    countVerificationCheck(VERIFY_OUTCOME_LABEL[outcome.kind]);
     switch (outcome.kind) {
       case 'ok':
         return outcome.answer;

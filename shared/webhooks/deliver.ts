@@ -9,11 +9,12 @@ import { prepared, type Db } from '../db/pool.js';
 import type { WebhookClient, WebhookPostResult } from './http.js';
 import { signWebhook, isValidWebhookSecret } from './sign.js';
 import { checkCallbackUrl } from '../net/ssrf.js';
+import { observeWebhookDelivery } from '../metrics.js';
 
 export type DeliveryResult =
   | { kind: 'delivered' }
   | { kind: 'gone' } // not pending any more (delivered before, or dead and not replayed)
-  | { kind: 'failed'; retryAfterMs?: number; reason: string; attempts: number };
+  | { kind: 'failed'; retryAfterMs?: number; reason: string; attempts: number; status: number | null; url: string; keyId: number | null };
 
 /** What a POST of one batch needs. */
 export interface BatchToPost {
@@ -23,10 +24,13 @@ export interface BatchToPost {
   secret: string | null;
   /** The JSON array of the batch's events. */
   body: string;
+  /** The API key the batch belongs to (for the failure log), when known. */
+  keyId?: number | null;
 }
 
 interface BatchRow {
   id: number;
+  key_id: number | null;
   webhook_id: string;
   url: string;
   status: string;
@@ -37,7 +41,7 @@ interface BatchRow {
 /** Delivers one stored batch (a queued job: a retry, or a batch the relay did not deliver itself). */
 export async function deliverBatch(db: Db, client: WebhookClient, batchId: number, allowPrivate: boolean): Promise<DeliveryResult> {
   const { rows } = await db.query<BatchRow>(
-    `SELECT b.id, b.webhook_id, b.url, b.status, b.event_ids, k.webhook_secret
+    `SELECT b.id, b.key_id, b.webhook_id, b.url, b.status, b.event_ids, k.webhook_secret
        FROM webhook_batches b LEFT JOIN api_keys k ON k.id = b.key_id WHERE b.id = $1`,
     [batchId],
   );
@@ -57,6 +61,9 @@ export async function deliverBatch(db: Db, client: WebhookClient, batchId: numbe
     kind: 'failed',
     reason: failureReason(result),
     attempts: attempts.get(batchId) ?? 1,
+    status: result.status,
+    url: batch.url,
+    keyId: batch.key_id === null ? null : Number(batch.key_id),
     ...(result.retryAfterMs !== undefined && { retryAfterMs: result.retryAfterMs }),
   };
 }
@@ -65,17 +72,22 @@ export async function deliverBatch(db: Db, client: WebhookClient, batchId: numbe
 export async function postBatch(client: WebhookClient, batch: BatchToPost, allowPrivate: boolean): Promise<WebhookPostResult> {
   const policy = checkCallbackUrl(batch.url, allowPrivate);
   if (!policy.ok) {
+    observeWebhookDelivery('refused', 0);
     return { ok: false, status: null, error: `callback refused: ${policy.reason}` };
   }
   const headers: Record<string, string> = {};
   if (batch.secret && isValidWebhookSecret(batch.secret)) {
     Object.assign(headers, signWebhook(batch.secret, batch.webhookId, Math.floor(Date.now() / 1000), batch.body));
   }
+  const started = performance.now();
+  let result: WebhookPostResult;
   try {
-    return await client.post(batch.url, batch.body, headers);
+    result = await client.post(batch.url, batch.body, headers);
   } catch (err) {
-    return { ok: false, status: null, error: (err as Error).message };
+    result = { ok: false, status: null, error: (err as Error).message };
   }
+  observeWebhookDelivery(result.ok ? 'delivered' : result.status === null ? 'network_error' : 'http_error', (performance.now() - started) / 1000);
+  return result;
 }
 
 export function failureReason(result: WebhookPostResult): string {

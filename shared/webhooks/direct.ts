@@ -13,7 +13,8 @@ import type { Logger } from '../logger.js';
 import type { Queues } from '../queues.js';
 import type { WebhookClient, WebhookPostResult } from './http.js';
 import { failureReason, postBatch, recordOutcomes, type BatchToPost } from './deliver.js';
-import { deadLetterIfExhausted, enqueueBatches, enqueueRetries, originOf } from './jobs.js';
+import { deadLetterIfExhausted, enqueueBatches, enqueueRetries, originOf, retryDelay } from './jobs.js';
+import type { WebhookFailureLog } from './failure-log.js';
 
 /**
  * Delivery slots per receiver (origin), shared by the direct deliveries and the webhook queue's
@@ -88,7 +89,7 @@ export class DirectDelivery {
   private recording: Promise<void> | null = null;
 
   constructor(
-    private readonly deps: { db: Db; client: WebhookClient; queues: Queues; slots: OriginSlots; logger: Logger },
+    private readonly deps: { db: Db; client: WebhookClient; queues: Queues; slots: OriginSlots; logger: Logger; failures?: WebhookFailureLog },
     private readonly opts: DirectDeliveryOptions,
   ) {
     // A slot the queue worker gives back may be the one a waiting batch needs.
@@ -192,15 +193,17 @@ export class DirectDelivery {
 
   private async record(list: Outcome[]): Promise<void> {
     const attempts = await recordOutcomes(this.deps.db, list.map((o) => ({ batchId: o.batch.id, result: o.result })));
-    const retries: Array<{ id: number; url: string; attempts: number; retryAfterMs?: number }> = [];
+    const retries: Array<{ id: number; url: string; delayMs: number }> = [];
     for (const { batch, result } of list) {
       if (result.ok) {
         continue;
       }
       const made = attempts.get(batch.id) ?? 1;
-      if (!await deadLetterIfExhausted(this.deps.db, this.deps.logger, batch.id, made, this.opts.retryScheduleMs, failureReason(result))) {
-        retries.push({ id: batch.id, url: batch.url, attempts: made, ...(result.retryAfterMs !== undefined && { retryAfterMs: result.retryAfterMs }) });
-      }
+      const reason = failureReason(result);
+      const dead = await deadLetterIfExhausted(this.deps.db, this.deps.logger, batch.id, made, this.opts.retryScheduleMs, reason);
+      const delayMs = dead ? null : retryDelay(made, this.opts.retryScheduleMs, result.retryAfterMs);
+      this.deps.failures?.failed({ keyId: batch.keyId ?? null, url: batch.url, status: result.status, reason, attempts: made, nextRetryMs: delayMs });
+      if (delayMs !== null) retries.push({ id: batch.id, url: batch.url, delayMs });
     }
     await enqueueRetries(this.deps.queues, retries, this.opts.retryScheduleMs);
   }

@@ -8,6 +8,7 @@ import type { Db } from '../db/pool.js';
 import type { Logger } from '../logger.js';
 import { webhookJobId, type Queues, type WebhookJob } from '../queues.js';
 import { markDead } from './deliver.js';
+import { countDeadLettered } from '../metrics.js';
 
 /**
  * Attempts are one more than the retry schedule's length; delays come from the pool's backoff
@@ -41,6 +42,7 @@ export async function deadLetterIfExhausted(
     return false;
   }
   await markDead(db, batchId);
+  countDeadLettered();
   logger.warn({ batchId, attempts, reason }, 'webhook batch dead-lettered');
   return true;
 }
@@ -57,9 +59,9 @@ export async function enqueueBatches(queues: Queues, batches: Array<{ id: number
   })));
 }
 
-/** Jobs for batches whose attempt failed, each after the delay its attempts so far call for. */
+/** Jobs for batches whose attempt failed, each after its delay (`retryDelay`). */
 export async function enqueueRetries(
-  queues: Queues, batches: Array<{ id: number; url: string; attempts: number; retryAfterMs?: number }>, schedule: number[],
+  queues: Queues, batches: Array<{ id: number; url: string; delayMs: number }>, schedule: number[],
 ): Promise<void> {
   if (batches.length === 0) {
     return;
@@ -68,7 +70,7 @@ export async function enqueueRetries(
   await queues.webhooks.addBulk(batches.map((b) => ({
     name: 'deliver',
     data: { batchId: b.id, origin: originOf(b.url) } satisfies WebhookJob,
-    opts: { ...options, jobId: webhookJobId(b.id), delay: retryDelay(b.attempts, schedule, b.retryAfterMs) },
+    opts: { ...options, jobId: webhookJobId(b.id), delay: b.delayMs },
   })));
 }
 

@@ -170,7 +170,7 @@ async function deliverDirectly(
   const queued: Array<{ id: number; url: string }> = [];
   for (const b of created) {
     const ready: ReadyBatch = {
-      id: b.id, webhookId: b.webhookId, url: b.url, secret: b.keyId === null ? null : (secretOf.get(b.keyId) ?? null),
+      id: b.id, webhookId: b.webhookId, url: b.url, keyId: b.keyId, secret: b.keyId === null ? null : (secretOf.get(b.keyId) ?? null),
       body: `[${b.events.map((e) => e.body).join(',')}]`,
     };
     if (!direct.offer(ready)) {

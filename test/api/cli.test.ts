@@ -1,7 +1,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { startTestService, type TestService } from '../support/harness.js';
+import { createTestDatabase, startTestService, type TestService } from '../support/harness.js';
 
 let svc: TestService;
 before(async () => {
@@ -11,12 +11,14 @@ after(async () => {
   await svc.stop();
 });
 
-function cli(...args: string[]) {
+function cliIn(databaseUrl: string, ...args: string[]) {
   const result = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/cli.ts', ...args], {
-    env: { ...process.env, DATABASE_URL: svc.databaseUrl, LOG_LEVEL: 'silent' }, encoding: 'utf8', timeout: 30_000,
+    env: { ...process.env, DATABASE_URL: databaseUrl, LOG_LEVEL: 'silent' }, encoding: 'utf8', timeout: 30_000,
   });
-  return { status: result.status, out: result.stdout ? (JSON.parse(result.stdout) as any) : null, err: result.stderr }; // eslint-disable-line @typescript-eslint/no-explicit-any
+  const json = (): any => (result.stdout ? JSON.parse(result.stdout) : null); // eslint-disable-line @typescript-eslint/no-explicit-any
+  return { status: result.status, get out() { return json(); }, err: result.stderr, raw: result.stdout };
 }
+const cli = (...args: string[]) => cliIn(svc.databaseUrl, ...args);
 
 test('accounts:create prints a key that works on the API', async () => {
   const created = cli('accounts:create', '--currency', 'CZK', '--credit-czk', '25', '--name', 'From CLI');
@@ -47,4 +49,41 @@ test('bad input exits 2 with a message naming the field', () => {
   const unknown = cli('nonsense');
   assert.equal(unknown.status, 2);
   assert.match(unknown.err, /unknown command/);
+});
+
+test('stdout is the JSON alone; stderr says which database (password masked)', () => {
+  const listed = cliIn(svc.databaseUrl.replace('postgres://root@', 'postgres://root:s3cret@'), 'prices:list');
+  assert.equal(listed.status, 0, listed.err);
+  assert.ok(Array.isArray(JSON.parse(listed.raw).prices), 'pipeable JSON');
+  assert.match(listed.err, /prices:list: database postgres:\/\/root:\*\*\*@127\.0\.0\.1:5432\/sb_test_/);
+  assert.doesNotMatch(listed.err, /s3cret/);
+});
+
+test('--help needs no database; unknown flags and extra arguments are refused by name', () => {
+  const nowhere = 'postgres://127.0.0.1:1/nowhere';
+  const help = cliIn(nowhere, 'credit:add', '--help');
+  assert.equal(help.status, 0, help.err);
+  assert.match(help.raw, /^usage: npm run cli -- credit:add <account_id> \[--czk N\] \[--eur N\]/);
+  const all = cliIn(nowhere, '--help');
+  assert.equal(all.status, 0);
+  assert.match(all.raw, /accounts:create/);
+  const flag = cliIn(nowhere, 'accounts:create', '--currency', 'CZK', '--credit', '5');
+  assert.equal(flag.status, 2);
+  assert.match(flag.err, /Unknown option '--credit'/);
+  const extra = cliIn(nowhere, 'prices:list', 'now');
+  assert.equal(extra.status, 2);
+  assert.match(extra.err, /unexpected argument \\"now\\"/);
+});
+
+test('the CLI never migrates: a database without the schema is refused with the command that applies it', async () => {
+  const empty = await createTestDatabase();
+  try {
+    const refused = cliIn(empty.url, 'prices:list');
+    assert.equal(refused.status, 1);
+    assert.match(refused.err, /SCHEMA_NOT_READY.*lacks migrations 001_init\.sql … .*switchboard migrate/);
+    const tables = spawnSync('psql', [empty.url, '-Atc', "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"], { encoding: 'utf8' });
+    assert.equal(tables.stdout.trim(), '0', 'nothing was created');
+  } finally {
+    await empty.drop();
+  }
 });

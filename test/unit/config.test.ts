@@ -72,3 +72,42 @@ test('unreachable Postgres or Redis is said plainly, with how to start it, and d
   assert.match(redis.stderr, /Cannot reach Redis at redis:\/\/127\.0\.0\.1:1/);
   spawnSync('psql', ['-h', '127.0.0.1', '-U', 'root', '-d', 'postgres', '-c', 'DROP DATABASE IF EXISTS switchboard_cfgtest'], { encoding: 'utf8' });
 });
+
+test('production refuses a default or short ADMIN_TOKEN, naming it; unset or long and random is accepted', () => {
+  const prod = (token?: string) => loadConfig({ NODE_ENV: 'production', CREDENTIALS_KEY: KEY, ...(token !== undefined && { ADMIN_TOKEN: token }) });
+  for (const [token, why] of [
+    ['change-me-to-a-long-random-token', /placeholder/],
+    ['0123456789abcdef0123', /shorter than 32 characters/],
+    ['a'.repeat(40), /too few distinct characters/],
+  ] as const) {
+    assert.throws(() => prod(token), (err: unknown) => err instanceof ConfigError && /^ADMIN_TOKEN: /.test(err.problems[0]!) && why.test(err.message), token);
+  }
+  assert.equal(prod().adminToken, null, 'unset: the admin API refuses every call');
+  assert.equal(prod('3f9c1e0b7a6d5c4b3a29180f7e6d5c4b3a291807').adminToken, '3f9c1e0b7a6d5c4b3a29180f7e6d5c4b3a291807');
+  // Development keeps its 16-character minimum and no placeholder rule (tests and demos use short tokens).
+  assert.equal(loadConfig({ ADMIN_TOKEN: 'change-me-please-1234' }).adminToken, 'change-me-please-1234');
+});
+
+test('the sandbox in production only when SANDBOX=true is set there (and it is flagged for the start log)', () => {
+  const off = loadConfig({ NODE_ENV: 'production', CREDENTIALS_KEY: KEY });
+  assert.equal(off.sandbox, false);
+  assert.equal(off.sandboxInProduction, false);
+  const on = loadConfig({ NODE_ENV: 'production', CREDENTIALS_KEY: KEY, SANDBOX: 'true' });
+  assert.equal(on.sandbox, true);
+  assert.equal(on.sandboxInProduction, true);
+  assert.equal(loadConfig({}).sandboxInProduction, false, 'development: on by default, nothing to flag');
+});
+
+test('who migrates at start: all, and every process outside production; MIGRATE_ON_START overrides', async () => {
+  const { migratesOnStart } = await import('../../services/core.js');
+  const prod = { NODE_ENV: 'production', CREDENTIALS_KEY: KEY };
+  const table: Array<[Record<string, string>, 'all' | 'web' | 'worker', boolean]> = [
+    [{}, 'all', true], [{}, 'web', true], [{}, 'worker', true],
+    [prod, 'all', true], [prod, 'web', false], [prod, 'worker', false],
+    [{ ...prod, MIGRATE_ON_START: 'true' }, 'web', true], [{ ...prod, MIGRATE_ON_START: '0' }, 'all', false],
+    [{ MIGRATE_ON_START: 'false' }, 'worker', false],
+  ];
+  for (const [env, role, expected] of table) {
+    assert.equal(migratesOnStart(loadConfig(env), role), expected, `${JSON.stringify(env)} ${role}`);
+  }
+});

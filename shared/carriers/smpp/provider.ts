@@ -11,6 +11,7 @@ import Joi from 'joi';
 import type { CarrierProvider, ConnectionSpec } from '../provider.js';
 import { parseSmppUrl, SmppUrlError, type SmppUrlOptions } from './session.js';
 import { SmppCarrier } from './carrier.js';
+import { trackCarrierWindow } from '../../metrics.js';
 
 export interface SmppConfig {
   [key: string]: unknown;
@@ -110,13 +111,17 @@ export const smppProvider: CarrierProvider<SmppConfig> = {
     });
     carrier.start();
     ctx.logger.info({ connection: spec.name, host: url.host, port: url.port, bind: url.bindMode, window: url.window, tps: url.tps }, 'SMPP connection started');
+    const untrack = trackCarrierWindow('smpp', spec.name, () => ({ size: carrier.window, inUse: carrier.stats.carrierInFlight }));
     return {
       carrier,
       sends: url.bindMode !== 'receiver',
       state: () => (carrier.state === 'bound'
         ? { state: 'bound' }
         : { state: carrier.lastError ? 'error' : 'connecting', ...(carrier.lastError && { detail: carrier.lastError }) }),
-      close: () => carrier.close(),
+      close: () => {
+        untrack();
+        return carrier.close();
+      },
     };
   },
 };
