@@ -159,7 +159,8 @@ const delivery = required({
   created_at: iso, updated_at: iso, delivered_at: nullable(iso), dead_at: nullable(iso), next_attempt_at: nullable(iso).description('when a pending batch is tried again'),
 });
 const messagesQuery = obj({
-  date: str.pattern(/^\d{4}-\d{2}-\d{2}$/).required().description('UTC day'),
+  date: str.pattern(/^\d{4}-\d{2}-\d{2}$/).description('UTC day; required unless message_id is given'),
+  message_id: str.max(64).description("a message id (its recipients) or a recipient's id"),
   tag: str.max(100),
   phone_number: str.max(32),
   cursor: str.description('next_cursor of the previous page'),
