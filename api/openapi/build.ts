@@ -35,6 +35,8 @@ export interface Operation {
   path?: Record<string, { description: string; schema?: JsonSchema }>;
   /** Query parameters: the keys of a Joi object. */
   query?: Joi.ObjectSchema;
+  /** Optional request headers by name. */
+  headers?: Record<string, { description: string; schema: JsonSchema }>;
   body?: { schema: Joi.Schema | JsonSchema; type?: string; required?: boolean; description?: string };
   responses: Record<number, Answer>;
 }
@@ -61,6 +63,7 @@ export function operation(op: Operation): JsonSchema {
   const parameters = [
     ...Object.entries(op.path ?? {}).map(([name, p]) => ({ name, in: 'path', required: true, description: p.description, schema: p.schema ?? { type: 'string' } })),
     ...(op.query ? queryParameters(op.query) : []),
+    ...Object.entries(op.headers ?? {}).map(([name, h]) => ({ name, in: 'header', required: false, description: h.description, schema: h.schema })),
   ];
   return {
     summary: op.summary,

@@ -14,6 +14,10 @@ import {
 } from '../../shared/domain/admin-schemas.js';
 import { deliveriesQuerySchema, replayBodySchema, DELIVERY_STATUSES } from '../../shared/webhooks/deliveries.js';
 import { MESSAGE_QUERY_PARAMS } from '../../shared/rest/messages.js';
+import { SUPPRESSION_QUERY_PARAMS, MAX_SUPPRESSION_LIMIT, DEFAULT_SUPPRESSION_LIMIT } from '../../shared/rest/suppressions.js';
+import { KEY_SCOPES } from '../../shared/domain/keys.js';
+import { MAX_IDEMPOTENCY_KEY_LENGTH } from '../../shared/sending/idempotency.js';
+import { END_REASONS } from '../../shared/lookup/reasons.js';
 
 export const FAMILY_NAMES = ['sending', 'legacy', 'simple', 'xml', 'rest', 'verification', 'whatsapp', 'admin', 'webhooks'] as const;
 export type FamilyName = (typeof FAMILY_NAMES)[number];
@@ -46,6 +50,34 @@ const sendErrors = {
   400: { description: 'The request as a whole is refused (bad key, body, JSON)', schema: sendError },
   429: { description: 'Too many large calls wait: nothing was accepted, retry (Retry-After)', schema: sendError },
 };
+/** `Idempotency-Key` (issue 27, docs/sending-api.md): a repeated call within 24 hours is answered as the first was. */
+const idempotent = {
+  headers: {
+    'Idempotency-Key': {
+      description: 'Optional. A repeated call with the same key and the same body within 24 hours accepts nothing new and gets the first answer again (marked `Idempotent-Replayed: true`)',
+      schema: { type: 'string', minLength: 1, maxLength: MAX_IDEMPOTENCY_KEY_LENGTH, pattern: '^[\\x20-\\x7e]+$' },
+    },
+  },
+};
+const idempotencyConflict = { 409: { description: 'The Idempotency-Key was used for another request (body or endpoint) in the last 24 hours', schema: sendError } };
+const carrierRef = required({ ref: str, part: int, state: str });
+const attemptView = required({
+  step: int, gateway: str.valid(...CHANNELS), carrier: str, sender: str, result: str, result_info: str, parts: int, price_czk: num, price_eur: num,
+  charged: num, currency: nullable(str.valid('CZK', 'EUR')), refunded: bool, created_at: iso, handed_at: nullable(iso), answered_at: nullable(iso),
+  receipt_at: nullable(iso), carrier_refs: Joi.array().items(carrierRef), end_reason: nullable(str.valid(...END_REASONS)), fell_back_to: nullable(str.valid(...CHANNELS)),
+});
+const webhookView = Joi.object({
+  status: str.valid('none', 'queued', 'pending', 'delivered', 'dead').required(), url: str, batch_id: int, attempts: int, last_status: nullable(int),
+  delivered_at: nullable(iso), dead_at: nullable(iso),
+});
+const eventView = required({
+  event_id: int, type: str, gateway: nullable(str), result: nullable(str), result_info: nullable(str), timestamp: nullable(int), created_at: iso, webhook: webhookView,
+});
+const recipientView = required({
+  message_id: str, request_id: str, phone_number: str, tag: str, result: str, result_info: str, gateway: nullable(str.valid(...CHANNELS)), price_czk: num,
+  price_eur: num, parts: int, created_at: iso, attempts: Joi.array().items(attemptView), events: Joi.array().items(eventView),
+});
+const lookupAnswer = required({ message_id: str, request_id: str, created_at: iso, recipients: Joi.array().items(recipientView) });
 
 const sending: DocumentSpec = {
   title: 'switchboard sending API v2',
@@ -55,14 +87,24 @@ const sending: DocumentSpec = {
   paths: {
     '/v2/message': {
       post: {
-        summary: 'Send one message object', body: { schema: messageSchema },
-        responses: { 200: { description: 'Accepted (its recipients\' ids); invalid numbers are reported later as events', schema: singleAnswer }, ...sendErrors },
+        summary: 'Send one message object', body: { schema: messageSchema }, ...idempotent,
+        responses: { 200: { description: 'Accepted (its recipients\' ids); invalid numbers are reported later as events', schema: singleAnswer }, ...sendErrors, ...idempotencyConflict },
       },
     },
     '/v2/messages': {
       post: {
-        summary: `Send 1 to ${MAX_OBJECTS} message objects`, body: { schema: messages },
-        responses: { 200: { description: 'Accepted objects and rejected ones (by index `key`)', schema: batchAnswer }, ...sendErrors },
+        summary: `Send 1 to ${MAX_OBJECTS} message objects`, body: { schema: messages }, ...idempotent,
+        responses: { 200: { description: 'Accepted objects and rejected ones (by index `key`)', schema: batchAnswer }, ...sendErrors, ...idempotencyConflict },
+      },
+    },
+    '/v2/messages/{id}': {
+      get: {
+        summary: 'A message (or one recipient) with its status timeline: attempts, carrier refs, events and where their webhooks went',
+        path: { id: { description: 'A message id (20 hexadecimal characters) or a recipient id' } },
+        responses: {
+          200: { description: 'The message', schema: lookupAnswer },
+          400: sendErrors[400], 404: { description: 'Unknown, or not visible to this key', schema: sendError },
+        },
       },
     },
   },
@@ -76,8 +118,8 @@ const legacy: DocumentSpec = {
   paths: {
     '/v1/messages': {
       post: {
-        summary: `Send 1 to ${MAX_OBJECTS} message objects`, body: { schema: messages },
-        responses: { 200: { description: 'Accepted and rejected objects', schema: legacyAnswer }, ...sendErrors },
+        summary: `Send 1 to ${MAX_OBJECTS} message objects`, body: { schema: messages }, ...idempotent,
+        responses: { 200: { description: 'Accepted and rejected objects', schema: legacyAnswer }, ...sendErrors, ...idempotencyConflict },
       },
     },
   },
@@ -151,9 +193,18 @@ const restErrors = {
   401: { description: 'Missing, unknown or disabled key', schema: restError },
 };
 const ok = (keys: Record<string, Joi.Schema>) => required({ success: Joi.valid(true), ...keys });
+const scope = str.valid(...KEY_SCOPES).description('full: every API; api: sending, lookup and verification; rest-api: the REST API only');
 const subKey = required({
-  id: int, key_prefix: str, note: str, shared: bool, currency: str.valid('CZK', 'EUR'), default_callback_url: nullable(str), disabled: bool, created_at: iso,
+  id: int, key_prefix: str, note: str, shared: bool, currency: str.valid('CZK', 'EUR'), default_callback_url: nullable(str), disabled: bool, scope, created_at: iso,
 });
+const suppression = required({ phone_number: str, family: str.valid(...FAMILIES), source: str.valid('keyword', 'api'), created_at: iso });
+const suppressionsQuery = obj({
+  family: str.valid(...FAMILIES),
+  phone_number: str.max(32),
+  cursor: str.description('next_cursor of the previous page'),
+  limit: int.min(1).max(MAX_SUPPRESSION_LIMIT).default(DEFAULT_SUPPRESSION_LIMIT),
+});
+if (Object.keys(suppressionsQuery.describe().keys ?? {}).join() !== SUPPRESSION_QUERY_PARAMS.join()) throw new Error('openapi: GET /v1/suppressions parameters differ from the handler\'s');
 const delivery = required({
   id: int, webhook_id: str, url: str, status: str.valid(...DELIVERY_STATUSES), events: int, attempts: int, last_status: nullable(int), last_error: nullable(str),
   created_at: iso, updated_at: iso, delivered_at: nullable(iso), dead_at: nullable(iso), next_attempt_at: nullable(iso).description('when a pending batch is tried again'),
@@ -204,8 +255,31 @@ const rest: DocumentSpec = {
     '/v1/apikey/list': { get: { summary: 'Sub-keys', responses: { 200: { description: 'Sub-keys', schema: ok({ list: Joi.array().items(subKey) }) }, ...restErrors, 403: { description: 'A sub-key', schema: restError } } } },
     '/v1/apikey/change': {
       post: {
-        summary: 'Revoke or restore a sub-key', body: { schema: required({ id: int.min(1), disable: Joi.valid(0, 1, true, false) }) },
-        responses: { 200: { description: 'Changed', schema: ok({ id: int, disabled: bool }) }, ...restErrors, 403: { description: 'A sub-key', schema: restError } },
+        summary: 'Revoke, restore or rescope a sub-key (named by its id, or by the key itself)',
+        body: {
+          schema: Joi.object({
+            id: int.min(1), apikey: str.description('the sub-key itself, instead of its id'), disable: Joi.valid(0, 1, true, false), scope,
+          }).xor('id', 'apikey').or('disable', 'scope'),
+        },
+        responses: { 200: { description: 'Changed', schema: ok({ id: int, disabled: bool, scope }) }, ...restErrors, 403: { description: 'A sub-key', schema: restError } },
+      },
+    },
+    '/v1/suppressions': {
+      get: {
+        summary: 'The account\'s suppression list (numbers that opted out, per channel family)', query: suppressionsQuery,
+        responses: { 200: { description: 'A page in (family, phone) order', schema: ok({ suppressions: Joi.array().items(suppression), next_cursor: nullable(str) }) }, ...restErrors },
+      },
+      post: {
+        summary: 'Suppress a number (every family unless one is named)',
+        body: { schema: Joi.object({ phone_number: str.required(), family: str.valid(...FAMILIES) }) },
+        responses: { 200: { description: 'The rows now on the list', schema: ok({ suppressions: Joi.array().items(suppression) }) }, ...restErrors },
+      },
+    },
+    '/v1/suppressions/{phone}': {
+      delete: {
+        summary: 'Take a number off the list (every family unless ?family= names one)', path: { phone: { description: 'The phone number' } },
+        query: obj({ family: str.valid(...FAMILIES) }),
+        responses: { 200: { description: 'The rows removed', schema: ok({ removed: Joi.array().items(suppression) }) }, ...restErrors, 404: { description: 'Not on the list', schema: restError } },
       },
     },
     '/v1/webhooks/deliveries': {
@@ -343,12 +417,14 @@ const id = { id: { description: 'Numeric id', schema: { type: 'integer', minimum
 const account = required({
   account_id: int, name: str.allow(''), country: str, currency: str.valid('CZK', 'EUR'), credit_czk: num, credit_eur: num, default_sender: nullable(str),
   verification_secret_set: bool, verification_attempts: int, verification_expiry_s: int, verification_template: str, verify_account_per_min: int,
-  verify_phone_per_hour: int, verify_phone_cooldown_s: int, reply_window_days: int, created_at: iso,
+  verify_phone_per_hour: int, verify_phone_cooldown_s: int, reply_window_days: int, opt_out_promotional: bool,
+  opt_out_keywords: nullable(Joi.array().items(str)).description('null: the defaults (STOP, …)'), opt_in_keywords: nullable(Joi.array().items(str)),
+  suppressions: int.description('numbers on the suppression list'), created_at: iso,
 });
 const keyListing = required({
   id: int, account_id: int, is_primary: bool, key_prefix: str, note: str.allow(''), shared: bool, currency: str.valid('CZK', 'EUR'), balance: num,
   default_callback_url: nullable(str), disabled: bool, created_at: iso,
-});
+}).keys({ scope });
 const priceRow = required({ channel: str.valid(...CHANNELS), prefix: str.allow(''), operator: int, price_czk: num, price_eur: num });
 const connectionView = obj({
   name: str.required(), kind: str.required(), config: Joi.object().unknown(true).required().description('secrets masked'), routes: Joi.array().items(str.allow('')).required(),

@@ -69,6 +69,19 @@ test('sending, legacy, simple and XML answers fit their documents', async () => 
   assert.equal((await call('sending', 'POST', '/v2/message', { body: msg, key: 'sb_wrong' })).status, 400);
   const batch = await call('sending', 'POST', '/v2/messages', { body: [msg, { to: [{ phone_number: '420777300101' }] }] });
   assert.equal(batch.body.rejected.length, 1);
+  // Idempotency-Key: the same call again is the first answer; another body under the key is 409.
+  const once = { 'idempotency-key': 'docs-1' };
+  const first = await call('sending', 'POST', '/v2/messages', { body: [msg], headers: once });
+  const again = await call('sending', 'POST', '/v2/messages', { body: [msg], headers: once });
+  assert.deepEqual(again.body, first.body);
+  assert.equal(again.headers['idempotent-replayed'], 'true');
+  assert.equal((await call('sending', 'POST', '/v2/messages', { body: [{ ...msg, body: 'other' }], headers: once })).status, 409);
+  // The lookup: a message with its timeline, a malformed id, an unknown one.
+  const looked = await call('sending', 'GET', `/v2/messages/${first.body.accepted[0].message_id}`);
+  assert.equal(looked.status, 200);
+  assert.equal(looked.body.recipients.length, 1);
+  assert.equal((await call('sending', 'GET', '/v2/messages/nope')).status, 400);
+  assert.equal((await call('sending', 'GET', '/v2/messages/0123456789abcdef0123')).status, 404);
   assert.equal((await call('sending', 'POST', '/v2/messages', { raw: '{', headers: { 'content-type': 'application/json' } })).status, 400);
   assert.equal((await call('legacy', 'POST', '/v1/messages', { body: [msg] })).status, 200);
   assert.equal((await call('legacy', 'POST', '/v1/messages', { body: {} })).status, 400);
@@ -106,6 +119,15 @@ test('REST answers fit the document', async () => {
   assert.equal((await call('rest', 'POST', '/v1/apikey/change', { body: { id: added.body.id, disable: 1 } })).status, 200);
   assert.equal((await call('rest', 'POST', '/v1/apikey/change', { body: { id: added.body.id, disable: 1 }, key: added.body.apikey })).status, 401);
   assert.equal((await call('rest', 'POST', '/v1/apikey/change', { body: { id: added.body.id } })).status, 400);
+  const rescoped = await call('rest', 'POST', '/v1/apikey/change', { body: { apikey: added.body.apikey, scope: 'rest-api', disable: 0 } });
+  assert.equal(rescoped.body.scope, 'rest-api');
+  // The suppression list: add, list, remove, a number not on it, a bad family.
+  assert.equal((await call('rest', 'POST', '/v1/suppressions', { body: { phone_number: '420777300300', family: 'sms' } })).status, 200);
+  assert.equal((await call('rest', 'POST', '/v1/suppressions', { body: { phone_number: '420777300300', family: 'fax' } })).status, 400);
+  const listed = await call('rest', 'GET', '/v1/suppressions?family=sms&limit=10');
+  assert.deepEqual(listed.body.suppressions.map((r: { phone_number: string }) => r.phone_number), ['420777300300']);
+  assert.equal((await call('rest', 'DELETE', '/v1/suppressions/420777300300?family=sms')).status, 200);
+  assert.equal((await call('rest', 'DELETE', '/v1/suppressions/420777300300')).status, 404);
   await waitFor(async () => (await svc.request('GET', '/v1/webhooks/deliveries', { headers: { 'x-api-key': apiKey } })).body.deliveries.length > 0, 10_000, 'a delivery');
   assert.equal((await call('rest', 'GET', '/v1/webhooks/deliveries?limit=5')).status, 200);
   assert.equal((await call('rest', 'POST', '/v1/webhooks/replay', { body: {} })).status, 400);
