@@ -36,6 +36,9 @@ export function buildApp(ctx: AppContext, adminExtensions: AdminExtension[] = []
   app.set('query parser', 'simple');
   app.use(requestLog(ctx.logger));
 
+  // The sending API first: its calls are the hot path, and every router mounted before it is
+  // walked (and its routes matched) on each of them.
+  app.use(sendRouter(ctx));
   app.use(healthRouter(ctx));
   app.use(metricsRouter(ctx));
   app.use(docsRouter(ctx));
@@ -46,7 +49,6 @@ export function buildApp(ctx: AppContext, adminExtensions: AdminExtension[] = []
   createBullBoard({ queues: ctx.queues.all().map((q) => new BullMQAdapter(q)), serverAdapter: board });
   app.use('/admin/queues', adminAuth(ctx.config.adminToken, { basicChallenge: true }), board.getRouter());
 
-  app.use(sendRouter(ctx));
   app.use(lookupRouter(ctx));
   app.use(xmlRouter(ctx));
   app.use(restRouter(ctx));

@@ -1,15 +1,20 @@
 /**
- * Request logs (pino-http) and HTTP metrics. Every request gets an id: the caller's `x-request-id`
- * when it is a plain token, else a new UUID; it is echoed in the answer's `x-request-id` and is on
- * every line logged through `req.log` (`reqId`), the final line included. That line names the
- * full path (router prefixes too) with tokens in it masked; the query string is never logged (the
+ * Request logs and HTTP metrics. Every request gets an id: the caller's `x-request-id` when it is a
+ * plain token, else a new UUID; it is echoed in the answer's `x-request-id` and is on every line
+ * logged through `requestLogger(req)` (`reqId`), the final line included. That line names the full
+ * path (router prefixes too) with tokens in it masked; the query string is never logged (the
  * simple endpoint takes the API key there). Successful calls log at debug, so the hot path stays
- * quiet at `info`; 4xx at info, 5xx at error.
+ * quiet at `info`; 4xx at info, 5xx at error. The line has pino-http's shape (`req.method`,
+ * `req.path`, `res.status`, `responseTime`).
+ *
+ * Hand-written rather than pino-http: pino-http makes two child loggers per request (redaction
+ * included) whether anything is logged or not, ~120 µs per request here (docs/benchmarks.md,
+ * "request logs"); this makes the request's child logger only when a handler logs through it, and
+ * the final line only at an enabled level.
  */
 import { randomUUID } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import type { Request, RequestHandler } from 'express';
-import { pinoHttp } from 'pino-http';
 import type { Logger } from '../../shared/logger.js';
 import { observeHttpRequest } from '../../shared/metrics.js';
 
@@ -38,34 +43,39 @@ export function routeLabel(req: Request): string {
   return req.baseUrl ? `${req.baseUrl}/*` : 'unmatched';
 }
 
+/** Where a request keeps its id and (once made) its child logger. */
+const REQUEST_LOG = Symbol('requestLog');
+interface RequestLogState { id: string; base: Logger; child?: Logger }
+
 /** The logger of the request being served (its lines carry the request id), else `fallback`. */
 export function requestLogger(req: IncomingMessage, fallback: Logger): Logger {
-  return (req as Partial<Pick<IncomingMessage, 'log'>>).log ?? fallback;
+  const state = (req as IncomingMessage & { [REQUEST_LOG]?: RequestLogState })[REQUEST_LOG];
+  if (!state) return fallback;
+  state.child ??= state.base.child({ reqId: state.id });
+  return state.child;
 }
 
 export function requestLog(logger: Logger): RequestHandler {
-  const http = pinoHttp<IncomingMessage, ServerResponse>({
-    logger,
-    quietReqLogger: true,
-    genReqId: (req, res) => {
-      const given = req.headers['x-request-id'];
-      const id = typeof given === 'string' && GIVEN_ID.test(given) ? given : randomUUID();
-      res.setHeader('x-request-id', id);
-      return id;
-    },
-    serializers: {
-      req: (req: { method?: string; raw?: IncomingMessage }) => ({ method: req.method, path: req.raw ? pathOf(req.raw) : undefined }),
-      res: (res: { statusCode?: number }) => ({ status: res.statusCode }),
-    },
-    customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'info' : 'debug'),
-    customSuccessMessage: (_req, res) => (res.statusCode >= 400 ? 'request refused' : 'request'),
-    customErrorMessage: () => 'request failed',
-  });
   return (req, res, next) => {
     const started = performance.now();
-    res.once('finish', () => {
-      observeHttpRequest(req.method, routeLabel(req), res.statusCode, (performance.now() - started) / 1000);
-    });
-    http(req, res, next);
+    const given = req.headers['x-request-id'];
+    const id = typeof given === 'string' && GIVEN_ID.test(given) ? given : randomUUID();
+    res.setHeader('x-request-id', id);
+    (req as Request & { [REQUEST_LOG]?: RequestLogState })[REQUEST_LOG] = { id, base: logger };
+    const done = (): void => {
+      res.removeListener('finish', done);
+      res.removeListener('close', done);
+      const seconds = (performance.now() - started) / 1000;
+      const status = res.statusCode;
+      observeHttpRequest(req.method, routeLabel(req), status, seconds);
+      const aborted = !res.writableFinished;
+      const level = status >= 500 ? 'error' : status >= 400 || aborted ? 'info' : 'debug';
+      if (!logger.isLevelEnabled(level)) return;
+      const line = { reqId: id, req: { method: req.method, path: pathOf(req) }, res: { status }, responseTime: Math.round(seconds * 1000) };
+      logger[level](line, aborted ? 'request aborted' : status >= 500 ? 'request failed' : status >= 400 ? 'request refused' : 'request');
+    };
+    res.once('finish', done);
+    res.once('close', done);
+    next();
   };
 }
