@@ -103,7 +103,8 @@ const USAGE = `usage: node --import tsx scripts/bench/run.ts [options]
   --copies N | ROLE=N      run N copies of each role (web and every Procfile worker), or of one role
                            (repeat or comma-separate: --copies 2,web=1); the load spreads over the web
                            copies; e2e-smpp then first runs with one copy of each role (see --no-baseline)
-                           and checks no recipient submitted twice and no attempt charged twice
+                           and reports the throughput against it. Every e2e-smpp run checks that no
+                           recipient was submitted twice and no attempt charged twice
   --kill-one               e2e-smpp: once a third of the expected webhook events arrived, SIGKILL the
                            first copy of each worker role, restart it after 2 s (as a supervisor does)
                            and check the same (repeats within SMPP's at-least-once bound are reported)
