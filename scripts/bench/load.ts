@@ -49,6 +49,31 @@ export class Client {
   }
 }
 
+/**
+ * Requests spread over several origins (the copies of the web process), one after the other in
+ * turn, as a round-robin load balancer would; one origin is a plain Client.
+ */
+export class SpreadClient {
+  private readonly clients: Client[];
+  private next = 0;
+
+  constructor(origins: readonly string[], connections: number, defaultHeaders: Record<string, string> = {}) {
+    if (origins.length === 0) {
+      throw new Error('SpreadClient: no origin');
+    }
+    this.clients = origins.map((o) => new Client(o, connections, defaultHeaders));
+  }
+
+  request(method: 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE', path: string, body?: string, headers: Record<string, string> = {}): Promise<HttpAnswer> {
+    const client = this.clients[this.next++ % this.clients.length]!;
+    return client.request(method, path, body, headers);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.clients.map((c) => c.close()));
+  }
+}
+
 /** Runs `task(i)` for i = 0… with at most `concurrency` in flight, until `count` tasks ran or `until` (epoch ms) passed. */
 export async function runBounded(concurrency: number, count: number, until: number, task: (i: number) => Promise<void>): Promise<number> {
   let next = 0;

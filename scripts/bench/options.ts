@@ -2,8 +2,9 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { hasCopies, parseCopies, type CopiesSpec } from './copies.js';
 
-export const SCENARIOS = ['accept', 'e2e-smpp', 'priority-under-load', 'e2e-whatsapp', 'webhooks', 'verify', 'e2e-viber'] as const;
+export const SCENARIOS = ['accept', 'e2e-smpp', 'e2e-smpp-capped', 'priority-under-load', 'e2e-whatsapp', 'webhooks', 'verify', 'e2e-viber'] as const;
 export const SMSC_IDS = ['hex', 'dec', 'string'] as const;
 export type SmscIds = (typeof SMSC_IDS)[number];
 export type ScenarioName = (typeof SCENARIOS)[number];
@@ -35,10 +36,21 @@ export interface Options {
   verifySeconds: number;
   /** `auto`: SMPP when shared/carriers/smpp/carrier.ts exists, else the sandbox carrier. */
   carrier: 'auto' | 'smpp' | 'sandbox';
-  /** Query of SMPP_URL (window, tps, …). */
+  /** Query of SMPP_URL (window, tps, …): by default a throughput cap that never binds and `auto` id forms. */
   smppParams: string;
-  /** The message ids the simulator issues (and writes the same way in its receipts). */
+  /** The message ids the simulator issues (and writes the same way in its receipts); default decimal. */
   smscIds: SmscIds;
+  /** e2e-smpp-capped: the `tps` it sets in SMPP_URL (a cap below what the machine reaches). */
+  capTps: number;
+  /** e2e-smpp-capped: recipients (`recipients`, at most `capTps` × 20 s; quick × 4 s). */
+  cappedRecipients: number;
+  /** Copies of each role (`--copies`); the same for every scenario's service. */
+  copies: CopiesSpec;
+  /** e2e-smpp: SIGKILL one copy of each worker role mid-run, restarted after `restartPauseMs`. */
+  killOne: boolean;
+  restartPauseMs: number;
+  /** e2e-smpp with --copies or --kill-one: run it with one copy of each role first, to compare. */
+  baseline: boolean;
   receiptDelayMs: number;
   cpuProf: boolean;
   /** Sample pg_stat_activity while measuring (on with --cpu-prof). */
@@ -63,8 +75,8 @@ export interface Options {
 
 const USAGE = `usage: node --import tsx scripts/bench/run.ts [options]
   --quick                  ~20 s smoke run (small counts)
-  --scenario NAME          accept | e2e-smpp | priority-under-load | e2e-whatsapp | webhooks | verify | e2e-viber
-                           (repeat or comma-separate; default all)
+  --scenario NAME          accept | e2e-smpp | e2e-smpp-capped | priority-under-load | e2e-whatsapp | webhooks |
+                           verify | e2e-viber (repeat or comma-separate; default all)
   --recipients N           e2e-smpp, e2e-whatsapp and e2e-viber recipients (default 100000; quick 1000)
   --warmup N               e2e-smpp: recipients sent through the same path first and waited for, not
                            measured (default 5000; quick 100; 0: measure from fresh processes)
@@ -79,11 +91,24 @@ const USAGE = `usage: node --import tsx scripts/bench/run.ts [options]
   --receivers N            receivers of the second webhooks phase, one slow (default 50)
   --verify-starts N        validations to start (default 5000; quick 200)
   --carrier auto|smpp|sandbox   carrier of e2e-smpp/priority-under-load (default auto)
-  --smpp-params Q          query of SMPP_URL (default "window=50&submit_id=F&receipt_id=F", F the
-                           simulator's id form (hex, dec or string), set as an operator sets a known
-                           SMSC's; "window=50" measures the default id forms, auto, learned per connection)
-  --smsc-ids hex|dec|string   ids the simulator issues, receipts naming them the same way: hex
-                           (0000001A, the default), decimal (1, 2, 3, ...), or opaque UUID-like strings
+  --smpp-params Q          query of SMPP_URL (default "window=50&tps=100000": as operators run it, a
+                           throughput cap that never binds here and the default id forms, auto, learned
+                           per connection; "window=50&submit_id=hex&receipt_id=hex" with --smsc-ids hex
+                           is the explicit configuration of the rounds before issue 23)
+  --smsc-ids dec|hex|string   ids the simulator issues, receipts naming them the same way: decimal
+                           (1, 2, 3, ..., the default), hex (0000001A) or opaque UUID-like strings
+  --cap-tps N              e2e-smpp-capped: the tps it sets in SMPP_URL (default 2000; quick 250), a
+                           cap that binds; it sends min(--recipients, N x 20 s) recipients (quick N x 4 s)
+                           and reports the submit rate measured at the simulator against the cap
+  --copies N | ROLE=N      run N copies of each role (web and every Procfile worker), or of one role
+                           (repeat or comma-separate: --copies 2,web=1); the load spreads over the web
+                           copies; e2e-smpp then first runs with one copy of each role (see --no-baseline)
+                           and reports the throughput against it. Every e2e-smpp run checks that no
+                           recipient was submitted twice and no attempt charged twice
+  --kill-one               e2e-smpp: once a third of the expected webhook events arrived, SIGKILL the
+                           first copy of each worker role, restart it after 2 s (as a supervisor does)
+                           and check the same (repeats within SMPP's at-least-once bound are reported)
+  --no-baseline            with --copies / --kill-one, do not run e2e-smpp with one copy first
   --receipt-delay MS       simulator receipt delay (default 50; e2e-viber: its first callback)
   --processes procfile|all|split   the Procfile's processes, as docker-compose runs them (default: its
                            release step, then web and its workers with their --pools/--lanes), one
@@ -101,6 +126,12 @@ const USAGE = `usage: node --import tsx scripts/bench/run.ts [options]
   --wait-quiet S           before each scenario wait up to S s for other load on the machine to stop (default 0)
 Environment: BENCH_DATABASE_URL (admin connection, default postgres://root@127.0.0.1:5432/postgres),
              BENCH_REDIS_URL (default redis://127.0.0.1:6379).`;
+
+/**
+ * SMPP_URL's query unless --smpp-params: what an operator runs (issue 23), a throughput cap (every
+ * SMSC contract has one) that never binds on this machine, and the default id forms (`auto`).
+ */
+export const DEFAULT_SMPP_PARAMS = 'window=50&tps=100000';
 
 function positiveInt(name: string, value: string | undefined, fallback: number): number {
   if (value === undefined) {
@@ -146,6 +177,10 @@ export function parseOptions(argv: string[]): Options {
       carrier: { type: 'string' },
       'smpp-params': { type: 'string' },
       'smsc-ids': { type: 'string' },
+      'cap-tps': { type: 'string' },
+      copies: { type: 'string', multiple: true },
+      'kill-one': { type: 'boolean', default: false },
+      'no-baseline': { type: 'boolean', default: false },
       'receipt-delay': { type: 'string' },
       'cpu-prof': { type: 'boolean', default: false },
       'pg-activity': { type: 'boolean', default: false },
@@ -194,7 +229,17 @@ export function parseOptions(argv: string[]): Options {
   if (!Number.isInteger(receiptDelay) || receiptDelay < 0) {
     throw new Error('--receipt-delay must be an integer >= 0');
   }
-  const smscIds = oneOf('smsc-ids', values['smsc-ids'], SMSC_IDS, 'hex');
+  const smscIds = oneOf('smsc-ids', values['smsc-ids'], SMSC_IDS, 'dec');
+  const capTps = positiveInt('cap-tps', values['cap-tps'], quick ? 250 : 2000);
+  if (capTps > 100_000) {
+    throw new Error('--cap-tps is bounded to 100,000 (the largest tps SMPP_URL takes)');
+  }
+  const copies = parseCopies(values.copies ?? []);
+  const killOne = values['kill-one'] === true;
+  const processes = oneOf('processes', values.processes, ['all', 'split', 'procfile'] as const, 'procfile');
+  if ((hasCopies(copies) || killOne) && processes === 'all') {
+    throw new Error('--copies and --kill-one need the roles in processes of their own (--processes procfile or split)');
+  }
   return {
     quick,
     scenarios: scenarios.length ? [...new Set(scenarios as ScenarioName[])] : [...SCENARIOS],
@@ -213,13 +258,19 @@ export function parseOptions(argv: string[]): Options {
     verifyStarts: Math.min(1_000_000, positiveInt('verify-starts', values['verify-starts'], quick ? 200 : 5000)),
     verifySeconds: positiveInt('verify-seconds', values['verify-seconds'], quick ? 2 : 15),
     carrier: oneOf('carrier', values.carrier, ['auto', 'smpp', 'sandbox'] as const, 'auto'),
-    smppParams: values['smpp-params'] ?? `window=50&submit_id=${smscIds}&receipt_id=${smscIds}`,
+    smppParams: values['smpp-params'] ?? DEFAULT_SMPP_PARAMS,
     smscIds,
+    capTps,
+    cappedRecipients: Math.min(recipients, capTps * (quick ? 4 : 20)),
+    copies,
+    killOne,
+    restartPauseMs: 2000,
+    baseline: values['no-baseline'] !== true,
     receiptDelayMs: receiptDelay,
     cpuProf: values['cpu-prof'] === true,
     pgActivity: values['pg-activity'] === true || values['cpu-prof'] === true,
     ownRedis: values['own-redis'] === true,
-    processes: oneOf('processes', values.processes, ['all', 'split', 'procfile'] as const, 'procfile'),
+    processes,
     env,
     setupSql: values['setup-sql'] ?? [],
     build: values['no-build'] !== true,

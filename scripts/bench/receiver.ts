@@ -19,6 +19,8 @@ export class Receiver {
   url = '';
   posts = 0;
   events = 0;
+  /** Events whose (key, result) this receiver had not seen before: `events` without repeated deliveries. */
+  distinct = 0;
   /** POSTs that did not hold a JSON array. */
   badPosts = 0;
   firstAt = 0;
@@ -27,7 +29,7 @@ export class Receiver {
   /** Events whose key could not be read. */
   unkeyed = 0;
   private server: http.Server | null = null;
-  private waiters: Array<{ target: number; resolve: () => void }> = [];
+  private waiters: Array<{ target: number; distinct: boolean; resolve: () => void }> = [];
 
   constructor(
     readonly name: string,
@@ -88,15 +90,19 @@ export class Receiver {
       const result = typeof event.result === 'string' ? event.result : String(event.type ?? '?');
       const list = this.results.get(k);
       if (list) {
+        if (!list.includes(result)) {
+          this.distinct++;
+        }
         list.push(result);
       } else {
+        this.distinct++;
         this.results.set(k, [result]);
       }
     }
     if (this.waiters.length > 0) {
       const still: typeof this.waiters = [];
       for (const w of this.waiters) {
-        if (this.events >= w.target) {
+        if ((w.distinct ? this.distinct : this.events) >= w.target) {
           w.resolve();
         } else {
           still.push(w);
@@ -109,6 +115,7 @@ export class Receiver {
   reset(): void {
     this.posts = 0;
     this.events = 0;
+    this.distinct = 0;
     this.badPosts = 0;
     this.firstAt = 0;
     this.lastAt = 0;
@@ -116,9 +123,9 @@ export class Receiver {
     this.results.clear();
   }
 
-  /** Resolves true once `target` events arrived, false at the deadline (epoch ms). */
-  waitFor(target: number, deadline: number): Promise<boolean> {
-    if (this.events >= target) {
+  /** Resolves true once `target` events (`distinct`: distinct events) arrived, false at the deadline (epoch ms). */
+  waitFor(target: number, deadline: number, distinct = false): Promise<boolean> {
+    if ((distinct ? this.distinct : this.events) >= target) {
       return Promise.resolve(true);
     }
     return new Promise<boolean>((resolve) => {
@@ -128,6 +135,7 @@ export class Receiver {
       }, Math.max(0, deadline - Date.now()));
       const waiter = {
         target,
+        distinct,
         resolve: () => {
           clearTimeout(timer);
           resolve(true);

@@ -1,5 +1,6 @@
 /** The short table printed at the end of a run (Markdown, so it can go into docs/benchmarks.md as is). */
 import type { ScenarioResult } from './scenarios.js';
+import { describeCopies } from './copies.js';
 
 type Any = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- results are plain JSON
 
@@ -20,6 +21,22 @@ function row(r: ScenarioResult): string[] {
   return [...cells(r, x), noise];
 }
 
+/** `smpp; window=50&tps=100000, dec ids; copies 2 each; …`: the configuration a figure is for. */
+function config(x: Any): string {
+  const parts = [String(x.carrier ?? '')];
+  if (x.smppParams !== undefined && x.smppParams !== null) {
+    parts.push(`${x.smppParams === '' ? 'no query' : x.smppParams}, ${x.smscIds} ids`);
+  }
+  const copies = x.copies && typeof x.copies === 'object' ? describeCopies(x.copies as Record<string, number>) : null;
+  if (copies && copies !== '1 each') {
+    parts.push(`copies ${copies}`);
+  }
+  if (Array.isArray(x.killed)) {
+    parts.push(`killed ${(x.killed as Any[]).map((k) => `${k.id} at ${k.atS} s`).join(', ') || 'none'}`);
+  }
+  return parts.filter(Boolean).join('; ');
+}
+
 function cells(r: ScenarioResult, x: Any): string[] {
   const check = r.skipped ? 'skipped' : r.ok ? 'ok' : `**FAILED**${r.notes.length ? `: ${String(r.notes[0]).split('\n')[0]!.slice(0, 120)}` : ''}`;
   switch (r.scenario) {
@@ -27,10 +44,14 @@ function cells(r: ScenarioResult, x: Any): string[] {
       return ['accept', `**${num(x.recipientsPerS)} recipients/s** (${num(x.requestsPerS)} requests/s, ${x.concurrency} in flight, ${x.role} process)`,
         lat(x.latencyMs), cost(x.cpuUsPerRecipient), rss(x.rss), check];
     case 'e2e-smpp':
-      return [`e2e-smpp (${x.carrier})`,
-        `${num(x.recipients)} recipients${x.warmup ? ` (after a warm-up of ${num(x.warmup.recipients)})` : ''}, last event after ${x.secondsUntil?.lastEvent} s: **${num(x.recipientsPerSEndToEnd)} recipients/s end to end**; ` +
+    case 'e2e-smpp-capped':
+      return [`${r.scenario} (${config(x)})`,
+        `${num(x.recipients)} recipients${x.warmup ? ` (after a warm-up of ${num(x.warmup.recipients)})` : ''}, last event after ${x.secondsUntil?.lastEvent} s: **${num(x.recipientsPerSEndToEnd)} recipients/s end to end**` +
+        `${typeof x.vsOneCopy === 'number' ? ` (×${x.vsOneCopy} one copy's ${num(x.oneCopyRecipientsPerS)})` : ''}; ` +
+        `${x.cap ? `**submits ${num(x.cap.submitsPerS)}/s against a cap of ${num(x.cap.tps)} (×${x.cap.ofCap}; busiest second ${num(x.cap.peakSecond)})**; ` : ''}` +
         `accepted ${num(x.acceptedPerS)}/s, submits ${num(x.submitsPerS)}/s, receipts applied ${num(x.receiptsAppliedPerS)}/s, ` +
-        `webhook events ${num(x.webhookEventsPerS)}/s (${x.check?.ok}/${x.check?.recipients} recipients exactly right)`,
+        `webhook events ${num(x.webhookEventsPerS)}/s (${x.check?.ok}/${x.check?.recipients} recipients exactly right` +
+        `${x.submitCheck ? `, ${x.submitCheck.repeated} submitted twice` : ''}${x.charges ? `, charges ${x.charges.passed ? 'right' : '**wrong**'}` : ''})`,
         `accept ${lat(x.acceptLatencyMs)}`, cost(x.cpuUsPerRecipient), rss(x.rss), check];
     case 'e2e-whatsapp':
       return ['e2e-whatsapp',
@@ -44,7 +65,7 @@ function cells(r: ScenarioResult, x: Any): string[] {
         `accepted ${num(x.acceptedPerS)}/s, sends ${num(x.sendsPerS)}/s, webhook events ${num(x.webhookEventsPerS)}/s (${x.check?.ok}/${x.check?.recipients} recipients exactly right)`,
         `accept ${lat(x.acceptLatencyMs)}`, cost(x.cpuUsPerRecipient), rss(x.rss), check];
     case 'priority-under-load':
-      return [`priority-under-load (${x.carrier})`, `${x.matched}/${x.messages} priority messages, accept → ${x.carrier === 'smpp' ? 'submit_sm' : 'hand-over'}`,
+      return [`priority-under-load (${x.carrier}${x.variant ? `; ${x.variant}` : ''})`, `${x.matched}/${x.messages} priority messages, accept → ${x.carrier === 'smpp' ? 'submit_sm' : 'hand-over'}`,
         lat(x.acceptToSubmitMs), '-', '-', check];
     case 'webhooks':
       return [`webhooks, ${x.phase}`, `**${num(x.eventsPerS)} events/s** (${num(x.events)} events, ${x.eventsPerPost} per POST` +
@@ -66,6 +87,8 @@ export function formatTable(results: ScenarioResult[], env: Record<string, unkno
   const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
   return [
     `${String(env.nproc)} cores, ${String(env.memoryGiB)} GiB; node ${String(env.node)}, postgres ${String(env.postgres)}, redis ${String(env.redis)}; ${String(env.command)}`,
+    `SMPP_URL query "${String(env.smppParams)}", simulator ids ${String(env.smscIds)}; processes ${String(env.processes)}` +
+      `${env.copies && typeof env.copies === 'object' ? `, copies ${describeCopies(env.copies as Record<string, number>)}` : ''}${env.killOne ? ', --kill-one' : ''}`,
     '',
     line(head),
     line(head.map(() => '---')),

@@ -19,9 +19,10 @@ import { Redis } from 'ioredis';
 import { parseOptions, resolveCarrier, type Options } from './options.js';
 import { killOrphans, machineCpuSeconds, stopChild, type Child } from './procs.js';
 import { Cleanups, repoRoot, runHarness } from './lifecycle.js';
-import { startOwnRedis, type Ctx } from './stack.js';
+import { serviceRoles, startOwnRedis, type Ctx } from './stack.js';
 import { Meter } from './meter.js';
-import { acceptScenario, e2eScenario, verifyScenario, webhooksScenario, type ScenarioResult } from './scenarios.js';
+import { acceptScenario, defaultE2eRun, e2eScenario, verifyScenario, webhooksScenario, type E2eRun, type ScenarioResult } from './scenarios.js';
+import { copiesByRole, describeCopies, hasCopies, unknownRoles, withTps } from './copies.js';
 import { formatTable } from './report.js';
 import { e2eWhatsappScenario } from './whatsapp.js';
 import { e2eViberScenario } from './viber.js';
@@ -66,6 +67,8 @@ async function environment(opts: Options, redis: Redis, root: string): Promise<R
     smppParams: opts.smppParams,
     smscIds: opts.smscIds,
     processes: opts.processes,
+    copies: copiesByRole(serviceRoles(root, opts.processes).map(([r]) => r), opts.copies),
+    killOne: opts.killOne,
     serviceEnv: opts.env,
     setupSql: opts.setupSql,
     command: `node --import tsx scripts/bench/run.ts ${process.argv.slice(2).join(' ')}`.trim(),
@@ -88,6 +91,28 @@ async function otherLoad(waitS: number, sampleMs: number): Promise<number> {
   }
 }
 
+/** The e2e-smpp runs the options ask for: one, or with --copies / --kill-one a baseline with one copy of each role, the copies, the kill. */
+function e2eRuns(opts: Options, root: string): E2eRun[] {
+  const plain = defaultE2eRun(opts);
+  const copied = hasCopies(opts.copies);
+  if (!copied && !opts.killOne) {
+    return [plain];
+  }
+  const roles = serviceRoles(root, opts.processes).map(([r]) => r);
+  const copies = describeCopies(copiesByRole(roles, opts.copies));
+  const runs: E2eRun[] = [];
+  if (opts.baseline) {
+    runs.push({ ...plain, label: 'e2e1', copies: { all: 1, perRole: {} }, variant: 'one copy of each role (baseline)' });
+  }
+  if (copied) {
+    runs.push({ ...plain, label: 'e2en', variant: `copies: ${copies}` });
+  }
+  if (opts.killOne) {
+    runs.push({ ...plain, label: 'e2ekill', killOne: true, variant: `copies: ${copies}; the first copy of each worker role SIGKILLed mid-run, restarted after ${opts.restartPauseMs / 1000} s` });
+  }
+  return runs;
+}
+
 async function main(): Promise<number> {
   const root = repoRoot();
   let opts: Options;
@@ -95,6 +120,12 @@ async function main(): Promise<number> {
     opts = parseOptions(process.argv.slice(2));
   } catch (err) {
     process.stderr.write(`${(err as Error).message}\n(see --help)\n`);
+    return 2;
+  }
+  const unknown = unknownRoles(opts.copies, serviceRoles(root, opts.processes).map(([r]) => r));
+  if (unknown.length) {
+    process.stderr.write(`--copies: ${unknown.join(', ')} is not a role of --processes ${opts.processes} ` +
+      `(its roles: ${serviceRoles(root, opts.processes).map(([r]) => r).join(', ')})\n`);
     return 2;
   }
   const id = `${process.pid}${randomBytes(2).toString('hex')}`;
@@ -176,8 +207,33 @@ async function main(): Promise<number> {
   if (want.has('e2e-smpp') || want.has('priority-under-load')) {
     const label = want.has('e2e-smpp') && want.has('priority-under-load') ? 'e2e-smpp + priority-under-load'
       : want.has('e2e-smpp') ? 'e2e-smpp' : 'priority-under-load';
-    // priority-under-load needs the backlog, so it runs e2e-smpp's load; its own result is printed.
-    await run(label, () => e2eScenario(ctx, want.has('e2e-smpp'), want.has('priority-under-load')));
+    // --copies / --kill-one: the same run with one copy of each role first, then with the copies,
+    // then with the kill; each result is compared with the first one's throughput.
+    let oneCopy: number | null = null;
+    for (const e2eRun of e2eRuns(opts, root)) {
+      // priority-under-load needs the backlog, so it runs e2e-smpp's load; its own result is printed.
+      await run(e2eRun.variant ? `${label}, ${e2eRun.variant}` : label, async () => {
+        const out = await e2eScenario(ctx, want.has('e2e-smpp'), want.has('priority-under-load'), e2eRun);
+        for (const r of out) {
+          if (r.scenario !== 'e2e-smpp') continue;
+          const perS = typeof r.recipientsPerSEndToEnd === 'number' ? r.recipientsPerSEndToEnd : null;
+          if (e2eRun.label === 'e2e1') {
+            oneCopy = perS;
+          } else if (oneCopy !== null && perS !== null) {
+            r.oneCopyRecipientsPerS = oneCopy;
+            r.vsOneCopy = Math.round((perS / oneCopy) * 100) / 100;
+          }
+        }
+        return out;
+      });
+    }
+  }
+  if (want.has('e2e-smpp-capped')) {
+    const capped: E2eRun = {
+      ...defaultE2eRun(opts), scenario: 'e2e-smpp-capped', label: 'e2ecap',
+      smppParams: withTps(opts.smppParams, opts.capTps), recipients: opts.cappedRecipients,
+    };
+    await run('e2e-smpp-capped', () => e2eScenario(ctx, true, false, capped));
   }
   if (want.has('e2e-whatsapp')) {
     await run('e2e-whatsapp', () => e2eWhatsappScenario(ctx));

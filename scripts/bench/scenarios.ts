@@ -3,10 +3,12 @@
  * measures one interval with a Meter and returns one JSON-able result per scenario.
  */
 import { Meter, PgActivitySampler, costPer, workPer, writesPer, type CpuReport, type PgActivity, type RssSummary } from './meter.js';
-import { Client, percentiles, runBounded, sleep, type Percentiles } from './load.js';
+import { Client, SpreadClient, percentiles, runBounded, sleep, type Percentiles } from './load.js';
 import { Receiver, byMessageId, byPhone, waitForAll } from './receiver.js';
-import { createAccount, startService, startSimulator, type Ctx, type Service, type Simulator } from './stack.js';
+import { BENCH_CREDIT_CZK, createAccount, startService, startSimulator, type Ctx, type Service, type SimRepeats, type Simulator } from './stack.js';
 import { resolveCarrier } from './options.js';
+import { tpsOf, type CopiesSpec } from './copies.js';
+import { chargeFigures, type ChargeFigures } from './charges.js';
 import { summariseProfile, formatProfile, type ProfileSummary } from './profile.js';
 import { processRssBytes, spawnChild } from './procs.js';
 import path from 'node:path';
@@ -65,6 +67,8 @@ export interface EventCheck {
   unexpectedRecipients: number;
   /** Recipients whose events arrived in another order than they happened (allowed; informational). */
   outOfOrder: number;
+  /** With `allowRepeats`: events delivered again (same recipient and result), allowed by D4's at-least-once. */
+  repeatedEvents: number;
   finals: Record<string, number>;
   examples: string[];
   passed: boolean;
@@ -74,10 +78,14 @@ export interface EventCheck {
  * Every recipient got exactly its expected events: count, results and the final result.
  * `subset`: the receiver also got events of other recipients (not counted as unexpected).
  */
-export function checkEvents(receiver: Receiver, phones: Iterable<string>, subset = false, expectedOf: (phone: string) => string[] = expectedResults): EventCheck {
+export function checkEvents(
+  receiver: Receiver, phones: Iterable<string>, subset = false, expectedOf: (phone: string) => string[] = expectedResults,
+  /** A repeat of an event already received is counted in `repeatedEvents`, not as a duplicate (a process was killed: D4). */
+  allowRepeats = false,
+): EventCheck {
   const c: EventCheck = {
     recipients: 0, expectedEvents: 0, receivedEvents: receiver.events, ok: 0, missingEvents: 0, duplicateEvents: 0,
-    wrongResults: 0, wrongFinal: 0, unexpectedRecipients: 0, outOfOrder: 0, finals: {}, examples: [], passed: false,
+    wrongResults: 0, wrongFinal: 0, unexpectedRecipients: 0, outOfOrder: 0, repeatedEvents: 0, finals: {}, examples: [], passed: false,
   };
   const seen = new Set<string>();
   for (const phone of phones) {
@@ -85,7 +93,9 @@ export function checkEvents(receiver: Receiver, phones: Iterable<string>, subset
     c.recipients++;
     const want = expectedOf(phone);
     c.expectedEvents += want.length;
-    const got = receiver.results.get(phone) ?? [];
+    const received = receiver.results.get(phone) ?? [];
+    const got = allowRepeats ? [...new Set(received)] : received;
+    c.repeatedEvents += received.length - got.length;
     const final = got.reduce<string | null>((best, s) => (best === null || (RANK[s] ?? 0) > (RANK[best] ?? 0) ? s : best), null);
     c.finals[final ?? 'none'] = (c.finals[final ?? 'none'] ?? 0) + 1;
     const sortedGot = [...got].sort().join(',');
@@ -112,7 +122,7 @@ export function checkEvents(receiver: Receiver, phones: Iterable<string>, subset
         c.outOfOrder++;
       }
     } else if (c.examples.length < 5) {
-      c.examples.push(`${phone}: expected [${want.join(',')}], got [${got.join(',')}]`);
+      c.examples.push(`${phone}: expected [${want.join(',')}], got [${received.join(',')}]`);
     }
   }
   if (!subset) {
@@ -177,6 +187,13 @@ export async function startPgSampler(ctx: Ctx, service: Service): Promise<{ stop
   };
 }
 
+function compactCharges(c: ChargeFigures): Record<string, unknown> {
+  return {
+    passed: c.passed, balanceCzk: c.balance, expectedBalanceCzk: c.expectedBalance, chargedCzk: c.kept, chargedAttempts: c.chargedAttempts,
+    refundedAttempts: c.refundedAttempts, maxAttemptsPerRecipient: c.maxAttemptsPerRecipient,
+  };
+}
+
 function compactProfile(profile: ProfileSummary[] | null): unknown {
   return profile?.map((p) => ({
     file: p.file, busyMs: p.busyMs, idleMs: p.idleMs, gcMs: p.gcMs,
@@ -207,22 +224,27 @@ function acceptedCount(text: string): number {
  * Waits for `target` events until `deadline`, but gives up earlier when no event arrived for
  * `stallMs` (a lost event never comes; the result then says what is missing).
  */
-export async function waitWithStall(receiver: Receiver, target: number, deadline: number, stallMs: number, abort: () => boolean = () => false): Promise<boolean> {
+export async function waitWithStall(
+  receiver: Receiver, target: number, deadline: number, stallMs: number, abort: () => boolean = () => false,
+  /** Count distinct events (repeated deliveries do not bring the target nearer). */
+  distinct = false,
+): Promise<boolean> {
   let lastCount = -1;
   let lastChange = Date.now();
+  const count = () => (distinct ? receiver.distinct : receiver.events);
   while (Date.now() < deadline && !abort()) {
     const step = Math.min(deadline, Date.now() + 1000);
-    if (await receiver.waitFor(target, step)) {
+    if (await receiver.waitFor(target, step, distinct)) {
       return true;
     }
-    if (receiver.events !== lastCount) {
-      lastCount = receiver.events;
+    if (count() !== lastCount) {
+      lastCount = count();
       lastChange = Date.now();
     } else if (Date.now() - lastChange > stallMs) {
       return false;
     }
   }
-  return receiver.events >= target;
+  return count() >= target;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -323,12 +345,12 @@ const warmupPriorityPhone = (j: number) => priorityPhone(300_000 + j);
  * traffic, and compiled its code, inside the measured interval: ~2 s of its CPU for 200 messages.
  */
 async function warmUp(
-  opts: Ctx['opts'], service: Service, receiver: Receiver, apiKey: string, clients: Client[], priority: number,
+  opts: Ctx['opts'], service: Service, receiver: Receiver, apiKey: string, clients: Array<{ close(): Promise<void> }>, priority: number,
 ): Promise<{ recipients: number; priorityMessages: number; seconds: number; complete: boolean }> {
   const phones = Array.from({ length: opts.warmup }, (_, k) => warmupPhone(k));
   const priorityPhones = Array.from({ length: priority }, (_, j) => warmupPriorityPhone(j));
   const expected = [...phones, ...priorityPhones].reduce((a, p) => a + expectedResults(p).length, 0);
-  const client = new Client(service.url, opts.concurrency, { 'x-api-key': apiKey });
+  const client = new SpreadClient(service.urls, opts.concurrency, { 'x-api-key': apiKey });
   clients.push(client);
   const started = Date.now();
   const deadline = started + 60_000 + opts.warmup * 10;
@@ -342,31 +364,119 @@ async function warmUp(
       }));
     }),
   ]);
-  const complete = await waitWithStall(receiver, expected, deadline, opts.quick ? 8000 : 30_000);
+  const complete = await waitWithStall(receiver, expected, deadline, opts.quick ? 8000 : 30_000, undefined, true);
   // Late duplicates of the warm-up would count as unexpected recipients in the check.
   await sleep(opts.quick ? 200 : 500);
   receiver.reset();
   return { recipients: phones.length, priorityMessages: priority, seconds: r1((Date.now() - started) / 1000), complete };
 }
 
-export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPriority: boolean): Promise<ScenarioResult[]> {
+/** One run of the e2e-smpp path: the default (e2e-smpp), its capped variant, and the --copies / --kill-one runs. */
+export interface E2eRun {
+  scenario: 'e2e-smpp' | 'e2e-smpp-capped';
+  /** Names the database and Redis prefix (distinct per run within one harness run). */
+  label: string;
+  /** SMPP_URL's query. */
+  smppParams: string;
+  recipients: number;
+  copies: CopiesSpec;
+  /** SIGKILL the first copy of each worker role once a third of the expected events arrived, then restart it. */
+  killOne: boolean;
+  /** What this run is, for the report (`one copy of each role (baseline)`, …); null for a plain run. */
+  variant: string | null;
+}
+
+/** The plain e2e-smpp run of the options. */
+export function defaultE2eRun(opts: Ctx['opts']): E2eRun {
+  return { scenario: 'e2e-smpp', label: 'e2e', smppParams: opts.smppParams, recipients: opts.recipients, copies: opts.copies, killOne: false, variant: null };
+}
+
+/** Whether a worker process sends SMS (binds SMPP): its --pools name sms, or it has no --pools (every pool). */
+function sendsSms(args: string[]): boolean {
+  const pools = args.find((a) => a.startsWith('--pools='));
+  return pools === undefined || pools.slice('--pools='.length).split(',').includes('sms');
+}
+
+/** The SMPP window of an SMPP_URL query (parseSmppUrl's default 10 when absent). */
+function windowOf(params: string): number {
+  const w = Number(new URLSearchParams(params).get('window') ?? 10);
+  return Number.isInteger(w) && w > 0 ? w : 10;
+}
+
+export interface SubmitCheck {
+  passed: boolean;
+  /** Recipients the simulator saw (distinct numbers) against the recipients sent. */
+  destinations: number;
+  recipients: number;
+  repeated: number;
+  extraSubmits: number;
+  /** Repeats given a second SMSC id: the handset got that SMS twice. */
+  givenTwoIds: number;
+  /** Repeats allowed: 0, or with --kill-one what a crash may repeat (SMS default lanes: at least once,
+   * at most `window` PDUs per killed process that sends SMS; docs/reliability.md). */
+  allowed: number;
+  detail: string;
+  examples: string[];
+}
+
+/** No recipient submitted twice (each has a number of its own), none left unsubmitted. */
+function submitRepeatsCheck(r: SimRepeats, recipients: number, run: E2eRun, service: Service): SubmitCheck {
+  const killedSms = run.killOne ? service.processes.filter((p) => p.kills.length > 0 && sendsSms(p.args)).length : 0;
+  const allowed = killedSms * windowOf(run.smppParams);
+  const passed = r.destinations === recipients && r.repeated <= allowed;
+  const detail = `${r.destinations}/${recipients} recipients submitted; ${r.repeated} submitted more than once ` +
+    `(${r.extraSubmits} extra submit_sm, ${r.givenTwoIds} given two SMSC ids)` +
+    `${run.killOne ? `; allowed after the kill: ${allowed} (window ${windowOf(run.smppParams)} × ${killedSms} killed SMS processes)` : ''}`;
+  return { passed, destinations: r.destinations, recipients, repeated: r.repeated, extraSubmits: r.extraSubmits, givenTwoIds: r.givenTwoIds, allowed, detail, examples: r.examples };
+}
+
+/** e2e-smpp-capped: the submit rate the simulator measured against the cap. */
+export interface CapReport {
+  tps: number;
+  /** Submits from the first to the last one at the simulator, per second. */
+  submitsPerS: number;
+  /** submitsPerS / tps. */
+  ofCap: number;
+  /** The busiest whole second (seconds counted from the first submit; the last, partial one left out). */
+  peakSecond: number;
+  /** Whole seconds in which more than `tps` submit_sm arrived. */
+  secondsAboveCap: number;
+  seconds: number;
+}
+
+export function capReport(tps: number, submits: number, firstAt: number, lastAt: number, perSecond: number[]): CapReport {
+  const whole = perSecond.slice(0, Math.max(0, perSecond.length - 1));
+  const spanMs = lastAt - firstAt;
+  const submitsPerS = spanMs > 0 ? Math.round(((submits - 1) * 1000) / spanMs) : 0;
+  return {
+    tps,
+    submitsPerS,
+    ofCap: Math.round((submitsPerS / tps) * 1000) / 1000,
+    peakSecond: Math.max(0, ...whole),
+    secondsAboveCap: whole.filter((x) => x > tps).length,
+    seconds: r1(spanMs / 1000),
+  };
+}
+
+export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPriority: boolean, run: E2eRun = defaultE2eRun(ctx.opts)): Promise<ScenarioResult[]> {
   const { opts } = ctx;
   const carrier = resolveCarrier(opts, ctx.root);
   const notes: string[] = [];
   let sim: Simulator | null = null;
   if (carrier === 'smpp') {
-    sim = await startSimulator(ctx);
+    // After a kill, a receipt written to the dead session is sent again on another one, as SMSCs do.
+    sim = await startSimulator(ctx, run.killOne ? 1000 : 0);
   }
-  const smppUrl = sim ? `smpp://bench:bench@127.0.0.1:${sim.port}${opts.smppParams ? `?${opts.smppParams}` : ''}` : null;
+  const smppUrl = sim ? `smpp://bench:bench@127.0.0.1:${sim.port}${run.smppParams ? `?${run.smppParams}` : ''}` : null;
   let service: Service;
   try {
-    service = await startService(ctx, { label: 'e2e', role: serviceRole(ctx), sandbox: carrier === 'sandbox', smppUrl });
+    service = await startService(ctx, { label: run.label, role: serviceRole(ctx), sandbox: carrier === 'sandbox', smppUrl, copies: run.copies });
   } catch (err) {
     await sim?.stop();
     throw err;
   }
   const receiver = new Receiver('e2e', byPhone);
-  const clients: Client[] = [];
+  const clients: Array<{ close(): Promise<void> }> = [];
   try {
     await receiver.start();
     const account = await createAccount(service);
@@ -398,7 +508,7 @@ export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPrio
     if (warmup) await sim?.reset();
     const measuredFrom = (await service.db.pool.query<{ at: Date }>('SELECT clock_timestamp() AS at')).rows[0]!.at;
 
-    const n = opts.recipients;
+    const n = run.recipients;
     const phones = Array.from({ length: n }, (_, i) => backlogPhone(i));
     const bodies: string[] = [];
     for (let i = 0; i < n; i += 100) {
@@ -409,7 +519,7 @@ export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPrio
     const allPhones = [...phones, ...priorityPhones];
     const expectedEvents = allPhones.reduce((a, p) => a + expectedResults(p).length, 0);
 
-    const backlog = new Client(service.url, opts.concurrency, { 'x-api-key': account.apiKey });
+    const backlog = new SpreadClient(service.urls, opts.concurrency, { 'x-api-key': account.apiKey });
     clients.push(backlog);
     const groups: Record<string, number[]> = { ...service.groups, ...(sim && { simulator: [sim.child.pid] }) };
     const rssPids: Record<string, number> = { ...service.rssPids, ...(sim && { simulator: sim.child.pid }) };
@@ -418,7 +528,7 @@ export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPrio
     const pgSampler = await startPgSampler(ctx, service);
     const t0 = Date.now();
     // 100,000 recipients: at most ~17.5 min, so that a full run stays within 30 minutes even when slow.
-    const timeoutMs = (opts.quick ? 20_000 : 60_000) + n * 10 + priorityCount * opts.priorityIntervalMs;
+    const timeoutMs = (opts.quick ? 20_000 : 60_000) + n * 10 + priorityCount * opts.priorityIntervalMs + (run.killOne ? 60_000 : 0);
     const deadline = t0 + timeoutMs;
 
     // Backlog: every request of 100 recipients, `concurrency` in flight.
@@ -489,16 +599,43 @@ export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPrio
           `${s ? `, submit_sm ${s.counters.submits}, receipts ${s.counters.receiptsSent}` : ''}, webhook events ${receiver.events}/${expectedEvents}`);
       })();
     }, 5000);
+    // --kill-one: once a third of the expected events arrived (accepting, dispatch, submits,
+    // receipts and webhooks all under way), the first copy of every worker role is SIGKILLed at
+    // once and started again after a pause, as a supervisor (systemd, Docker) restarts it.
+    const killed: Array<{ id: string; atS: number; upAgainAfterS: number | null }> = [];
+    const killDone = (async () => {
+      if (!run.killOne) {
+        return;
+      }
+      if (!(await receiver.waitFor(Math.ceil(expectedEvents / 3), deadline, true))) {
+        return;
+      }
+      const firsts = service.processes.filter((p) => p.role !== 'web' && p.role !== 'service' && p.id === p.role);
+      await Promise.all(firsts.map(async (p) => {
+        try {
+          await service.killAndRestart(p.id, opts.restartPauseMs);
+        } catch (err) {
+          notes.push(`${p.id} did not start again after its kill: ${(err as Error).message.split('\n')[0]}`);
+        }
+        const k = p.kills[p.kills.length - 1];
+        killed.push({ id: p.id, atS: k ? r1((k.at - t0) / 1000) : 0, upAgainAfterS: k?.restartedAt ? r1((k.restartedAt - k.at) / 1000) : null });
+      }));
+    })();
     let complete: boolean;
     try {
       await backlogDone;
       await priorityDone;
-      const died = () => [...service.children, ...(sim ? [sim.child] : [])].some((c) => !c.alive());
-      complete = await waitWithStall(receiver, expectedEvents, deadline, opts.quick ? 8000 : 30_000, died);
-      for (const c of [...service.children, ...(sim ? [sim.child] : [])]) {
-        if (!c.alive()) {
-          notes.push(`${c.name} exited (${await c.exited}) during the run; the figures are not valid (see its log)`);
-        }
+      const died = () => service.unexpectedExits().length > 0 || (sim !== null && !sim.child.alive());
+      // A kill's jobs are taken over after DISPATCH_LOCK_MS to twice that: a longer stall is allowed.
+      const stallMs = run.killOne ? 60_000 : opts.quick ? 8000 : 30_000;
+      complete = await waitWithStall(receiver, expectedEvents, deadline, stallMs, died, true);
+      await killDone;
+      for (const id of service.unexpectedExits()) {
+        const c = service.processes.find((p) => p.id === id)!.child;
+        notes.push(`${c.name} exited (${await c.exited}) during the run; the figures are not valid (see its log)`);
+      }
+      if (sim && !sim.child.alive()) {
+        notes.push(`the simulator exited (${await sim.child.exited}) during the run; the figures are not valid (see its log)`);
       }
     } finally {
       clearInterval(progress);
@@ -510,11 +647,15 @@ export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPrio
     const pgActivity = await pgSampler.stop('e2e');
     const rss = meter.rssSummary();
     if (!complete) {
-      notes.push(`stopped waiting after ${Math.round((Date.now() - t0) / 1000)} s with ${receiver.events} of ${expectedEvents} events`);
+      notes.push(`stopped waiting after ${Math.round((Date.now() - t0) / 1000)} s with ${receiver.distinct} of ${expectedEvents} events ` +
+        `(${receiver.events} received with repeats)`);
     }
     // Late duplicates would arrive now.
     await sleep(opts.quick ? 500 : 1500);
-    const check = checkEvents(receiver, allPhones);
+    const check = checkEvents(receiver, allPhones, false, expectedResults, run.killOne);
+    if (check.repeatedEvents > 0) {
+      notes.push(`${check.repeatedEvents} webhook events delivered again after the kill (at least once, D4; not counted as wrong)`);
+    }
 
     const db = service.db.pool;
     // Rows of the measured run only (the warm-up's were all written before `measuredFrom`).
@@ -529,7 +670,15 @@ export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPrio
     const { rows: [batches] } = await db.query<{ n: string; events: string | null }>(
       'SELECT count(*) AS n, avg(cardinality(event_ids)) AS events FROM webhook_batches WHERE created_at >= $1', [measuredFrom]);
     const simStats = sim ? await sim.stats() : null;
-
+    const submitCheck = sim ? submitRepeatsCheck(await sim.repeats(), allPhones.length, run, service) : null;
+    if (submitCheck && !submitCheck.passed) {
+      notes.push(submitCheck.detail);
+    }
+    const charges = await chargeFigures(db, account.accountId, BENCH_CREDIT_CZK);
+    if (!charges.passed) {
+      notes.push(`charges: balance ${charges.balance} ≠ ${charges.expectedBalance} (credit − Σ charged), or ` +
+        `${charges.recipientsWithSeveralAttempts} recipients with more than one attempt`);
+    }
     // Submits: simulator counters (SMPP; zeroed after the warm-up), else hand-overs to the sandbox.
     const submits = simStats ? simStats.counters.submitsAccepted : Number(handed!.n);
     const lastSubmitAt = simStats ? simStats.lastSubmitAt : Number(handed!.last ?? 0);
@@ -573,7 +722,7 @@ export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPrio
           latencies.push(Math.max(0, t - s.sentAt));
         }
       }
-      const prioChecks = checkEvents(receiver, priorityPhones, true);
+      const prioChecks = checkEvents(receiver, priorityPhones, true, expectedResults, run.killOne);
       // Where the time goes: accept commit -> dispatch transaction start (queue + worker pickup),
       // dispatch start -> submit_sm (transaction, credit, carrier queue and window).
       const { rows: stamps } = await db.query<{ phone: string; accepted: string; dispatched: string | null }>(
@@ -600,6 +749,8 @@ export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPrio
       priorityResult = {
         scenario: 'priority-under-load',
         ok: latencies.length === priorityCount && prioChecks.passed,
+        copies: service.copies,
+        variant: run.variant,
         notes: latencies.length === priorityCount ? [] : [`${priorityCount - latencies.length} priority messages were not matched to a submit`],
         carrier,
         measuredAt: sim ? 'submit_sm received by the SMSC simulator' : 'hand-over to the sandbox carrier (sandbox_messages.created_at)',
@@ -622,13 +773,27 @@ export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPrio
     const results: ScenarioResult[] = [];
     if (withBacklogResult) {
       const ms = (t: number) => (t > 0 ? t - t0 : 0);
+      const capTps = run.scenario === 'e2e-smpp-capped' ? tpsOf(run.smppParams) : null;
+      const cap = capTps !== null && simStats
+        ? capReport(capTps, submits, simStats.firstSubmitAt, simStats.lastSubmitAt, simStats.submitsPerSecond) : null;
+      if (cap && cap.secondsAboveCap > 0) {
+        notes.push(`the cap was exceeded in ${cap.secondsAboveCap} whole second(s) at the simulator (busiest: ${cap.peakSecond} submit_sm, cap ${cap.tps})`);
+      }
       results.push({
-        scenario: 'e2e-smpp',
-        ok: check.passed && complete && (!sim || submits > 0) && (statuses['200'] ?? 0) === bodies.length,
+        scenario: run.scenario,
+        ok: check.passed && complete && (!sim || submits > 0) && (statuses['200'] ?? 0) === bodies.length &&
+          (submitCheck?.passed ?? true) && charges.passed && killed.every((k) => k.upAgainAfterS !== null),
         notes,
         carrier,
         smppUrl: smppUrl?.replace(/\/\/[^@]*@/, '//…@') ?? null,
+        // The configuration the figures are for (issue 23): SMPP_URL's query and the simulator's ids.
+        smppParams: sim ? run.smppParams : null,
+        smscIds: sim ? opts.smscIds : null,
+        ...(cap && { cap }),
         processes: opts.processes,
+        copies: service.copies,
+        variant: run.variant,
+        ...(run.killOne && { killed }),
         recipients: n,
         warmup,
         priorityMessages: priorityCount,
@@ -659,6 +824,8 @@ export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPrio
         },
         attempts: Object.fromEntries(states.map((s) => [s.state, Number(s.n)])),
         check,
+        submitCheck,
+        charges: compactCharges(charges),
         cpu,
         cpuUsPerRecipient: costPer(cpu, total),
         writeSyscallsPerRecipient: writesPer(cpu, total),

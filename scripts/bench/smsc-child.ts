@@ -4,11 +4,15 @@
  * submit_sm arrived (so the harness can match priority messages), and the times of the first and
  * last submit and receipt. Exits when its stdin closes (the harness died) or on SIGTERM/SIGINT.
  *
- *   node dist/scripts/bench/smsc-child.js [--receipt-delay 50] [--slow-delay 5000] [--smsc-ids hex|dec|string]
+ *   node dist/scripts/bench/smsc-child.js [--receipt-delay 50] [--slow-delay 5000] [--smsc-ids dec|hex|string] [--redeliver MS]
  *   → prints {"event":"listening","port":…,"controlPort":…}
  *   GET  /stats                      counters + first/last submit and receipt times (epoch ms)
+ *   GET  /repeats                    destinations submitted more than once (each benchmark recipient has a
+ *                                    number of its own: a repeat is that recipient submitted twice)
  *   POST /lookup {destinations: []}  → {times: {destination: epoch ms of its first submit_sm | null}}
  *   POST /reset                      clears counters and times
+ * `--redeliver MS`: a receipt whose deliver_sm was not acknowledged (its session died) is sent again
+ * after MS, as SMSCs do (the benchmark's --kill-one); 0 (default) never.
  */
 import http from 'node:http';
 import { parseArgs } from 'node:util';
@@ -19,14 +23,15 @@ const { values } = parseArgs({
   options: {
     'receipt-delay': { type: 'string', default: '50' },
     'slow-delay': { type: 'string', default: '5000' },
-    'smsc-ids': { type: 'string', default: 'hex' },
+    'smsc-ids': { type: 'string', default: 'dec' },
+    redeliver: { type: 'string', default: '0' },
   },
   strict: true,
 });
 
 /** `--smsc-ids`: the ids this SMSC issues, written the same way in its receipts. */
 const ID_FORMS: Record<string, SimIdForm> = { hex: 'hex', dec: 'decimal', string: 'string' };
-const idForm = ID_FORMS[values['smsc-ids'] ?? 'hex'];
+const idForm = ID_FORMS[values['smsc-ids'] ?? 'dec'];
 if (!idForm) {
   process.stderr.write(`--smsc-ids must be one of ${Object.keys(ID_FORMS).join(', ')}\n`);
   process.exit(2);
@@ -38,9 +43,10 @@ const sim = new SmscSimulator({
   slowReceiptDelayMs: Number(values['slow-delay']),
   // The harness does not read records; a short list keeps memory flat and shift() cheap.
   maxRecords: 100,
-  // The harness's default SMPP_URL declares the same forms (submit_id=hex&receipt_id=hex for hex).
+  // The harness's default SMPP_URL leaves the id forms to the service (auto); --smpp-params may declare them.
   idForm,
   receiptIdForm: 'same',
+  redeliverMs: Number(values.redeliver),
 });
 
 let firstSubmitAt = 0;
@@ -48,6 +54,10 @@ let lastSubmitAt = 0;
 let firstReceiptAt = 0;
 let lastReceiptAt = 0;
 const firstSubmitOf = new Map<string, number>();
+/** Destinations submitted more than once: [submit_sm received, accepted (given an id)]. */
+const repeats = new Map<string, [number, number]>();
+/** Destinations whose first submit_sm was refused (rare: for the accepted count of a repeat). */
+const refusedFirst = new Set<string>();
 /** Submits per second since the first one (index = second). */
 let perSecond: number[] = [];
 
@@ -59,6 +69,16 @@ sim.on('submit', (record) => {
   lastSubmitAt = now;
   if (!firstSubmitOf.has(record.destination_addr)) {
     firstSubmitOf.set(record.destination_addr, now);
+    if (record.messageId === null) {
+      refusedFirst.add(record.destination_addr);
+    }
+  } else {
+    const r = repeats.get(record.destination_addr) ?? [1, refusedFirst.has(record.destination_addr) ? 0 : 1];
+    r[0]++;
+    if (record.messageId !== null) {
+      r[1]++;
+    }
+    repeats.set(record.destination_addr, r);
   }
   const slot = Math.floor((now - firstSubmitAt) / 1000);
   while (perSecond.length <= slot) {
@@ -90,6 +110,24 @@ async function handle(req: http.IncomingMessage, res: http.ServerResponse): Prom
         submitsPerSecond: perSecond,
       });
       return;
+    case 'GET /repeats': {
+      let extraSubmits = 0;
+      let givenTwoIds = 0;
+      for (const [submits, accepted] of repeats.values()) {
+        extraSubmits += submits - 1;
+        if (accepted > 1) {
+          givenTwoIds++;
+        }
+      }
+      send(res, 200, {
+        destinations: firstSubmitOf.size,
+        repeated: repeats.size,
+        extraSubmits,
+        givenTwoIds,
+        examples: [...repeats].slice(0, 5).map(([d, [submits, accepted]]) => `${d}: ${submits} submit_sm, ${accepted} accepted`),
+      });
+      return;
+    }
     case 'POST /lookup': {
       const body = await readJson(req);
       const list = Array.isArray(body.destinations) ? body.destinations.filter((d): d is string => typeof d === 'string') : [];
@@ -99,6 +137,8 @@ async function handle(req: http.IncomingMessage, res: http.ServerResponse): Prom
     case 'POST /reset':
       sim.reset();
       firstSubmitOf.clear();
+      repeats.clear();
+      refusedFirst.clear();
       firstSubmitAt = lastSubmitAt = firstReceiptAt = lastReceiptAt = 0;
       perSecond = [];
       send(res, 200, { ok: true });

@@ -12,6 +12,7 @@ import { Redis } from 'ioredis';
 import { spawnChild, stopChild, type Child } from './procs.js';
 import { Client } from './load.js';
 import type { Options } from './options.js';
+import { copiesByRole, expandCopies, type CopiesSpec } from './copies.js';
 
 export interface Ctx {
   root: string;
@@ -134,20 +135,48 @@ export interface ServiceSpec {
   sandbox: boolean;
   smppUrl?: string | null;
   env?: Record<string, string>;
+  /** Copies of each role (default `ctx.opts.copies`; roles it names that this layout does not run are ignored:
+   * the accept scenario runs `web` alone); `role: 'all'` always runs one process. */
+  copies?: CopiesSpec;
+}
+
+/** One process slot of the service: a role's copy, and the child that runs it now. */
+export interface ServiceProcess {
+  /** `worker_sms`, `worker_sms#2`. */
+  id: string;
+  role: string;
+  args: string[];
+  logFile: string;
+  child: Child;
+  /** Times the harness SIGKILLed it and started it again (epoch ms). */
+  kills: Array<{ at: number; restartedAt: number | null; exitedHow: string }>;
+  /** Set while the harness kills or restarts it on purpose. */
+  intended: boolean;
 }
 
 export interface Service {
+  /** The first web process (admin calls, /health, callbacks of the simulators). */
   url: string;
+  /** Every web process (one per copy of `web`): the load generator spreads its requests over them. */
+  urls: string[];
   db: BenchDb;
   prefix: string;
   adminToken: string;
-  /** pids per CPU group: `service` or `service.web` + `service.worker`. */
+  /** pids per CPU group: `service`, or one group per process slot (`service.web`, `service.worker_sms#2`, …). */
   groups: Record<string, number[]>;
-  /** pids whose RSS is sampled. */
+  /** pids whose RSS is sampled (one per copy: `service.worker_sms`, `service.worker_sms#2`). */
   rssPids: Record<string, number>;
-  children: Child[];
+  /** The child of every process slot now. */
+  readonly children: Child[];
+  processes: ServiceProcess[];
+  /** Copies per role started. */
+  copies: Record<string, number>;
   env: Record<string, string>;
   admin: Client;
+  /** SIGKILLs a process (no shutdown handlers run) and starts it again after `pauseMs` (null: not again). */
+  killAndRestart(id: string, pauseMs: number | null): Promise<void>;
+  /** Processes whose child exited without the harness asking it to. */
+  unexpectedExits(): string[];
   /** Stops the processes (profiles are written then), drops the database, deletes the prefix. */
   stop(): Promise<{ profiles: string[]; errorLines: string[] }>;
 }
@@ -177,11 +206,38 @@ function procfileWorkers(root: string): Array<readonly [string, string[]]> {
   return procfileOf(root).filter(([, args]) => args[0] === 'worker').map(([name, args]) => [name, args.slice(1)] as const);
 }
 
+/** The roles a service layout runs, in start order (web first), with their arguments after the entry. */
+export function serviceRoles(root: string, layout: ServiceSpec['role']): Array<readonly [string, string[]]> {
+  switch (layout) {
+    case 'all':
+      return [['service', ['all']]];
+    case 'web':
+      return [['web', ['web']]];
+    case 'split':
+      return [['web', ['web']], ['worker', ['worker']]];
+    case 'procfile':
+      return [['web', ['web']], ...procfileWorkers(root).map(([name, extra]): readonly [string, string[]] => [name, ['worker', ...extra]])];
+  }
+}
+
 /** The Procfile's release step (`release: … migrate`): production processes wait for the schema it applies. */
 function releaseArgs(root: string): string[] {
   const release = procfileOf(root).find(([name]) => name === 'release');
   if (!release) throw new Error('Procfile: no release line (the benchmark runs it before the service, as a deployment does)');
   return release[1];
+}
+
+/** The port in a web process's "HTTP listening" log line, or null for any other line. */
+function listeningPort(line: string): number | null {
+  if (!line.startsWith('{') || !line.includes('HTTP listening')) {
+    return null;
+  }
+  try {
+    const port = (JSON.parse(line) as { port?: unknown }).port;
+    return typeof port === 'number' ? port : null;
+  } catch {
+    return null;
+  }
 }
 
 export async function startService(ctx: Ctx, spec: ServiceSpec): Promise<Service> {
@@ -196,6 +252,7 @@ export async function startService(ctx: Ctx, spec: ServiceSpec): Promise<Service
     HOME: process.env.HOME ?? '/tmp',
     ...(process.env.TZ !== undefined && { TZ: process.env.TZ }),
     NODE_ENV: 'production',
+    // Every process picks a free port (each web copy its own; the harness reads it from the log).
     PORT: '0',
     DATABASE_URL: db.url,
     REDIS_URL: ctx.redisUrl,
@@ -217,25 +274,34 @@ export async function startService(ctx: Ctx, spec: ServiceSpec): Promise<Service
     nodeArgs.push('--cpu-prof', `--cpu-prof-dir=${profileDir}`);
   }
   const entry = path.join(ctx.root, 'dist/bin/switchboard.js');
-  const children: Child[] = [];
+  /** Every child started (restarts too): all are stopped at the end. */
+  const started: Child[] = [];
+  const processes: ServiceProcess[] = [];
   const groups: Record<string, number[]> = {};
   const rssPids: Record<string, number> = {};
+  const urls: string[] = [];
+  const copiesSpec = spec.copies ?? ctx.opts.copies;
+  const roles = serviceRoles(ctx.root, spec.role);
+  const copies: Record<string, number> = spec.role === 'all' ? { service: 1 } : copiesByRole(roles.map(([r]) => r), copiesSpec);
   const stopChildren = async () => {
-    await Promise.all(children.map((c) => stopChild(c)));
+    await Promise.all(started.map((c) => stopChild(c)));
   };
   const unregisterChildren = ctx.onCleanup(stopChildren);
-  const listening = (line: string): number | null => {
-    if (!line.startsWith('{') || !line.includes('HTTP listening')) {
-      return null;
-    }
-    try {
-      const port = (JSON.parse(line) as { port?: unknown }).port;
-      return typeof port === 'number' ? port : null;
-    } catch {
-      return null;
-    }
+  /** Starts (or starts again) one process slot; web processes are ready once they listen, workers once started. */
+  const spawnRole = async (id: string, args: string[], logFile: string): Promise<{ child: Child; port: number | null }> => {
+    const listens = args[args.indexOf(entry) + 1] !== 'worker';
+    const out = await spawnChild<number | true>({
+      name: `switchboard ${id} (${spec.label})`, args, env, cwd: ctx.root, logFile,
+      ready: listens ? listeningPort : (line) => line.includes('switchboard started'),
+      readyTimeoutMs: 60_000,
+    });
+    started.push(out.child);
+    // One group per copy (`service.worker_sms#2`): how the work spreads over the copies shows; a
+    // restarted copy's new pid joins its slot's group.
+    const group = spec.role === 'all' ? 'service' : `service.${id}`;
+    (groups[group] ??= []).push(out.child.pid);
+    return { child: out.child, port: listens ? (out.ready as number) : null };
   };
-  let port: number;
   try {
     // The release step first, as a deployment runs it: production web and worker processes wait for its schema.
     const release = await spawnChild({
@@ -244,33 +310,17 @@ export async function startService(ctx: Ctx, spec: ServiceSpec): Promise<Service
     });
     const released = await release.child.exited;
     if (released !== '0') throw new Error(`the release step exited ${released}:\n${release.child.tail()}`);
-    if (spec.role === 'split' || spec.role === 'procfile') {
-      const web = await spawnChild<number>({
-        name: `switchboard web (${spec.label})`, args: [...nodeArgs, entry, 'web'], env, cwd: ctx.root,
-        logFile: path.join(ctx.runDir, `${spec.label}.web.log`), ready: listening,
-      });
-      children.push(web.child);
-      port = web.ready;
-      groups['service.web'] = [web.child.pid];
-      rssPids['service.web'] = web.child.pid;
-      for (const [name, extra] of spec.role === 'split' ? [['worker', []] as const] : procfileWorkers(ctx.root)) {
-        const worker = await spawnChild({
-          name: `switchboard ${name} (${spec.label})`, args: [...nodeArgs, entry, 'worker', ...extra], env, cwd: ctx.root,
-          logFile: path.join(ctx.runDir, `${spec.label}.${name}.log`), ready: (line) => line.includes('switchboard started'),
-        });
-        children.push(worker.child);
-        groups[`service.${name}`] = [worker.child.pid];
-        rssPids[`service.${name}`] = worker.child.pid;
+    for (const [role, roleArgs] of roles) {
+      for (const { id } of expandCopies([role], spec.role === 'all' ? { all: 1, perRole: {} } : copiesSpec)) {
+        const args = [...nodeArgs, entry, ...roleArgs];
+        const logFile = path.join(ctx.runDir, `${spec.label}.${id.replace('#', '-')}.log`);
+        const { child, port } = await spawnRole(id, args, logFile);
+        processes.push({ id, role, args, logFile, child, kills: [], intended: false });
+        rssPids[spec.role === 'all' ? 'service' : `service.${id}`] = child.pid;
+        if (port !== null) {
+          urls.push(`http://127.0.0.1:${port}`);
+        }
       }
-    } else {
-      const one = await spawnChild<number>({
-        name: `switchboard ${spec.role} (${spec.label})`, args: [...nodeArgs, entry, spec.role], env, cwd: ctx.root,
-        logFile: path.join(ctx.runDir, `${spec.label}.service.log`), ready: listening,
-      });
-      children.push(one.child);
-      port = one.ready;
-      groups.service = [one.child.pid];
-      rssPids.service = one.child.pid;
     }
   } catch (err) {
     await stopChildren();
@@ -278,7 +328,7 @@ export async function startService(ctx: Ctx, spec: ServiceSpec): Promise<Service
     await db.drop().catch(() => undefined);
     throw err;
   }
-  const url = `http://127.0.0.1:${port}`;
+  const url = urls[0]!;
   const admin = new Client(url, 2, { authorization: `Bearer ${adminToken}` });
   // /health answers 200 once Postgres and Redis answer.
   const deadline = Date.now() + 15_000;
@@ -296,13 +346,45 @@ export async function startService(ctx: Ctx, spec: ServiceSpec): Promise<Service
     ctx.log(`setup SQL on ${db.name}: ${sql}`);
     await db.pool.query(sql);
   }
+  const byId = (id: string): ServiceProcess => {
+    const p = processes.find((x) => x.id === id);
+    if (!p) throw new Error(`service ${spec.label} runs no process ${id}`);
+    return p;
+  };
   return {
-    url, db, prefix, adminToken, groups, rssPids, children, env, admin,
+    url, urls, db, prefix, adminToken, groups, rssPids, processes, copies, env, admin,
+    get children() {
+      return processes.map((p) => p.child);
+    },
+    killAndRestart: async (id, pauseMs) => {
+      const p = byId(id);
+      if (pauseMs !== null && p.args[p.args.indexOf(entry) + 1] !== 'worker') {
+        throw new Error(`${id}: only worker processes are restarted in place (a web process would listen on another port)`);
+      }
+      p.intended = true;
+      const at = Date.now();
+      p.child.proc.kill('SIGKILL');
+      const how = await p.child.exited;
+      const record = { at, restartedAt: null as number | null, exitedHow: how };
+      p.kills.push(record);
+      ctx.log(`SIGKILLed ${id} (${spec.label}, pid ${p.child.pid})${pauseMs === null ? '' : `; starting it again in ${pauseMs / 1000} s`}`);
+      if (pauseMs === null) {
+        return;
+      }
+      await new Promise((r) => setTimeout(r, pauseMs));
+      // A restarted web process gets another port: only workers are restarted in place.
+      const { child } = await spawnRole(id, p.args, p.logFile);
+      p.child = child;
+      p.intended = false;
+      record.restartedAt = Date.now();
+      ctx.log(`${id} (${spec.label}) is up again (pid ${child.pid}) after ${Math.round((record.restartedAt - at) / 100) / 10} s`);
+    },
+    unexpectedExits: () => processes.filter((p) => !p.intended && !p.child.alive()).map((p) => p.id),
     stop: async () => {
       await admin.close().catch(() => undefined);
       await stopChildren();
       unregisterChildren();
-      const errorLines = children.flatMap((c) => c.errorLines);
+      const errorLines = started.flatMap((c) => c.errorLines);
       await db.drop();
       await deleteRedisPrefix(ctx.redis, prefix).catch(() => undefined);
       unregisterPrefix();
@@ -325,10 +407,13 @@ export interface BenchAccount {
   apiKey: string;
 }
 
+/** The bench account's initial CZK credit (the charge check compares its balance with it). */
+export const BENCH_CREDIT_CZK = 1_000_000_000;
+
 /** An account with credit for any run (through the admin API, as an operator would). */
 export async function createAccount(service: Service): Promise<BenchAccount> {
   const res = await service.admin.json<{ account_id: number; api_key: string }>('POST', '/admin/api/accounts', {
-    name: 'bench', currency: 'CZK', credit_czk: 1_000_000_000, credit_eur: 1_000_000_000, default_sender: 'Bench',
+    name: 'bench', currency: 'CZK', credit_czk: BENCH_CREDIT_CZK, credit_eur: 1_000_000_000, default_sender: 'Bench',
   });
   if (res.status !== 201) {
     throw new Error(`creating the bench account failed: ${res.status} ${JSON.stringify(res.body)}`);
@@ -358,16 +443,29 @@ export interface Simulator {
   child: Child;
   stats(): Promise<SimStats>;
   lookup(destinations: string[]): Promise<Record<string, number | null>>;
+  repeats(): Promise<SimRepeats>;
   /** Zeroes the counters, the per-second submits and the submit times (after a warm-up). */
   reset(): Promise<void>;
   stop(): Promise<void>;
 }
 
-export async function startSimulator(ctx: Ctx): Promise<Simulator> {
+/** What the simulator says about numbers submitted more than once (GET /repeats). */
+export interface SimRepeats {
+  /** Distinct destinations submitted since the last reset. */
+  destinations: number;
+  /** Destinations submitted more than once, the extra submit_sm, and those given two SMSC ids (sent twice). */
+  repeated: number;
+  extraSubmits: number;
+  givenTwoIds: number;
+  examples: string[];
+}
+
+/** `redeliverMs`: receipts whose deliver_sm was not acknowledged are sent again (0: never). */
+export async function startSimulator(ctx: Ctx, redeliverMs = 0): Promise<Simulator> {
   const script = path.join(ctx.root, 'dist/scripts/bench/smsc-child.js');
   const { child, ready } = await spawnChild<{ port: number; controlPort: number }>({
     name: 'smsc simulator',
-    args: [script, '--receipt-delay', String(ctx.opts.receiptDelayMs), '--smsc-ids', ctx.opts.smscIds],
+    args: [script, '--receipt-delay', String(ctx.opts.receiptDelayMs), '--smsc-ids', ctx.opts.smscIds, '--redeliver', String(redeliverMs)],
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', NODE_ENV: 'production' },
     cwd: ctx.root,
     logFile: path.join(ctx.runDir, 'smsc.log'),
@@ -389,6 +487,7 @@ export async function startSimulator(ctx: Ctx): Promise<Simulator> {
     stats: async () => (await control.json<SimStats>('GET', '/stats')).body,
     lookup: async (destinations) =>
       (await control.json<{ times: Record<string, number | null> }>('POST', '/lookup', { destinations })).body.times,
+    repeats: async () => (await control.json<SimRepeats>('GET', '/repeats')).body,
     reset: async () => {
       await control.json('POST', '/reset');
     },

@@ -8,6 +8,7 @@ import type pg from 'pg';
 import { expectedFinal, expectedResults } from './plan.js';
 import type { Campaign } from './campaign.js';
 import type { EventReceiver } from './receiver.js';
+import { chargeFigures } from '../bench/charges.js';
 
 export interface CheckRow {
   check: string;
@@ -133,25 +134,14 @@ export async function runChecks(input: CheckInput): Promise<CheckRow[]> {
   });
 
   // 3. No attempt is charged twice: balance = initial credit − Σ charged of charged, not refunded attempts.
-  const { rows: [acct] } = await db.query<{ credit: string }>('SELECT credit_czk AS credit FROM accounts WHERE id = $1', [accountId]);
-  const { rows: [sums] } = await db.query<{ kept: string | null; refunded: string | null; charged_n: string; refunded_n: string; attempts: string; per_recipient_max: string | null }>(
-    `SELECT sum(charged) FILTER (WHERE NOT refunded) AS kept, sum(charged) FILTER (WHERE refunded) AS refunded,
-            count(*) FILTER (WHERE charged > 0 AND NOT refunded) AS charged_n, count(*) FILTER (WHERE refunded) AS refunded_n,
-            count(*) AS attempts,
-            (SELECT max(n) FROM (SELECT count(*) AS n FROM attempts a2 JOIN recipients r2 ON r2.id = a2.recipient_id
-                                   WHERE r2.account_id = $1 GROUP BY a2.recipient_id) x) AS per_recipient_max
-       FROM attempts WHERE payer_kind = 'account' AND payer_id = $1`, [accountId]);
-  const balance = Number(acct!.credit);
-  const kept = Number(sums!.kept ?? 0);
-  const expectedBalance = Math.round((input.initialCredit - kept) * 10_000) / 10_000;
-  const balanceOk = Math.abs(balance - expectedBalance) < 0.00005;
+  const charges = await chargeFigures(db, accountId, input.initialCredit);
   rows.push({
     check: 'no attempt is charged twice (balance = credit − Σ charged)',
-    verdict: balanceOk && Number(sums!.per_recipient_max ?? 1) <= 1 ? 'PASS' : 'FAIL',
-    detail: `balance ${balance.toFixed(4)} CZK; initial ${input.initialCredit.toFixed(4)} − ${kept.toFixed(4)} charged on ` +
-      `${Number(sums!.charged_n).toLocaleString('en-US')} attempts = ${expectedBalance.toFixed(4)}` +
-      `${balanceOk ? '' : ` (difference ${(expectedBalance - balance).toFixed(4)})`}; ${Number(sums!.refunded_n)} attempts refunded ` +
-      `(${Number(sums!.refunded ?? 0).toFixed(4)}); at most ${sums!.per_recipient_max ?? 0} attempt(s) per recipient`,
+    verdict: charges.passed ? 'PASS' : 'FAIL',
+    detail: `balance ${charges.balance.toFixed(4)} CZK; initial ${input.initialCredit.toFixed(4)} − ${charges.kept.toFixed(4)} charged on ` +
+      `${charges.chargedAttempts.toLocaleString('en-US')} attempts = ${charges.expectedBalance.toFixed(4)}` +
+      `${charges.balanceOk ? '' : ` (difference ${(charges.expectedBalance - charges.balance).toFixed(4)})`}; ${charges.refundedAttempts} attempts refunded ` +
+      `(${charges.refunded.toFixed(4)}); at most ${charges.maxAttemptsPerRecipient} attempt(s) per recipient`,
   });
 
   // 4. No stored event is left undelivered: every event with a callback URL is in a delivered batch,

@@ -1,11 +1,12 @@
 /**
- * The service's processes as a supervisor runs them: one per Procfile role, plus extra copies of
- * some roles; a process that exits without being told to is started again after a pause (and
+ * The service's processes as a supervisor runs them: one per Procfile role, or more of some roles
+ * (scripts/bench/copies.ts); a process that exits without being told to is started again after a pause (and
  * counted). Every output line is classified per process and stream: a JSON line, or a raw line
  * (a stack trace or a library's console message outside the structured log).
  */
 import path from 'node:path';
 import { spawnChild, stopChild, type Child } from '../bench/procs.js';
+import { expandCopies, type CopiesSpec } from '../bench/copies.js';
 import type { RoleCommand } from './plan.js';
 
 export interface LineCounts {
@@ -44,17 +45,16 @@ export class Supervisor {
 
   constructor(
     commands: RoleCommand[],
-    extraCopies: Record<string, number>,
+    copies: CopiesSpec,
     private readonly env: Record<string, string>,
     private readonly root: string,
     private readonly runDir: string,
     private readonly log: (message: string) => void,
   ) {
     for (const command of commands) {
-      const copies = 1 + (extraCopies[command.role] ?? 0);
-      for (let k = 1; k <= copies; k++) {
+      for (const { id } of expandCopies([command.role], copies)) {
         this.processes.push({
-          id: k === 1 ? command.role : `${command.role}#${k}`, role: command.role, command, child: null, starts: 0,
+          id, role: command.role, command, child: null, starts: 0,
           unexpectedExits: [], expectingExit: false,
           lines: { json: 0, rawStdout: 0, rawStderr: 0, examples: [], errors: 0, errorExamples: [], sweeps: { lines: 0, dispatch: 0, lastAt: 0 } },
         });

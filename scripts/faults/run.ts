@@ -20,6 +20,7 @@ import { Cleanups, repoRoot, runHarness } from '../bench/lifecycle.js';
 import { freePort } from '../bench/stack.js';
 import { OwnPostgres, OwnRedis } from './infra.js';
 import { Supervisor } from './roles.js';
+import { parseCopies } from '../bench/copies.js';
 import { EventReceiver } from './receiver.js';
 import { Campaign } from './campaign.js';
 import { runChecks, unsettledRecipients, type CheckRow, type SubmitsByDestination } from './checks.js';
@@ -215,8 +216,8 @@ async function main(): Promise<number> {
     const done = spawnSync(argv[0]!, argv.slice(1), { cwd: root, env, encoding: 'utf8', timeout: 120_000 });
     if (done.status !== 0) throw new Error(`the release step failed (exit ${done.status}): ${done.stderr.slice(-2000)}`);
   }
-  const extraCopies = { worker_sms: 1, worker_status: 1 };
-  const supervisor = new Supervisor(commands, extraCopies, env, root, runDir, log);
+  // Two copies of the roles whose kill -9 the other copy must cover (the notation of the benchmark's --copies).
+  const supervisor = new Supervisor(commands, parseCopies(['worker_sms=2,worker_status=2']), env, root, runDir, log);
   onCleanup(() => supervisor.stopAll());
   await supervisor.startAll();
   log(`started ${supervisor.processes.map((p) => p.id).join(', ')}`);
