@@ -6,7 +6,7 @@ import { Meter, PgActivitySampler, costPer, workPer, writesPer, type CpuReport, 
 import { Client, percentiles, runBounded, sleep, type Percentiles } from './load.js';
 import { Receiver, byMessageId, byPhone, waitForAll } from './receiver.js';
 import { createAccount, startService, startSimulator, type Ctx, type Service, type Simulator } from './stack.js';
-import { resolveCarrier } from './options.js';
+import { resolveCarrier, type Options } from './options.js';
 import { summariseProfile, formatProfile, type ProfileSummary } from './profile.js';
 import { processRssBytes, spawnChild } from './procs.js';
 import path from 'node:path';
@@ -130,7 +130,7 @@ export function checkEvents(receiver: Receiver, phones: Iterable<string>, subset
 // Common pieces
 // ---------------------------------------------------------------------------------------------
 
-export function serviceRole(ctx: Ctx): 'all' | 'split' | 'procfile' {
+export function serviceRole(ctx: Ctx): Options['processes'] {
   return ctx.opts.processes;
 }
 

@@ -129,8 +129,11 @@ export async function startOwnRedis(runDir: string): Promise<{ url: string; chil
 
 export interface ServiceSpec {
   label: string;
-  /** `split`: web + one worker with every pool; `procfile`: web + the Procfile's workers. */
-  role: 'all' | 'web' | 'split' | 'procfile';
+  /**
+   * `split`: web + one worker with every pool; `procfile`: web + the Procfile's workers;
+   * `start`: `switchboard start` (what npm start runs), which starts the Procfile's roles itself.
+   */
+  role: 'all' | 'web' | 'split' | 'procfile' | 'start';
   sandbox: boolean;
   smppUrl?: string | null;
   env?: Record<string, string>;
@@ -262,6 +265,27 @@ export async function startService(ctx: Ctx, spec: ServiceSpec): Promise<Service
         groups[`service.${name}`] = [worker.child.pid];
         rssPids[`service.${name}`] = worker.child.pid;
       }
+    } else if (spec.role === 'start') {
+      // The supervisor's children are found in their log lines, each naming its role and pid.
+      let webPort: number | null = null;
+      let roles: Record<string, number> | null = null;
+      const sup = await spawnChild<{ port: number; roles: Record<string, number> }>({
+        name: `switchboard start (${spec.label})`, args: [...nodeArgs, entry, 'start'], env, cwd: ctx.root,
+        logFile: path.join(ctx.runDir, `${spec.label}.start.log`), readyTimeoutMs: 120_000,
+        ready: (line) => {
+          const parsed = line.startsWith('{') ? parseLine(line) : null;
+          if (parsed?.process === 'web' && typeof parsed.port === 'number' && parsed.msg === 'HTTP listening') webPort = parsed.port;
+          if (parsed?.msg === 'every process started') roles = parsed.processes as Record<string, number>;
+          return webPort !== null && roles !== null ? { port: webPort, roles } : null;
+        },
+      });
+      children.push(sup.child);
+      port = sup.ready.port;
+      groups['service.supervisor'] = [sup.child.pid];
+      for (const [name, pid] of Object.entries(sup.ready.roles)) {
+        groups[`service.${name}`] = [pid];
+        rssPids[`service.${name}`] = pid;
+      }
     } else {
       const one = await spawnChild<number>({
         name: `switchboard ${spec.role} (${spec.label})`, args: [...nodeArgs, entry, spec.role], env, cwd: ctx.root,
@@ -317,6 +341,14 @@ export async function startService(ctx: Ctx, spec: ServiceSpec): Promise<Service
       return { profiles, errorLines };
     },
   };
+}
+
+function parseLine(line: string): Record<string, unknown> | null {
+  try {
+    return JSON.parse(line) as Record<string, unknown>;
+  } catch {
+    return null;
+  }
 }
 
 export interface BenchAccount {
