@@ -12,12 +12,14 @@
  * lines carry `"process":"supervisor"`, and those about one child `"child":"<role>"`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:http';
 import { createInterface } from 'node:readline';
 import { loadConfig, type Config } from '../shared/config.js';
 import { createLogger, type Logger } from '../shared/logger.js';
 import { createPool, migrate } from '../shared/db/pool.js';
 import { SecretBox, checkCredentialsKey } from '../shared/secrets/sealed.js';
 import { StartupError, checkEnvConnections, connectRedis, reachPostgres } from './core.js';
+import { listen } from './listen.js';
 
 // ---------------------------------------------------------------------------------------------
 // What runs: the Procfile's lines (test/unit/start.test.ts holds the Procfile to this table)
@@ -98,11 +100,18 @@ export function decideRestart(history: ExitHistory, exit: { started: boolean; ra
 
 /**
  * What would stop every role at start is found once, here, with the words of a one-process start:
- * a bad SMPP_URL, unreachable Postgres or Redis, another CREDENTIALS_KEY. Migrations are applied
- * unless MIGRATE_ON_START=false (then the roles wait for the schema, SCHEMA_WAIT_SECONDS).
+ * a bad SMPP_URL, a PORT another program holds (the web role's, opened and closed again: one taken
+ * later makes the web role fail its starts), unreachable Postgres or Redis, another
+ * CREDENTIALS_KEY. Migrations are applied unless MIGRATE_ON_START=false (then the roles wait for
+ * the schema, SCHEMA_WAIT_SECONDS).
  */
 async function releaseStep(config: Config, logger: Logger): Promise<void> {
   checkEnvConnections(config);
+  if (config.port !== 0) {
+    const probe = createServer();
+    await listen(probe, config.port, '0.0.0.0', 'PORT');
+    await new Promise((resolve) => probe.close(resolve));
+  }
   await reachPostgres(config);
   const db = createPool(config.databaseUrl, 1);
   try {

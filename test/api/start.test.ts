@@ -2,8 +2,9 @@
  * `switchboard start` (what `npm start` runs) as an operator meets it, with real processes on
  * loopback: it migrates, runs the Procfile's roles each in a child process with the node flags it
  * was given, a message sent through the sandbox is delivered and its webhooks arrive; a role killed
- * with SIGKILL is started again and work goes on; SIGTERM drains every role and exits 0; a taken
- * port stops everything within seconds with exit 1 and the role and reason in the log.
+ * with SIGKILL is started again and work goes on; SIGTERM drains every role and exits 0. A taken
+ * PORT is refused before any role starts; a role that fails its start three times in a row (here:
+ * its METRICS_PORT is taken) stops every role, exit 1, the role and the reason in the log.
  */
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -137,6 +138,43 @@ async function waitFor<T>(fn: () => Promise<T | null> | T | null, ms: number, wh
   }
 }
 
+/** `p`, or 'hung' after `ms` (the timer does not keep the test file running). */
+function within<T>(p: Promise<T>, ms: number): Promise<T | 'hung'> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([p, new Promise<'hung'>((r) => {
+    timer = setTimeout(() => r('hung'), ms);
+  })]).finally(() => clearTimeout(timer));
+}
+
+/** A listener on `port` (0: any free one), closed after the file's tests. */
+async function hold(port: number): Promise<{ port: number; close(): Promise<void> }> {
+  const server = net.createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '0.0.0.0', () => resolve());
+  });
+  const close = () => new Promise<void>((resolve) => server.close(() => resolve()));
+  cleanups.push(close);
+  return { port: (server.address() as net.AddressInfo).port, close };
+}
+
+/** A run of free ports for the roles' METRICS_PORTs, the second one held (taken). */
+async function metricsPorts(): Promise<{ base: number; taken: { port: number } }> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const base = 20_000 + Math.floor(Math.random() * 30_000);
+    const probes: Array<{ close(): Promise<void> }> = [];
+    try {
+      for (let i = 0; i < NAMES.length; i++) if (i !== 1) probes.push(await hold(base + i));
+      const taken = await hold(base + 1);
+      for (const p of probes) await p.close();
+      return { base, taken };
+    } catch {
+      for (const p of probes) await p.close();
+    }
+  }
+  throw new Error('no run of free ports found');
+}
+
 /** A webhook receiver on loopback: every event it got. */
 async function receiver(): Promise<{ url: string; events: Array<{ result?: string; payload?: { n?: number } }> }> {
   const events: Array<{ result?: string; payload?: { n?: number } }> = [];
@@ -214,35 +252,48 @@ test('npm start\'s supervisor: every role in its own process, a message delivere
   // SIGTERM: every role drains and is gone, the supervisor exits 0.
   const everyPid = [...sup.pids().values()];
   sup.child.kill('SIGTERM');
-  const exit = await Promise.race([sup.exited, new Promise<'hung'>((r) => setTimeout(() => r('hung'), 60_000))]);
+  const exit = await within(sup.exited, 60_000);
   assert.deepEqual(exit, { code: 0, signal: null }, sup.stderr().slice(-3000));
   for (const pid of everyPid) assert.equal(alive(pid), false, `pid ${pid} is gone`);
   for (const name of NAMES) assert.ok(sup.lines.some((l) => l.process === name && l.msg === 'switchboard stopped'), `${name} drained`);
   assert.ok(sup.lines.some((l) => l.process === 'supervisor' && l.msg === 'switchboard stopped'));
 });
 
-test('a taken port: the supervisor gives up within seconds, exit 1, naming the role and the reason; nothing is left running', { timeout: 180_000 }, async () => {
-  const taken = net.createServer();
-  await new Promise<void>((resolve) => taken.listen(0, '0.0.0.0', resolve));
-  const port = (taken.address() as net.AddressInfo).port;
-  cleanups.push(() => new Promise((resolve) => taken.close(() => resolve())));
-  const sup = startSupervisor(await freshEnv({ PORT: String(port) }));
+test('a taken PORT: refused before any role starts, exit 1 with the port in the message', { timeout: 120_000 }, async () => {
+  const taken = await hold(0);
+  const sup = startSupervisor(await freshEnv({ PORT: String(taken.port) }));
+  const exit = await within(sup.exited, 90_000);
+  assert.deepEqual(exit, { code: 1, signal: null }, sup.stderr().slice(-3000));
+  assert.match(sup.stderr(), new RegExp(`^PORT: port ${taken.port} is already in use`, 'm'));
+  assert.doesNotMatch(sup.stderr(), /\n\s+at /, 'a message, not a stack trace');
+  assert.equal(sup.pids().size, 0, 'no role was started');
+});
+
+test('a role that fails its start three times in a row (its METRICS_PORT taken): every role stopped, exit 1 naming it and why', { timeout: 240_000 }, async () => {
+  // METRICS_PORT=base: web takes base, worker_sms base + 1 (held here), the others the next ports.
+  const { base, taken } = await metricsPorts();
+  const victim = NAMES[1]!;
+  const sup = startSupervisor(await freshEnv({ METRICS_PORT: String(base) }));
   const t0 = Date.now();
-  const exit = await Promise.race([sup.exited, new Promise<'hung'>((r) => setTimeout(() => r('hung'), 120_000))]);
+  const exit = await within(sup.exited, 200_000);
   const seconds = (Date.now() - t0) / 1000;
   assert.deepEqual(exit, { code: 1, signal: null }, sup.stderr().slice(-3000));
-  const gaveUp = sup.lines.find((l) => l.level === 50 && l.child === 'web');
+  const gaveUp = sup.lines.find((l) => l.level === 50 && l.process === 'supervisor');
   assert.ok(gaveUp, sup.lines.map((l) => JSON.stringify(l)).join('\n'));
-  assert.match(gaveUp.msg!, new RegExp(`^web could not start \\(3 attempts in a row\\): PORT: port ${port} is already in use .*; stopping every process$`));
-  assert.equal(sup.lines.filter((l) => l.level === 40 && l.child === 'web' && /exited unexpectedly \(exit code 1\)/.test(l.msg ?? '')).length, 2, 'two restarts first');
-  assert.match(sup.stderr(), new RegExp(`^switchboard start: web could not start \\(3 attempts in a row, the last exit code 1\\): PORT: port ${port} is already in use`, 'm'));
+  assert.equal(gaveUp.child, victim);
+  assert.match(gaveUp.msg!, new RegExp(`^${victim} could not start \\(3 attempts in a row\\): METRICS_PORT: port ${taken.port} is already in use .*; stopping every process$`));
+  const warnings = sup.lines.filter((l) => l.level === 40 && l.child === victim).map((l) => l.msg);
+  assert.deepEqual(warnings, [500, 1000].map((ms) => `${victim} exited unexpectedly (exit code 1); restarting it in ${ms} ms`), 'two restarts first');
+  assert.match(sup.stderr(), new RegExp(`^${victim}: METRICS_PORT: port ${taken.port} is already in use`, 'm'), 'its stderr, with its name in front');
+  assert.match(sup.stderr(), new RegExp(`^switchboard start: ${victim} could not start \\(3 attempts in a row, the last exit code 1\\): METRICS_PORT: port ${taken.port} is already in use`, 'm'));
+  assert.ok(sup.lines.some((l) => l.process === 'supervisor' && l.msg === 'stopping every process'));
   for (const pid of sup.pids().values()) assert.equal(alive(pid), false, `pid ${pid} is gone`);
-  // Bounded: three starts of the web role (under tsx) and a drain of the others.
-  assert.ok(seconds < 90, `gave up after ${seconds} s`);
+  assert.ok(!sup.pids().has(victim));
+  assert.ok(seconds < 180, `gave up after ${seconds} s`);
 });
 
 test('unreachable Postgres: the release step says so and starts nothing', { timeout: 60_000 }, async () => {
-  const sup = startSupervisor({ NODE_ENV: 'test', DATABASE_URL: 'postgres://127.0.0.1:1/switchboard', REDIS_URL, LOG_LEVEL: 'info' });
+  const sup = startSupervisor({ NODE_ENV: 'test', PORT: '0', DATABASE_URL: 'postgres://127.0.0.1:1/switchboard', REDIS_URL, LOG_LEVEL: 'info' });
   const exit = await sup.exited;
   assert.deepEqual(exit, { code: 1, signal: null });
   assert.match(sup.stderr(), /Cannot reach PostgreSQL at postgres:\/\/\S*127\.0\.0\.1:1\/switchboard/);
