@@ -2,7 +2,8 @@
  * `switchboard start` (what `npm start` runs) as an operator meets it, with real processes on
  * loopback: it migrates, runs the Procfile's roles each in a child process with the node flags it
  * was given, a message sent through the sandbox is delivered and its webhooks arrive; a role killed
- * with SIGKILL is started again and work goes on; SIGTERM drains every role and exits 0. A taken
+ * with SIGKILL is started again and work goes on; SIGTERM drains every role and exits 0; a killed
+ * supervisor leaves nothing running (each role drains when its IPC channel closes). A taken
  * PORT is refused before any role starts; a role that fails its start three times in a row (here:
  * its METRICS_PORT is taken) stops every role, exit 1, the role and the reason in the log.
  */
@@ -257,6 +258,16 @@ test('npm start\'s supervisor: every role in its own process, a message delivere
   for (const pid of everyPid) assert.equal(alive(pid), false, `pid ${pid} is gone`);
   for (const name of NAMES) assert.ok(sup.lines.some((l) => l.process === name && l.msg === 'switchboard stopped'), `${name} drained`);
   assert.ok(sup.lines.some((l) => l.process === 'supervisor' && l.msg === 'switchboard stopped'));
+});
+
+test('a supervisor killed with SIGKILL: every role notices its IPC channel close, drains and exits', { timeout: 180_000 }, async () => {
+  const sup = startSupervisor(await freshEnv());
+  const pids = (await sup.line((l) => l.msg === 'every process started', 'every process started')).processes as Record<string, number>;
+  sup.child.kill('SIGKILL');
+  for (const [name, pid] of Object.entries(pids)) {
+    await waitFor(() => !alive(pid), 60_000, `${name} (pid ${pid}) gone`);
+    assert.ok(sup.lines.some((l) => l.process === name && l.msg === 'shutting down' && l.signal === 'supervisor gone'), `${name} drained`);
+  }
 });
 
 test('a taken PORT: refused before any role starts, exit 1 with the port in the message', { timeout: 120_000 }, async () => {
