@@ -1,12 +1,15 @@
 /**
  * The one entry of the compiled service (`node dist/bin/switchboard.js <command>`):
  *
+ *   start                                        the Procfile's roles in child processes under a supervisor (npm start)
  *   all | web | worker [--pools=…] [--lanes=…]   a service process (runs until SIGTERM/SIGINT, then drains)
  *   migrate                                      the release step: applies migrations, prints JSON, exits
  *   accounts:create, prices:set, …               operator commands (scripts/cli-commands.ts), JSON on stdout
  *
- * `all` (the default of `npm start`) runs the API, every worker pool and the sandbox in one
- * process. `--lanes` limits the dispatch pools to some lanes: a process of its own for the
+ * `start` (what `npm start` runs, services/start.ts) migrates once, then runs `web` and every
+ * worker line of the Procfile each in a process of its own, restarting one that dies. `all` (the
+ * image's default command, `npm run dev`, the tests) runs the API, every worker pool and the
+ * sandbox in one process. `--lanes` limits the dispatch pools to some lanes: a process of its own for the
  * priority lane keeps OTPs off a busy backlog's event loop. `--help` answers without touching the
  * database; an unknown flag is refused by name (exit 2).
  */
@@ -17,13 +20,16 @@ import { ConfigError, loadConfig } from '../shared/config.js';
 import { createPool, ensureDatabase, migrate } from '../shared/db/pool.js';
 import { redactUrl } from '../shared/net/redact-url.js';
 import { CLI_COMMANDS, commandsOverview, runCli } from '../scripts/cli-commands.js';
+import { runSupervisor, STARTED_MESSAGE, SUPERVISED_ENV } from '../services/start.js';
 
 const ROLES: readonly Role[] = ['all', 'web', 'worker'];
 
 const USAGE = `usage: switchboard <command> [options]
 
 service processes (JSON log lines on stdout; SIGTERM or SIGINT drains and exits 0):
-  all                  the API, every worker pool and the sandbox in one process (npm start)
+  start                migrate, then the Procfile's roles (web and its workers), each in a child
+                       process of its own, restarted when one dies (npm start)
+  all                  the API, every worker pool and the sandbox in one process
   web                  the HTTP API only
   worker [--pools=${ALL_POOLS.join(',')}] [--lanes=${LANES.join(',')}]
                        worker pools (default: every pool and lane)
@@ -35,7 +41,12 @@ ${commandsOverview()}
 Configuration comes from the environment (README, "Configuration"); --help never touches the database.
 `;
 
-const ROLE_USAGE: Record<Role | 'migrate', string> = {
+type Command = Role | 'migrate' | 'start';
+
+const ROLE_USAGE: Record<Command, string> = {
+  start: 'usage: switchboard start\n\n  applies migrations (unless MIGRATE_ON_START=false), then runs the Procfile\'s roles (web and its workers),\n' +
+    '  each in a child process of its own with these node flags; a role that dies is restarted, one that cannot\n' +
+    '  start three times in a row stops everything (exit 1); SIGTERM or SIGINT drains every role\n',
   all: 'usage: switchboard all [--pools=…] [--lanes=…]\n\n  the API, every worker pool and the sandbox in one process; migrates at start unless MIGRATE_ON_START=false\n',
   web: 'usage: switchboard web\n\n  the HTTP API only (PORT); in production it waits for the schema the release step applies\n',
   worker: `usage: switchboard worker [--pools=${ALL_POOLS.join(',')}] [--lanes=${LANES.join(',')}]\n\n` +
@@ -75,7 +86,7 @@ async function runMigrate(args: string[]): Promise<number> {
   }
 }
 
-function parse(args: string[], options: Record<string, { type: 'string' }>, command: Role | 'migrate'): Record<string, string | undefined> {
+function parse(args: string[], options: Record<string, { type: 'string' }>, command: Command): Record<string, string | undefined> {
   let values: Record<string, string | boolean | undefined>;
   try {
     ({ values } = parseArgs({ args, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }));
@@ -93,7 +104,10 @@ async function runService(role: Role, args: string[]): Promise<void> {
   const values = parse(args, role === 'web' ? {} : { pools: { type: 'string' }, lanes: { type: 'string' } }, role);
   const pools = list<PoolName>(values.pools, ALL_POOLS, 'pools') ?? ALL_POOLS;
   const lanes: readonly Lane[] = list<Lane>(values.lanes, LANES, 'lanes') ?? LANES;
-  const runtime = await startRuntime({ role, pools, lanes });
+  // Under `switchboard start`: named in every log line, says when it started, and drains when the
+  // supervisor is gone (its IPC channel closed, even if it was killed).
+  const supervised = process.env[SUPERVISED_ENV] && process.send ? process.env[SUPERVISED_ENV] : undefined;
+  const runtime = await startRuntime({ role, pools, lanes, ...(supervised !== undefined && { processName: supervised }) });
   let signalled = false;
   const shutdown = (signal: string) => {
     if (signalled) {
@@ -113,6 +127,10 @@ async function runService(role: Role, args: string[]): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+  if (supervised) {
+    process.on('disconnect', () => shutdown('supervisor gone'));
+    process.send!(STARTED_MESSAGE);
+  }
 }
 
 const [command = 'all', ...rest] = process.argv.slice(2);
@@ -121,6 +139,9 @@ try {
     process.stdout.write(USAGE);
   } else if ((ROLES as readonly string[]).includes(command)) {
     await runService(command as Role, rest);
+  } else if (command === 'start') {
+    parse(rest, {}, 'start');
+    process.exit(await runSupervisor());
   } else if (command === 'migrate') {
     process.exitCode = await runMigrate(rest);
   } else if (CLI_COMMANDS.some((c) => c.name === command)) {

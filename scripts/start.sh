@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # `npm start`: install dependencies when missing, compile when the sources are newer than dist/,
-# then run the compiled service (production mode code path; NODE_ENV decides the defaults).
+# then run the compiled service (production mode code path; NODE_ENV decides the defaults):
+# `switchboard start`, which migrates and runs the Procfile's roles each in a child process of its
+# own (they run with the node flags given here); `npm run start:web` etc. start one role.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-role="${1:-all}"; shift || true
+role="${1:-start}"; shift || true
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund >&2
 fi

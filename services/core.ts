@@ -58,6 +58,39 @@ async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<
   }
 }
 
+/** Carrier connections configured by variables (SMPP_URL) that cannot work are a StartupError naming the variable. */
+export function checkEnvConnections(config: Config): void {
+  for (const provider of PROVIDERS.values()) {
+    for (const spec of provider.envConnections?.(config) ?? []) {
+      const problem = provider.check?.(spec);
+      if (problem) throw new StartupError(`SMPP_URL: ${problem.replace(/^config\.url: /, '')}`);
+    }
+  }
+}
+
+/** Creates the database when it is missing; unreachable Postgres is a StartupError saying how to start it. */
+export async function reachPostgres(config: Config): Promise<void> {
+  try {
+    await withTimeout(ensureDatabase(config.databaseUrl), 8000, 'Postgres');
+  } catch (err) {
+    throw new StartupError(`Cannot reach PostgreSQL at ${redactUrl(config.databaseUrl)}: ${(err as Error).message}.\n` +
+      'Start it (on this kind of machine: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start) or set DATABASE_URL.');
+  }
+}
+
+/** A connected Redis client that does not reconnect (yet); unreachable Redis is a StartupError saying how to start it. */
+export async function connectRedis(config: Config): Promise<Redis> {
+  const redis = createRedis(config.redisUrl, { lazyConnect: true, retryStrategy: () => null });
+  try {
+    await withTimeout(redis.connect(), 5000, 'Redis');
+    await redis.ping();
+    return redis;
+  } catch (err) {
+    redis.disconnect();
+    throw new StartupError(`Cannot reach Redis at ${redactUrl(config.redisUrl)}: ${(err as Error).message}.\n` +
+      'Start it (on this kind of machine: redis-server --daemonize yes --port 6379) or set REDIS_URL.');
+  }
+}
 
 /**
  * Who migrates at start (MIGRATE_ON_START unset): the all-in-one process (`npm start`) and every
@@ -80,19 +113,8 @@ export interface CoreOptions {
 export async function startCore(opts: CoreOptions): Promise<Core> {
   const config = opts.config ?? loadConfig();
   const logger = opts.logger ?? createLogger(config.logLevel);
-  for (const provider of PROVIDERS.values()) {
-    for (const spec of provider.envConnections?.(config) ?? []) {
-      const problem = provider.check?.(spec);
-      if (problem) throw new StartupError(`SMPP_URL: ${problem.replace(/^config\.url: /, '')}`);
-    }
-  }
-
-  try {
-    await withTimeout(ensureDatabase(config.databaseUrl), 8000, 'Postgres');
-  } catch (err) {
-    throw new StartupError(`Cannot reach PostgreSQL at ${redactUrl(config.databaseUrl)}: ${(err as Error).message}.\n` +
-      'Start it (on this kind of machine: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start) or set DATABASE_URL.');
-  }
+  checkEnvConnections(config);
+  await reachPostgres(config);
   // Connections add up over the Procfile's processes (about 72 with these defaults, under
   // Postgres' default max_connections of 100); pools open them only when needed. The engine's
   // connections (workers; the all-in-one process's engine) plan with sequential scans off; the
@@ -132,15 +154,12 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     logger.info({ connections: sealed }, 'stored SMPP passwords sealed with CREDENTIALS_KEY');
   }
 
-  const redis = createRedis(config.redisUrl, { lazyConnect: true, retryStrategy: () => null });
+  let redis: Redis;
   try {
-    await withTimeout(redis.connect(), 5000, 'Redis');
-    await redis.ping();
+    redis = await connectRedis(config);
   } catch (err) {
-    redis.disconnect();
     await db.end();
-    throw new StartupError(`Cannot reach Redis at ${redactUrl(config.redisUrl)}: ${(err as Error).message}.\n` +
-      'Start it (on this kind of machine: redis-server --daemonize yes --port 6379) or set REDIS_URL.');
+    throw err;
   }
   // Reconnect from now on: a Redis restart should not take the service down.
   redis.options.retryStrategy = (times: number) => Math.min(times * 200, 2000);

@@ -1,7 +1,8 @@
 /**
- * Assembling a process from its roles. `all` runs every role in one process (npm start); the
- * Procfile runs `web` and `worker --pools=…` processes, so the single-process default and the
- * scaled-out deployment run the same start modules. Shutdown goes in order: stop taking requests,
+ * Assembling a process from its roles. `all` runs every role in one process; the Procfile (and
+ * `npm start`, services/start.ts, which runs the Procfile's roles as children) runs `web` and
+ * `worker --pools=…` processes, so the one-process mode and the scaled-out deployment run the same
+ * start modules. Shutdown goes in order: stop taking requests,
  * stop producing work (relay, sweep), let running jobs finish while carrier connections close, then
  * flush the engine and close the connections to Redis and Postgres.
  */
@@ -47,12 +48,17 @@ export interface Runtime {
   stop(): Promise<void>;
 }
 
-export async function startRuntime(opts: { role: Role; pools?: PoolName[]; lanes?: readonly Lane[]; config?: Config; logger?: Logger }): Promise<Runtime> {
+export async function startRuntime(opts: {
+  role: Role; pools?: PoolName[]; lanes?: readonly Lane[]; config?: Config; logger?: Logger;
+  /** Named in every log line as `process` (`switchboard start` names each child by its Procfile role). */
+  processName?: string;
+}): Promise<Runtime> {
   const pools = new Set(opts.role === 'web' ? [] : (opts.pools ?? ALL_POOLS));
   const lanes = opts.lanes ?? LANES;
   const channelPools = CHANNEL_POOLS.filter((p) => pools.has(p));
   const config = opts.config ?? loadConfig();
-  const logger = opts.logger ?? createLogger(config.logLevel);
+  const base = opts.logger ?? createLogger(config.logLevel);
+  const logger = opts.processName ? base.child({ process: opts.processName }) : base;
   // Opened first: a taken METRICS_PORT stops the process before anything else starts, and probes
   // answer (live, not yet ready) while it connects.
   const metrics = config.metricsPort !== null ? await startMetricsServer(config, logger, config.metricsPort) : null;

@@ -56,8 +56,12 @@ export interface Options {
   /** Sample pg_stat_activity while measuring (on with --cpu-prof). */
   pgActivity: boolean;
   ownRedis: boolean;
-  /** `all`: one `switchboard all` process; `split`: `web` + `worker`; `procfile`: web + the Procfile's workers. */
-  processes: 'all' | 'split' | 'procfile';
+  /**
+   * `procfile`: web + the Procfile's workers, started by the harness; `start`: `switchboard start`
+   * (what npm start runs: a supervisor starting the same roles); `all`: one in-process `switchboard
+   * all`; `split`: `web` + `worker`.
+   */
+  processes: 'all' | 'split' | 'procfile' | 'start';
   /** Extra service environment (KEY=VALUE), e.g. SMS_CONCURRENCY=16. */
   env: Record<string, string>;
   /** SQL run on each fresh database after the service migrated it (to measure a schema idea). */
@@ -110,9 +114,10 @@ const USAGE = `usage: node --import tsx scripts/bench/run.ts [options]
                            and check the same (repeats within SMPP's at-least-once bound are reported)
   --no-baseline            with --copies / --kill-one, do not run e2e-smpp with one copy first
   --receipt-delay MS       simulator receipt delay (default 50; e2e-viber: its first callback)
-  --processes procfile|all|split   the Procfile's processes, as docker-compose runs them (default: its
-                           release step, then web and its workers with their --pools/--lanes), one
-                           "switchboard all" process (what npm start runs), or "web" + one "worker"
+  --processes procfile|start|all|split   the Procfile's processes, as docker-compose runs them (default: its
+                           release step, then web and its workers with their --pools/--lanes), "switchboard
+                           start" (what npm start runs: a supervisor that migrates and starts the same roles
+                           as its children), one in-process "switchboard all", or "web" + one "worker"
   --env KEY=VALUE          extra service environment (repeatable)
   --setup-sql SQL          run SQL on each fresh database once the service migrated it (repeatable),
                            e.g. --setup-sql "CREATE INDEX ON carrier_refs (attempt_id)" to measure an idea
@@ -236,8 +241,8 @@ export function parseOptions(argv: string[]): Options {
   }
   const copies = parseCopies(values.copies ?? []);
   const killOne = values['kill-one'] === true;
-  const processes = oneOf('processes', values.processes, ['all', 'split', 'procfile'] as const, 'procfile');
-  if ((hasCopies(copies) || killOne) && processes === 'all') {
+  const processes = oneOf('processes', values.processes, ['all', 'split', 'procfile', 'start'] as const, 'procfile');
+  if ((hasCopies(copies) || killOne) && (processes === 'all' || processes === 'start')) {
     throw new Error('--copies and --kill-one need the roles in processes of their own (--processes procfile or split)');
   }
   return {

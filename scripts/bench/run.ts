@@ -4,7 +4,7 @@
  *   node --import tsx scripts/bench/run.ts [--quick] [--scenario name] [--recipients 100000] [--cpu-prof] …
  *
  * Builds (`npm run build`), then per scenario starts the compiled service
- * (`node dist/bin/switchboard.js all`, NODE_ENV=production) against a fresh database and Redis
+ * (the Procfile's processes by default, `--processes`; NODE_ENV=production) against a fresh database and Redis
  * prefix, the SMSC simulator and local webhook receivers, measures, and stops everything it
  * started (also on Ctrl-C and on errors). Prints one JSON object per scenario on stdout (one line
  * each) and a table at the end; progress goes to stderr. `--help` lists the options.

@@ -6,7 +6,7 @@ import { Meter, PgActivitySampler, costPer, workPer, writesPer, type CpuReport, 
 import { Client, SpreadClient, percentiles, runBounded, sleep, type Percentiles } from './load.js';
 import { Receiver, byMessageId, byPhone, waitForAll } from './receiver.js';
 import { BENCH_CREDIT_CZK, createAccount, startService, startSimulator, type Ctx, type Service, type SimRepeats, type Simulator } from './stack.js';
-import { resolveCarrier } from './options.js';
+import { resolveCarrier, type Options } from './options.js';
 import { tpsOf, type CopiesSpec } from './copies.js';
 import { chargeFigures, type ChargeFigures } from './charges.js';
 import { summariseProfile, formatProfile, type ProfileSummary } from './profile.js';
@@ -140,7 +140,7 @@ export function checkEvents(
 // Common pieces
 // ---------------------------------------------------------------------------------------------
 
-export function serviceRole(ctx: Ctx): 'all' | 'split' | 'procfile' {
+export function serviceRole(ctx: Ctx): Options['processes'] {
   return ctx.opts.processes;
 }
 

@@ -130,8 +130,11 @@ export async function startOwnRedis(runDir: string): Promise<{ url: string; chil
 
 export interface ServiceSpec {
   label: string;
-  /** `split`: web + one worker with every pool; `procfile`: web + the Procfile's workers. */
-  role: 'all' | 'web' | 'split' | 'procfile';
+  /**
+   * `split`: web + one worker with every pool; `procfile`: web + the Procfile's workers;
+   * `start`: `switchboard start` (what npm start runs), which starts the Procfile's roles itself.
+   */
+  role: 'all' | 'web' | 'split' | 'procfile' | 'start';
   sandbox: boolean;
   smppUrl?: string | null;
   env?: Record<string, string>;
@@ -217,6 +220,8 @@ export function serviceRoles(root: string, layout: ServiceSpec['role']): Array<r
       return [['web', ['web']], ['worker', ['worker']]];
     case 'procfile':
       return [['web', ['web']], ...procfileWorkers(root).map(([name, extra]): readonly [string, string[]] => [name, ['worker', ...extra]])];
+    case 'start':
+      return [['supervisor', ['start']]];
   }
 }
 
@@ -310,15 +315,41 @@ export async function startService(ctx: Ctx, spec: ServiceSpec): Promise<Service
     });
     const released = await release.child.exited;
     if (released !== '0') throw new Error(`the release step exited ${released}:\n${release.child.tail()}`);
-    for (const [role, roleArgs] of roles) {
-      for (const { id } of expandCopies([role], spec.role === 'all' ? { all: 1, perRole: {} } : copiesSpec)) {
-        const args = [...nodeArgs, entry, ...roleArgs];
-        const logFile = path.join(ctx.runDir, `${spec.label}.${id.replace('#', '-')}.log`);
-        const { child, port } = await spawnRole(id, args, logFile);
-        processes.push({ id, role, args, logFile, child, kills: [], intended: false });
-        rssPids[spec.role === 'all' ? 'service' : `service.${id}`] = child.pid;
-        if (port !== null) {
-          urls.push(`http://127.0.0.1:${port}`);
+    if (spec.role === 'start') {
+      // What `npm start` runs: one supervisor process whose children (one per Procfile role) are
+      // found in its log lines, each naming its role and pid. Copies and kills do not apply.
+      let webPort: number | null = null;
+      let children: Record<string, number> | null = null;
+      const args = [...nodeArgs, entry, 'start'];
+      const logFile = path.join(ctx.runDir, `${spec.label}.start.log`);
+      const sup = await spawnChild<{ port: number; roles: Record<string, number> }>({
+        name: `switchboard start (${spec.label})`, args, env, cwd: ctx.root, logFile, readyTimeoutMs: 120_000,
+        ready: (line) => {
+          const parsed = line.startsWith('{') ? parseLine(line) : null;
+          if (parsed?.process === 'web' && typeof parsed.port === 'number' && parsed.msg === 'HTTP listening') webPort = parsed.port;
+          if (parsed?.msg === 'every process started') children = parsed.processes as Record<string, number>;
+          return webPort !== null && children !== null ? { port: webPort, roles: children } : null;
+        },
+      });
+      started.push(sup.child);
+      processes.push({ id: 'supervisor', role: 'supervisor', args, logFile, child: sup.child, kills: [], intended: false });
+      groups['service.supervisor'] = [sup.child.pid];
+      for (const [name, pid] of Object.entries(sup.ready.roles)) {
+        groups[`service.${name}`] = [pid];
+        rssPids[`service.${name}`] = pid;
+      }
+      urls.push(`http://127.0.0.1:${sup.ready.port}`);
+    } else {
+      for (const [role, roleArgs] of roles) {
+        for (const { id } of expandCopies([role], spec.role === 'all' ? { all: 1, perRole: {} } : copiesSpec)) {
+          const args = [...nodeArgs, entry, ...roleArgs];
+          const logFile = path.join(ctx.runDir, `${spec.label}.${id.replace('#', '-')}.log`);
+          const { child, port } = await spawnRole(id, args, logFile);
+          processes.push({ id, role, args, logFile, child, kills: [], intended: false });
+          rssPids[spec.role === 'all' ? 'service' : `service.${id}`] = child.pid;
+          if (port !== null) {
+            urls.push(`http://127.0.0.1:${port}`);
+          }
         }
       }
     }
@@ -399,6 +430,14 @@ export async function startService(ctx: Ctx, spec: ServiceSpec): Promise<Service
       return { profiles, errorLines };
     },
   };
+}
+
+function parseLine(line: string): Record<string, unknown> | null {
+  try {
+    return JSON.parse(line) as Record<string, unknown>;
+  } catch {
+    return null;
+  }
 }
 
 export interface BenchAccount {

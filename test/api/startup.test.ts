@@ -123,7 +123,7 @@ test('switchboard --help and <command> --help print usage without a database; un
   assert.match(help.stdout, /^usage: switchboard <command>/);
   assert.match(help.stdout, /migrate/);
   assert.match(help.stdout, /accounts:create/);
-  for (const command of ['web', 'worker', 'all', 'migrate', 'accounts:create', 'prices:set']) {
+  for (const command of ['start', 'web', 'worker', 'all', 'migrate', 'accounts:create', 'prices:set']) {
     const one = run(command, '--help');
     assert.equal(one.status, 0, `${command}: ${one.stderr}`);
     assert.match(one.stdout, new RegExp(`^usage: switchboard ${command}`));

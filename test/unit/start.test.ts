@@ -1,0 +1,56 @@
+/**
+ * `switchboard start`'s pure rules: when a role that exited is started again and after how long,
+ * when the supervisor gives up; what it reports of a child's last words; and its table of roles,
+ * which is the Procfile's.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { decideRestart, describeStderr, NO_EXITS, PROCFILE_PROCESSES, RELEASE_ARGS, RESTART_POLICY, type ExitHistory, type RestartDecision } from '../../services/start.js';
+import { procfileCommands } from '../../scripts/bench/stack.js';
+
+test('restart or give up, and the pause before a restart', () => {
+  const stable = RESTART_POLICY.stableMs;
+  const h = (failures: number, startFailures: number): ExitHistory => ({ failures, startFailures });
+  const restart = (delayMs: number, history: ExitHistory): RestartDecision => ({ action: 'restart', delayMs, history });
+  const table: Array<[string, ExitHistory, { started: boolean; ranMs: number }, RestartDecision]> = [
+    ['first crash after a start: half a second', NO_EXITS, { started: true, ranMs: 5_000 }, restart(500, h(1, 0))],
+    ['a second quick crash doubles the pause', h(1, 0), { started: true, ranMs: 2_000 }, restart(1_000, h(2, 0))],
+    ['a third: 2 s', h(2, 0), { started: true, ranMs: 2_000 }, restart(2_000, h(3, 0))],
+    ['crashing on and on: the pause stops at 30 s', h(12, 0), { started: true, ranMs: 100 }, restart(30_000, h(13, 0))],
+    ['a crash after a stable run starts the count again', h(12, 0), { started: true, ranMs: stable }, restart(500, h(1, 0))],
+    ['a first failed start: restarted', NO_EXITS, { started: false, ranMs: 1_500 }, restart(500, h(1, 1))],
+    ['a second failed start in a row: restarted later', h(1, 1), { started: false, ranMs: 1_500 }, restart(1_000, h(2, 2))],
+    ['a third failed start in a row: give up', h(2, 2), { started: false, ranMs: 1_500 }, { action: 'give-up', history: h(3, 3) }],
+    ['a start between failed starts resets their count', h(2, 2), { started: true, ranMs: 1_500 }, restart(2_000, h(3, 0))],
+    ['a failed start after crashes keeps the growing pause', h(4, 0), { started: false, ranMs: 1_000 }, restart(8_000, h(5, 1))],
+    ['waiting long for the schema, then failing, still counts as a failed start', h(1, 2), { started: false, ranMs: stable * 5 }, { action: 'give-up', history: h(1, 3) }],
+  ];
+  for (const [what, history, exit, expected] of table) {
+    assert.deepEqual(decideRestart(history, exit), expected, what);
+  }
+  assert.deepEqual(decideRestart(NO_EXITS, { started: false, ranMs: 10 }, { ...RESTART_POLICY, maxStartFailures: 1 }), { action: 'give-up', history: h(1, 1) },
+    'the policy is a parameter');
+});
+
+test('a child\'s last words: its last stderr lines without stack frames', () => {
+  const table: Array<[string[], string | null]> = [
+    [[], null],
+    [['', '  '], null],
+    [['PORT: port 8080 is already in use (another switchboard process or another program listens on it); stop that process or choose another port'],
+      'PORT: port 8080 is already in use (another switchboard process or another program listens on it); stop that process or choose another port'],
+    [['Cannot reach PostgreSQL at postgres://127.0.0.1:1/x: connect ECONNREFUSED.', 'Start it (…) or set DATABASE_URL.'],
+      'Cannot reach PostgreSQL at postgres://127.0.0.1:1/x: connect ECONNREFUSED. Start it (…) or set DATABASE_URL.'],
+    [['switchboard web: Error: boom', '    at f (file.js:1:1)', '    at g (file.js:2:2)'], 'switchboard web: Error: boom'],
+    [['a', 'b', 'c', 'd'], 'b c d'],
+  ];
+  for (const [lines, expected] of table) assert.equal(describeStderr(lines), expected, JSON.stringify(lines));
+});
+
+test('the supervisor runs the Procfile\'s lines, in its order, with its arguments', () => {
+  const procfile = procfileCommands(readFileSync(new URL('../../Procfile', import.meta.url), 'utf8'));
+  assert.deepEqual(procfile.map(([name, args]) => [name, [...args]]), [
+    ['release', [...RELEASE_ARGS]],
+    ...PROCFILE_PROCESSES.map((p) => [p.name, [...p.args]]),
+  ]);
+});
