@@ -14,7 +14,10 @@ import { dispatchQueueName, statusQueueName, WEBHOOK_QUEUE } from '../../shared/
 import { admitStart, limitKeys } from '../../shared/verification/rate-limit.js';
 import { SmppRedisStore } from '../../shared/carriers/smpp/redis-store.js';
 import { getEach, keyGroup } from '../../shared/redis.js';
-import { startReceiver, startTestService, waitFor, type Receiver, type TestService } from '../support/harness.js';
+import { loadConfig } from '../../shared/config.js';
+import { createLogger } from '../../shared/logger.js';
+import { startRuntime, StartupError } from '../../services/runtime.js';
+import { createTestDatabase, startReceiver, startTestService, waitFor, type Receiver, type TestService } from '../support/harness.js';
 import { startRedisCluster, type OwnRedisCluster } from '../support/redis-cluster.js';
 
 const T = { timeout: 30_000 };
@@ -174,5 +177,20 @@ describe('on a Redis Cluster of three masters', () => {
     assert.deepEqual([await client.zcard(accountKey), await client.zcard(phoneKey)], [1, 1]);
     if (admitted.admitted) await admitted.release();
     assert.deepEqual([await client.zcard(accountKey), await client.zcard(phoneKey)], [0, 0]);
+  });
+});
+
+describe('a Redis Cluster that cannot be reached', () => {
+  it('stops the start, without hanging, with a message naming the nodes and the variable', T, async () => {
+    const db = await createTestDatabase();
+    try {
+      const config = loadConfig({ NODE_ENV: 'test', PORT: '0', DATABASE_URL: db.url, REDIS_CLUSTER_NODES: '127.0.0.1:1,127.0.0.1:2', LOG_LEVEL: 'silent' });
+      const started = Date.now();
+      await assert.rejects(startRuntime({ role: 'all', config, logger: createLogger('silent') }), (err: unknown) =>
+        err instanceof StartupError && /Cannot reach Redis at the Redis Cluster of 127\.0\.0\.1:1, 127\.0\.0\.1:2/.test(err.message) && /REDIS_CLUSTER_NODES/.test(err.message));
+      assert.ok(Date.now() - started < 20_000, `gave up after ${Date.now() - started} ms (migrations included)`);
+    } finally {
+      await db.drop();
+    }
   });
 });
