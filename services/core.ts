@@ -8,7 +8,7 @@ import { loadConfig, type Config } from '../shared/config.js';
 import { createLogger, type Logger } from '../shared/logger.js';
 import { createPool, ensureDatabase, migrate, type Db } from '../shared/db/pool.js';
 import { SchemaNotReadyError, describe as describeMigrations, waitForSchema } from '../shared/db/schema.js';
-import { createRedis, RedisOutages, type Redis } from '../shared/redis.js';
+import { createRedis, describeRedisTarget, keepReconnecting, RedisOutages, type Redis } from '../shared/redis.js';
 import { Queues, type Lane } from '../shared/queues.js';
 import { Engine, type EnginePools } from '../shared/engine/engine.js';
 import { CarrierRegistry } from '../shared/engine/routing.js';
@@ -80,16 +80,24 @@ export async function reachPostgres(config: Config): Promise<void> {
 
 /** A connected Redis client that does not reconnect (yet); unreachable Redis is a StartupError saying how to start it. */
 export async function connectRedis(config: Config): Promise<Redis> {
-  const redis = createRedis(config.redisUrl, { lazyConnect: true, retryStrategy: () => null });
+  const target = redisTarget(config);
+  const redis = createRedis(target, { lazyConnect: true, retryStrategy: () => null });
   try {
     await withTimeout(redis.connect(), 5000, 'Redis');
     await redis.ping();
     return redis;
   } catch (err) {
     redis.disconnect();
-    throw new StartupError(`Cannot reach Redis at ${redactUrl(config.redisUrl)}: ${(err as Error).message}.\n` +
-      'Start it (on this kind of machine: redis-server --daemonize yes --port 6379) or set REDIS_URL.');
+    throw new StartupError(`Cannot reach Redis at ${describeRedisTarget(target, redactUrl)}: ${(err as Error).message}.\n` +
+      (config.redisCluster
+        ? 'Check REDIS_CLUSTER_NODES (seed nodes of a Redis Cluster whose slots are all assigned).'
+        : 'Start it (on this kind of machine: redis-server --daemonize yes --port 6379) or set REDIS_URL.'));
   }
+}
+
+/** The Redis this process uses: one server (REDIS_URL) or a cluster's seed nodes (REDIS_CLUSTER_NODES). */
+function redisTarget(config: Config) {
+  return { url: config.redisUrl, cluster: config.redisCluster };
 }
 
 /**
@@ -154,6 +162,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     logger.info({ connections: sealed }, 'stored SMPP passwords sealed with CREDENTIALS_KEY');
   }
 
+  const target = redisTarget(config);
   let redis: Redis;
   try {
     redis = await connectRedis(config);
@@ -162,10 +171,18 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     throw err;
   }
   // Reconnect from now on: a Redis restart should not take the service down.
-  redis.options.retryStrategy = (times: number) => Math.min(times * 200, 2000);
+  keepReconnecting(redis);
   const outages = new RedisOutages(logger);
   outages.watch(redis, 'main');
-  const connection: ConnectionOptions = { url: config.redisUrl, maxRetriesPerRequest: null };
+  // One Redis: each queue and worker opens its own connections from these options. A cluster: they
+  // share one cluster client (BullMQ duplicates it for the workers' blocking commands), and every
+  // queue's keys carry a hash tag of their own (queuePrefix).
+  let queueClient: Redis | null = null;
+  if (config.redisCluster) {
+    queueClient = createRedis(target);
+    outages.watch(queueClient, 'queues');
+  }
+  const connection: ConnectionOptions = queueClient ?? { url: config.redisUrl, maxRetriesPerRequest: null };
   const queues = new Queues(connection, config.redisPrefix, config.concurrency.status, (source, err) => {
     if (!outages.error(source, err)) logger.error({ source, err: err.message }, 'queue error');
   });
@@ -198,6 +215,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
       await engine.close();
       await sandbox?.close();
       await queues.close();
+      queueClient?.disconnect();
       redis.disconnect();
       await Promise.all([db.end(), apiDb === db ? null : apiDb.end(), enginePools.priority?.end(), enginePools.status?.end()]);
     })();

@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { FAMILIES, type Family } from './channels/index.js';
+import type { RedisClusterTarget } from './redis.js';
 
 export interface Config {
   /** `NODE_ENV === 'production'`; everything else counts as development (D11). */
@@ -16,8 +17,10 @@ export interface Config {
   port: number;
   /** Postgres connection string (default postgres://127.0.0.1:5432/switchboard). */
   databaseUrl: string;
-  /** Redis connection string (default redis://127.0.0.1:6379). */
+  /** Redis connection string (default redis://127.0.0.1:6379); unused when `redisCluster` is set. */
   redisUrl: string;
+  /** A Redis Cluster's seed nodes (REDIS_CLUSTER_NODES), or null: one Redis at `redisUrl`. */
+  redisCluster: RedisClusterTarget | null;
   /** Prefix for every Redis key and BullMQ queue (default `sb`); tests use one per run. */
   redisPrefix: string;
   /** Base URL used to build links (default http://localhost:8080). */
@@ -116,6 +119,7 @@ const schema = Joi.object({
   PORT: Joi.number().integer().min(0).max(65535).default(8080),
   DATABASE_URL: Joi.string().uri({ scheme: ['postgres', 'postgresql'] }).default('postgres://127.0.0.1:5432/switchboard'),
   REDIS_URL: Joi.string().uri({ scheme: ['redis', 'rediss'] }).default('redis://127.0.0.1:6379'),
+  REDIS_CLUSTER_NODES: Joi.string().allow(''),
   REDIS_PREFIX: Joi.string().pattern(/^[A-Za-z0-9_-]{1,40}$/).default('sb'),
   PUBLIC_URL: Joi.string().uri({ scheme: ['http', 'https'] }).default('http://localhost:8080'),
   ADMIN_TOKEN: Joi.string().min(16).allow(''),
@@ -206,6 +210,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
   if (adminTokenProblem) {
     problems.push(`ADMIN_TOKEN: ${adminTokenProblem}; production needs at least ${PRODUCTION_ADMIN_TOKEN_LENGTH} random characters (e.g. \`openssl rand -hex 24\`), or leave it unset to refuse every admin call`);
   }
+  let redisCluster: RedisClusterTarget | null = null;
+  if (value.REDIS_CLUSTER_NODES) {
+    const parsed = parseClusterNodes(String(value.REDIS_CLUSTER_NODES));
+    if (typeof parsed === 'string') problems.push(`REDIS_CLUSTER_NODES: ${parsed}`);
+    else redisCluster = parsed;
+    if (env.REDIS_URL) problems.push('REDIS_URL: set REDIS_URL (one Redis) or REDIS_CLUSTER_NODES (a Redis Cluster), not both');
+  }
   if (problems.length > 0) {
     throw new ConfigError(problems);
   }
@@ -214,6 +225,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     port: value.PORT,
     databaseUrl: withDefaultUser(value.DATABASE_URL),
     redisUrl: value.REDIS_URL,
+    redisCluster,
     redisPrefix: value.REDIS_PREFIX,
     publicUrl: value.PUBLIC_URL.replace(/\/$/, ''),
     adminToken: value.ADMIN_TOKEN ? value.ADMIN_TOKEN : null,
@@ -262,6 +274,61 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
  * A URL without a user name connects as the operating-system user, as libpq (psql) does; the pg
  * driver would otherwise take `$USER`, which a service manager or CI may not set.
  */
+/**
+ * REDIS_CLUSTER_NODES: seed nodes of a Redis Cluster, comma-separated, each `host:port` or a
+ * `redis://` / `rediss://` URL (`[user:password@]host:port`, no database: a cluster has only 0).
+ * The other nodes are found from the seeds. Credentials and TLS are the cluster's: given on one
+ * entry they apply to every node, and entries that give them must agree. Returns the problem as
+ * text when the value is not such a list.
+ */
+export function parseClusterNodes(raw: string): RedisClusterTarget | string {
+  const entries = raw.split(',').map((e) => e.trim());
+  if (entries.some((e) => e === '')) return 'must be a comma-separated list of host:port (or redis:// URLs) without empty entries';
+  const nodes: RedisClusterTarget['nodes'] = [];
+  let scheme: string | null = null;
+  let username: string | undefined;
+  let password: string | undefined;
+  for (const entry of entries) {
+    const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(entry);
+    let url: URL;
+    try {
+      url = new URL(withScheme ? entry : `redis://${entry}`);
+    } catch {
+      return `"${redactEntry(entry)}" is not host:port or a redis:// URL`;
+    }
+    if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') return `"${redactEntry(entry)}": the scheme must be redis:// or rediss://`;
+    if (url.hostname === '') return `"${redactEntry(entry)}" names no host`;
+    if (!withScheme && url.port === '' && !/:\d+$/.test(entry)) return `"${redactEntry(entry)}" names no port (host:port)`;
+    if (url.pathname !== '' && url.pathname !== '/') return `"${redactEntry(entry)}": a Redis Cluster has no databases but 0; leave the path out`;
+    if (url.search !== '' || url.hash !== '') return `"${redactEntry(entry)}": no query or fragment`;
+    if (scheme !== null && url.protocol !== scheme) return 'every entry must use the same scheme (redis:// or rediss://)';
+    scheme = url.protocol;
+    const user = url.username ? decodeURIComponent(url.username) : undefined;
+    const pass = url.password ? decodeURIComponent(url.password) : undefined;
+    if (user !== undefined || pass !== undefined) {
+      if ((username !== undefined || password !== undefined) && (user !== username || pass !== password)) {
+        return 'entries that give credentials must give the same ones (they are the cluster\'s)';
+      }
+      username = user;
+      password = pass;
+    }
+    const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+    const port = url.port === '' ? 6379 : Number(url.port);
+    if (!nodes.some((n) => n.host === host && n.port === port)) nodes.push({ host, port });
+  }
+  return {
+    nodes,
+    ...(username !== undefined && { username }),
+    ...(password !== undefined && { password }),
+    tls: scheme === 'rediss:',
+  };
+}
+
+/** An entry as it may appear in a message: its password replaced. */
+function redactEntry(entry: string): string {
+  return entry.replace(/^([a-z]+:\/\/[^:@/]*:)[^@/]*@/i, '$1***@');
+}
+
 function withDefaultUser(raw: string): string {
   const url = new URL(raw);
   if (!url.username) {

@@ -6,7 +6,7 @@
  * a carrier is away is right (they wait in Postgres and go once it is back), and taking the API out
  * of a load balancer would refuse them instead.
  */
-import type { Redis } from 'ioredis';
+import type { Redis } from './redis.js';
 import type { Config } from './config.js';
 import type { Db } from './db/pool.js';
 import type { SecretBox } from './secrets/sealed.js';

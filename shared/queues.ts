@@ -2,8 +2,13 @@
  * Every BullMQ queue of the service, its typed job payload and default options. Payloads carry
  * ids, never secrets or message text: workers read the rows from Postgres. Job ids are
  * deterministic where a duplicate enqueue must be a no-op (BullMQ refuses `:` in ids: we use `.`).
+ *
+ * On a Redis Cluster each queue's keys carry a hash tag of their own (`queuePrefix`): BullMQ's
+ * scripts touch several keys of one queue, which must share a slot, and a tag per queue (not one
+ * for the whole service) spreads the queues over the cluster's nodes.
  */
 import { Queue, type JobsOptions, type ConnectionOptions } from 'bullmq';
+import { isCluster } from './redis.js';
 import type { StatusReport } from './carriers/types.js';
 import { FAMILIES, type Family } from './channels/index.js';
 
@@ -69,6 +74,16 @@ export function statusPartitionOf(report: { attemptId?: number; carrier?: string
 }
 export const WEBHOOK_QUEUE = 'webhooks';
 
+/**
+ * The BullMQ prefix of a queue. One Redis: `prefix` (REDIS_PREFIX), so keys stay
+ * `sb:sms.priority:wait`, as every version wrote them (delayed jobs and status batches survive an
+ * upgrade). A Redis Cluster: `{sb:sms.priority}`, a hash tag per queue (BullMQ's documented way:
+ * `{sb:sms.priority}:sms.priority:wait`), so every key of a queue is in one slot.
+ */
+export function queuePrefix(prefix: string, queue: string, cluster: boolean): string {
+  return cluster ? `{${prefix}:${queue}}` : prefix;
+}
+
 export const ttlJobId = (attemptId: number): string => `ttl.${attemptId}`;
 export const webhookJobId = (batchId: number): string => `wh.${batchId}`;
 
@@ -90,6 +105,8 @@ export class Queues {
   readonly dispatch = new Map<string, Queue<DispatchJob>>();
   readonly status: Array<Queue<StatusJob>>;
   readonly webhooks: Queue<WebhookJob>;
+  /** Whether `connection` is a Redis Cluster client (then each queue has a hash tag of its own). */
+  readonly cluster: boolean;
 
   constructor(
     readonly connection: ConnectionOptions,
@@ -99,17 +116,23 @@ export class Queues {
     /** Where the queues' connection errors go (a queue without an 'error' listener prints each one's stack). */
     onError: (source: string, err: Error) => void = () => undefined,
   ) {
+    this.cluster = isCluster(connection);
     for (const pool of CHANNEL_POOLS) {
       for (const lane of LANES) {
         const name = dispatchQueueName(pool, lane);
-        this.dispatch.set(name, new Queue<DispatchJob>(name, { connection, prefix }));
+        this.dispatch.set(name, new Queue<DispatchJob>(name, { connection, prefix: this.prefixOf(name) }));
       }
     }
-    this.status = Array.from({ length: statusPartitions }, (_, p) => new Queue<StatusJob>(statusQueueName(p), { connection, prefix }));
-    this.webhooks = new Queue<WebhookJob>(WEBHOOK_QUEUE, { connection, prefix });
+    this.status = Array.from({ length: statusPartitions }, (_, p) => new Queue<StatusJob>(statusQueueName(p), { connection, prefix: this.prefixOf(statusQueueName(p)) }));
+    this.webhooks = new Queue<WebhookJob>(WEBHOOK_QUEUE, { connection, prefix: this.prefixOf(WEBHOOK_QUEUE) });
     for (const queue of this.all()) {
       queue.on('error', (err) => onError(`queue ${queue.name}`, err));
     }
+  }
+
+  /** The BullMQ prefix of the queue `name` (workers on it must use the same). */
+  prefixOf(name: string): string {
+    return queuePrefix(this.prefix, name, this.cluster);
   }
 
   dispatchQueue(pool: ChannelPool, lane: Lane): Queue<DispatchJob> {

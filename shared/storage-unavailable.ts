@@ -41,6 +41,10 @@ const UNAVAILABLE_MESSAGES = [
   /^Stream isn't writeable and enableOfflineQueue options is false$/, // ioredis
   /^Reached the max retries per request limit/, // ioredis MaxRetriesPerRequestError
   /^connect ETIMEDOUT$/, // ioredis connectTimeout
+  /^Cluster isn't ready and enableOfflineQueue options is false$/, // ioredis Cluster
+  /^None of startup nodes is available$/, // ioredis Cluster
+  /^Failed to refresh slots cache/, // ioredis Cluster
+  /^CLUSTERDOWN/, // a Redis Cluster without a majority or with slots uncovered
 ];
 
 export function isStorageUnavailable(err: unknown, depth = 0): boolean {

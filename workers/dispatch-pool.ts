@@ -8,7 +8,7 @@ import type { Engine } from '../shared/engine/engine.js';
 import type { Logger } from '../shared/logger.js';
 import { LANES, dispatchQueueName, type ChannelPool, type DispatchJob, type Lane } from '../shared/queues.js';
 import { isCallJobId } from '../shared/engine/dispatch-jobs.js';
-import { logWorkerErrors, type WorkerConnection } from './connection.js';
+import { logWorkerErrors, workerPrefix, type WorkerConnection } from './connection.js';
 
 // A priority job holds its slot until its submit responses are durable (a few event-loop turns
 // under load), so the lane gets more slots than it has work: an OTP never waits for a free one.
@@ -36,7 +36,7 @@ export function startDispatchPool(
         return { handed: outcome.handed, rejected: outcome.rejected };
       },
       {
-        connection: conn.connection, prefix: conn.prefix, concurrency: Math.max(1, Math.round(concurrency * LANE_SHARE[lane])),
+        connection: conn.connection, prefix: workerPrefix(conn, dispatchQueueName(pool, lane)), concurrency: Math.max(1, Math.round(concurrency * LANE_SHARE[lane])),
         lockDuration: lane === 'priority' ? lockMs / 2 : lockMs, stalledInterval: lane === 'priority' ? lockMs / 2 : lockMs,
       },
     );

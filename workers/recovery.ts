@@ -6,7 +6,7 @@
  */
 import type { Db } from '../shared/db/pool.js';
 import type { Logger } from '../shared/logger.js';
-import type { Redis } from 'ioredis';
+import type { Redis } from '../shared/redis.js';
 import { STATUS_JOB_OPTIONS, ttlJobId, type Queues, type StatusJob } from '../shared/queues.js';
 import { CHANNEL_MODULES, isChannel, stepOf, type AttemptState, type FlowStep } from '../shared/channels/index.js';
 import { defaultTtlMinutes } from '../shared/engine/transitions.js';

@@ -7,7 +7,7 @@ import { Worker, type Job } from 'bullmq';
 import type { Engine } from '../shared/engine/engine.js';
 import type { Logger } from '../shared/logger.js';
 import type { Queues, StatusJob } from '../shared/queues.js';
-import { logWorkerErrors, type WorkerConnection } from './connection.js';
+import { logWorkerErrors, workerPrefix, type WorkerConnection } from './connection.js';
 
 export async function startStatusPool(engine: Engine, queues: Queues, conn: WorkerConnection, logger: Logger): Promise<Worker[]> {
   return Promise.all(queues.status.map(async (queue) => {
@@ -15,7 +15,7 @@ export async function startStatusPool(engine: Engine, queues: Queues, conn: Work
     const worker = new Worker<StatusJob>(
       queue.name,
       async (job: Job<StatusJob>) => engine.applyStatusJob(job.data),
-      { connection: conn.connection, prefix: conn.prefix, concurrency: 1 },
+      { connection: conn.connection, prefix: workerPrefix(conn, queue.name), concurrency: 1 },
     );
     logWorkerErrors(worker, conn, logger, 'status');
     worker.on('failed', (job, err) => {

@@ -16,7 +16,7 @@ import { deliverBatch } from '../shared/webhooks/deliver.js';
 import { deadLetterIfExhausted, retryDelay } from '../shared/webhooks/jobs.js';
 import type { OriginSlots } from '../shared/webhooks/direct.js';
 import type { WebhookFailureLog } from '../shared/webhooks/failure-log.js';
-import { logWorkerErrors, type WorkerConnection } from './connection.js';
+import { logWorkerErrors, workerPrefix, type WorkerConnection } from './connection.js';
 
 /** A failed attempt to be made again after `delayMs` (D4's schedule, computed once, logged with it). */
 class RetryLater extends Error {
@@ -69,7 +69,7 @@ export function startWebhookPool(
     },
     {
       connection: conn.connection,
-      prefix: conn.prefix,
+      prefix: workerPrefix(conn, WEBHOOK_QUEUE),
       concurrency: opts.concurrency,
       settings: {
         backoffStrategy: (attemptsMade: number, _type?: string, err?: Error) =>

@@ -4,7 +4,7 @@
  * write-only: sealed when stored, masked in every answer, never logged.
  */
 import Joi from 'joi';
-import type { Redis } from 'ioredis';
+import type { Redis } from '../redis.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/pool.js';
 import { FAMILIES, type Family } from '../channels/index.js';

@@ -12,7 +12,7 @@
  * /admin/api/carriers` reads in any process.
  */
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { Redis } from '../redis.js';
 import type { SecretBox } from '../secrets/sealed.js';
 import type { CarrierRegistry, PrefixRoute, SenderRoute } from '../engine/routing.js';
 import type { CarrierProvider, ConnectionSpec, ConnectionState, OpenConnection, ProviderContext, SenderSpec } from './provider.js';

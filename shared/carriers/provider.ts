@@ -9,7 +9,7 @@
  * (connections.ts), the admin API (D12) and the callback route `/callbacks/<kind>/<connection>`.
  */
 import type Joi from 'joi';
-import type { Redis } from 'ioredis';
+import type { Redis } from '../redis.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/pool.js';
 import type { Logger } from '../logger.js';

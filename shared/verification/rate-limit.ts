@@ -17,7 +17,8 @@ export const ACCOUNT_WINDOW_MS = 60_000;
 export const PHONE_WINDOW_MS = 3_600_000;
 
 /**
- * KEYS[1] account window, KEYS[2] phone window.
+ * KEYS[1] account window, KEYS[2] phone window; both carry the hash tag `{<account id>}`
+ * (`limitKeys`), so on a Redis Cluster they are in one slot (as is `release`'s MULTI).
  * ARGV: member, account limit, account window ms, phone limit, phone window ms, cooldown ms.
  * Returns {0, 0} when admitted, {1, retryMs} for the account limit, {2, retryMs} for the phone limits.
  */

@@ -4,7 +4,7 @@
  * batches of its own events; the primary key also those of its sub-keys (as with messages, D6).
  */
 import Joi from 'joi';
-import type { Redis } from 'ioredis';
+import type { Redis } from '../redis.js';
 import type { Db } from '../db/pool.js';
 import type { Queues } from '../queues.js';
 import type { ApiKeyRecord } from '../domain/keys.js';
@@ -70,6 +70,7 @@ async function nextAttempts(redis: Redis, queues: Queues, ids: number[]): Promis
   const out = new Map<number, string>();
   if (ids.length === 0) return out;
   const delayed = queues.webhooks.keys.delayed!;
+  // One key (the webhooks queue's, in its own hash tag's slot on a Redis Cluster): one pipeline.
   const pipeline = redis.pipeline();
   for (const id of ids) pipeline.zscore(delayed, webhookJobId(id));
   const scores = ((await pipeline.exec()) ?? []).map(([, score]) => score as string | null);

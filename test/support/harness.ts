@@ -90,7 +90,8 @@ export async function startTestService(opts: {
     NODE_ENV: 'test',
     PORT: '0',
     DATABASE_URL: db.url,
-    REDIS_URL,
+    // A test on a Redis Cluster names its nodes instead (REDIS_CLUSTER_NODES; the two exclude each other).
+    ...(opts.env?.REDIS_CLUSTER_NODES === undefined && { REDIS_URL }),
     REDIS_PREFIX: prefix,
     ADMIN_TOKEN,
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',

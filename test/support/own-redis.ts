@@ -23,14 +23,11 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-export async function startOwnRedis(): Promise<OwnRedis> {
-  const port = await freePort();
-  const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+/** Resolves when a starting redis-server says it accepts connections; rejects when it exits first or takes over 10 s. */
+export async function untilReady(child: ChildProcess, what: string): Promise<void> {
   let output = '';
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`redis-server did not start: ${output}`)), 10_000);
+    const timer = setTimeout(() => reject(new Error(`${what} did not start: ${output}`)), 10_000);
     child.stdout?.on('data', (d: Buffer) => {
       output += d.toString();
       if (/Ready to accept connections/.test(output)) {
@@ -40,10 +37,18 @@ export async function startOwnRedis(): Promise<OwnRedis> {
     });
     child.once('exit', (code) => {
       clearTimeout(timer);
-      reject(new Error(`redis-server exited (${code}): ${output}`));
+      reject(new Error(`${what} exited (${code}): ${output}`));
     });
   });
   child.removeAllListeners('exit');
+}
+
+export async function startOwnRedis(): Promise<OwnRedis> {
+  const port = await freePort();
+  const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  await untilReady(child, 'redis-server');
   return {
     url: `redis://127.0.0.1:${port}`,
     port,

@@ -111,3 +111,28 @@ test('who migrates at start: all, and every process outside production; MIGRATE_
     assert.equal(migratesOnStart(loadConfig(env), role), expected, `${JSON.stringify(env)} ${role}`);
   }
 });
+
+test('REDIS_CLUSTER_NODES: seed nodes of a Redis Cluster as host:port or redis:// URLs; bad values named; not with REDIS_URL', () => {
+  assert.equal(loadConfig({}).redisCluster, null, 'one Redis unless set');
+  assert.equal(loadConfig({ REDIS_CLUSTER_NODES: '' }).redisCluster, null);
+  assert.deepEqual(loadConfig({ REDIS_CLUSTER_NODES: '10.0.0.1:7000, 10.0.0.2:7001,[::1]:7002' }).redisCluster, {
+    nodes: [{ host: '10.0.0.1', port: 7000 }, { host: '10.0.0.2', port: 7001 }, { host: '::1', port: 7002 }], tls: false,
+  });
+  assert.deepEqual(loadConfig({ REDIS_CLUSTER_NODES: 'rediss://app:p%40ss@a.example:6380,rediss://b.example' }).redisCluster, {
+    nodes: [{ host: 'a.example', port: 6380 }, { host: 'b.example', port: 6379 }], username: 'app', password: 'p@ss', tls: true,
+  });
+  const bad: Array<[string, RegExp]> = [
+    ['10.0.0.1', /names no port/],
+    ['10.0.0.1:7000,,10.0.0.2:7000', /without empty entries/],
+    ['http://10.0.0.1:7000', /scheme must be redis/],
+    ['redis://10.0.0.1:7000/2', /no databases but 0/],
+    ['redis://10.0.0.1:7000,rediss://10.0.0.2:7000', /same scheme/],
+    ['redis://a:one@h1:1,redis://a:two@h2:2', /same ones/],
+    ['host:notaport', /is not host:port/],
+  ];
+  for (const [value, problem] of bad) {
+    assert.throws(() => loadConfig({ REDIS_CLUSTER_NODES: value }), (err: unknown) => err instanceof ConfigError && /REDIS_CLUSTER_NODES: /.test(err.message) && problem.test(err.message), value);
+  }
+  assert.throws(() => loadConfig({ REDIS_CLUSTER_NODES: 'redis://a:secret@h1:1,h2:2,redis://a:other@h3:3' }), (err: unknown) => err instanceof ConfigError && !err.message.includes('secret') && !err.message.includes('other'));
+  assert.throws(() => loadConfig({ REDIS_CLUSTER_NODES: 'h1:7000', REDIS_URL: 'redis://h:6379' }), (err: unknown) => err instanceof ConfigError && /REDIS_URL: set REDIS_URL \(one Redis\) or REDIS_CLUSTER_NODES/.test(err.message));
+});

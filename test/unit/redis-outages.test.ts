@@ -10,7 +10,10 @@ test('connection errors are told apart from failed commands', () => {
     [Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }), true],
     [new Error('Connection is closed.'), true],
     [new Error("Stream isn't writeable and enableOfflineQueue options is false"), true],
+    [new Error('None of startup nodes is available'), true],
+    [new Error('CLUSTERDOWN The cluster is down'), true],
     [new Error('ERR unknown command'), false],
+    [new Error("CROSSSLOT Keys in request don't hash to the same slot"), false],
     [new Error('NOSCRIPT No matching script'), false],
     [null, false],
   ];

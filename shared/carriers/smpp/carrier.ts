@@ -27,7 +27,7 @@
  * sends it again).
  */
 import { createHash } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import { keyGroup, type Redis } from '../../redis.js';
 import type { Carrier, CarrierSink, OutboundAttempt, StatusReport } from '../types.js';
 import type { SmsAttempt } from '../../channels/index.js';
 import {
@@ -75,7 +75,10 @@ export interface SmppCarrierOptions {
   url: string | SmppUrlOptions;
   sink: CarrierSink;
   redis: Redis;
-  /** `config.redisPrefix`; every key of this carrier lives under `<prefix>:smpp:<connection>:`. */
+  /**
+   * `config.redisPrefix`; every key of this carrier lives under `<prefix>:smpp:<connection>:`
+   * (`{<prefix>:smpp:<connection>}:` on a Redis Cluster: one hash tag per connection, see redis-store.ts).
+   */
   redisPrefix: string;
   /**
    * Connection whose name receipts are reported under and whose id index they read. Default: this
@@ -277,11 +280,14 @@ export class SmppCarrier implements Carrier {
     this.throttleInitialMs = options.throttleBackoff?.initialMs ?? 200;
     this.throttleMaxMs = options.throttleBackoff?.maxMs ?? 5_000;
     this.maxRetries = options.maxRetries ?? 100;
-    this.store = new SmppRedisStore(options.redis, `${options.redisPrefix}:smpp:${options.connection}`);
-    this.refStore = namespace === options.connection ? this.store : new SmppRedisStore(options.redis, `${options.redisPrefix}:smpp:${namespace}`);
-    // The learned id form belongs to the SMSC (and account) the connection points at.
+    const base = (name: string) => keyGroup(options.redis, `${options.redisPrefix}:smpp:${name}`);
+    this.store = new SmppRedisStore(options.redis, base(options.connection));
+    this.refStore = namespace === options.connection ? this.store : new SmppRedisStore(options.redis, base(namespace));
+    // The learned id form belongs to the SMSC (and account) the connection points at. It is in the
+    // namespace's group: a sending connection is its own namespace, so its index script's keys
+    // (idform and id:<ref>, INDEX_IDS_LUA) share one hash tag.
     const smsc = createHash('sha1').update(`${url.host}:${url.port}:${url.systemId}`).digest('hex').slice(0, 16);
-    this.store.idFormKey = this.refStore.idFormKey = `${options.redisPrefix}:smpp:${namespace}:idform:${smsc}`;
+    this.store.idFormKey = this.refStore.idFormKey = `${base(namespace)}:idform:${smsc}`;
     this.receiptIds = new ReceiptIds({
       submitForm: url.submitIdForm,
       receiptForm: url.receiptIdForm,
@@ -293,7 +299,7 @@ export class SmppCarrier implements Carrier {
       ...(this.sink.matchRefs && { matchRefs: (refs: string[]) => this.sink.matchRefs!(this.refCarrier, refs) }),
     });
     this.store.onIdForm = (value) => this.receiptIds.adopt(value);
-    this.bucket = url.tps ? new RedisTokenBucket(options.redis, `${options.redisPrefix}:smpp:${options.connection}:tps`, { tps: url.tps }) : null;
+    this.bucket = url.tps ? new RedisTokenBucket(options.redis, `${base(options.connection)}:tps`, { tps: url.tps }) : null;
 
     this.session = new SmppSession({
       host: url.host,

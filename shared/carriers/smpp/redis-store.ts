@@ -1,6 +1,8 @@
 /**
  * What an SMPP connection keeps in Redis, shared by every process bound over it. All keys start
- * with `<redisPrefix>:smpp:<connection>:` and expire on their own:
+ * with `<redisPrefix>:smpp:<connection>:` and expire on their own. On a Redis Cluster the base is
+ * the hash tag `{<redisPrefix>:smpp:<connection>}` (`keyGroup`): every key of a connection is in
+ * one slot, so the pipelines, MGETs and scripts below may name several of them.
  *
  * - `acc:<bucket>` (hash, 6 h after its last write): the refs of the parts the SMSC accepted,
  *   field `<attemptId>:<part>` → ref ('' when it gave no message_id), for the attempts numbered
@@ -25,9 +27,8 @@
  * - `mo:<src>:<dst>:<bits>:<ref>:<total>` (hash, 10 min): parts of a concatenated inbound SMS, so
  *   parts that arrive over different binds (processes) are still joined.
  */
-import type { Redis } from 'ioredis';
+import { luaScript, runScript, type Redis } from '../../redis.js';
 import type { AttemptState } from '../types.js';
-import { luaScript, runScript } from '../../redis.js';
 import { pushTo } from '../../collections.js';
 
 const ATTEMPT_TTL_S = 6 * 3600;
@@ -37,7 +38,11 @@ const ATTEMPTS_PER_HASH = 1024;
 const MAX_PARTS = 255;
 const MO_TTL_S = 10 * 60;
 
-/** Adds one MO part; returns every stored part (seq → value) once all `total` are there, else nil. */
+/**
+ * Adds one MO part; returns every stored part (seq → value) once all `total` are there, else nil.
+ * KEYS[1]  `mo:<message key>` (one key: any slot)
+ * ARGV     seq, value, total, ttl (s)
+ */
 const MO_PART_LUA = luaScript(`
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[4]))
@@ -51,6 +56,9 @@ return false
  * Indexes accepted ids while the connection's id form is being learned.
  * KEYS[1]   the learned relation of the connection's SMSC (`idform:<smsc>`)
  * KEYS[2..] `id:<ref>` keys, one per accepted id
+ *           Every key under the connection's base: on a cluster they share its hash tag
+ *           `{<redisPrefix>:smpp:<connection>}` (the idform key is the namespace's, which is the
+ *           connection itself for every connection that submits).
  * ARGV[2i-1], ARGV[2i]  ref and ttl (s) of KEYS[i + 1]
  * Returns the learned relation, writing nothing, once there is one; else false after indexing.
  */
@@ -140,7 +148,7 @@ export class SmppRedisStore {
 
   constructor(
     private readonly redis: Redis,
-    /** `<redisPrefix>:smpp:<connection>` */
+    /** `<redisPrefix>:smpp:<connection>`, or `{<redisPrefix>:smpp:<connection>}` on a cluster (`keyGroup`). */
     private readonly base: string,
   ) {
     this.idFormKey = `${base}:idform`;

@@ -28,14 +28,14 @@
  * spent: nothing is sent past the cap.
  */
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
-import { luaScript, runScript } from '../../redis.js';
+import { luaScript, runScript, type Redis } from '../../redis.js';
 import { capShape, nextLeaseSize, shouldRenewEarly, type CapShape, type LeaseUse } from './tps-lease.js';
 
 /**
  * Grants, settles and pauses leases of one connection's cap.
  *
- * KEYS[1]   the lease book: a sorted set scored in µs of the Redis clock
+ * KEYS[1]   the lease book: a sorted set scored in µs of the Redis clock (the script's only key, so
+ *           any slot of a Redis Cluster; SMPP's is `{<prefix>:smpp:<connection>}:tps` there)
  *             "L:<lease id>:<tokens>"  a lease; score = the latest time a token of it may have been
  *                                      spent (grant + validity), or, once settled, was spent
  *             "tat"                    pacing (GCRA): theoretical time of the next token

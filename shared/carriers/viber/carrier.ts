@@ -19,7 +19,7 @@
  * handed again with its mark there, or whose request got no answer, is reported sent but
  * unconfirmed and not sent again.
  */
-import type { Redis } from 'ioredis';
+import type { Redis } from '../../redis.js';
 import type { Logger } from '../../logger.js';
 import type { Carrier, CarrierSink, OutboundAttempt, StatusReport } from '../types.js';
 import type { ViberAttempt } from '../../channels/index.js';

@@ -32,7 +32,7 @@
  * answer and that Redis write, or a request Meta took but whose answer never came (a timeout is
  * retried).
  */
-import type { Redis } from 'ioredis';
+import { getEach, isCluster, type Redis } from '../../redis.js';
 import type { Db } from '../../db/pool.js';
 import { numberArray } from '../../db/arrays.js';
 import type { Logger } from '../../logger.js';
@@ -191,7 +191,8 @@ export class WhatsappCarrier implements Carrier {
   /** The wamids Meta gave these attempts: Redis first (written at once), then `carrier_refs`. */
   private async acceptedBefore(attemptIds: number[]): Promise<Map<number, string>> {
     const out = new Map<number, string>();
-    const values = await this.o.redis.mget(...attemptIds.map((id) => this.acceptedKey(id)));
+    // One key per attempt, in different slots on a Redis Cluster: MGET there is one GET per key.
+    const values = await getEach(this.o.redis, attemptIds.map((id) => this.acceptedKey(id)));
     const missing: number[] = [];
     attemptIds.forEach((id, i) => {
       const v = values[i];
@@ -293,12 +294,18 @@ export class WhatsappCarrier implements Carrier {
   private writeAccepted(): void {
     const batch = this.accepted;
     this.accepted = [];
-    const pipeline = this.o.redis.pipeline();
-    for (const a of batch) pipeline.set(a.key, a.wamid, 'EX', a.ttlS);
-    void pipeline.exec()
-      .then((results) => {
+    let written: Promise<unknown>;
+    if (isCluster(this.o.redis)) {
+      // The keys are in different slots (nodes): one SET each, sent together.
+      written = Promise.all(batch.map((a) => this.o.redis.set(a.key, a.wamid, 'EX', a.ttlS)));
+    } else {
+      const pipeline = this.o.redis.pipeline();
+      for (const a of batch) pipeline.set(a.key, a.wamid, 'EX', a.ttlS);
+      written = pipeline.exec().then((results) => {
         if (results?.some(([err]) => err)) throw new Error('a SET failed');
-      })
+      });
+    }
+    void written
       .catch((err: unknown) => this.o.logger.warn({ carrier: this.name, count: batch.length, err: (err as Error).message },
         'accepted WhatsApp messages not remembered in Redis (a crash now could send them again)'))
       .finally(() => {
