@@ -53,6 +53,7 @@ import { recordOutcomes } from '../../shared/webhooks/deliver.js';
 import { lookupMessage } from '../../shared/lookup/timeline.js';
 import { listMessages } from '../../shared/rest/messages.js';
 import type { DispatchJob, Queues } from '../../shared/queues.js';
+import { machineCpuSeconds, postgresProcesses } from './procs.js';
 
 const BASE_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://root@127.0.0.1:5432/postgres';
 const OBJECTS_PER_CALL = 10;
@@ -71,6 +72,8 @@ interface Options {
   recipients: number;
   runs: number;
   concurrency: number;
+  /** Before each run, wait up to this many seconds for the machine to be quiet (< 0.3 cores busy over 3 s). */
+  waitQuiet: number;
 }
 
 function parseOptions(): Options {
@@ -79,11 +82,12 @@ function parseOptions(): Options {
       recipients: { type: 'string', default: '40000' },
       runs: { type: 'string', default: '3' },
       concurrency: { type: 'string', default: '4' },
+      'wait-quiet': { type: 'string', default: '60' },
       help: { type: 'boolean', default: false },
     },
   });
   if (values.help) {
-    process.stdout.write('node --import tsx scripts/bench/pg-limits.ts [--recipients 40000 (1,000-200,000)] [--runs 3 (1-5)] [--concurrency 4 (1-16)]\n');
+    process.stdout.write('node --import tsx scripts/bench/pg-limits.ts [--recipients 40000 (1,000-200,000)] [--runs 3 (1-5)] [--concurrency 4 (1-16)] [--wait-quiet 60 (s, 0-600)]\n');
     process.exit(0);
   }
   const int = (name: string, text: string, min: number, max: number): number => {
@@ -99,6 +103,7 @@ function parseOptions(): Options {
     recipients: Math.ceil(recipients / perCall) * perCall,
     runs: int('runs', values.runs, 1, 5),
     concurrency: int('concurrency', values.concurrency, 1, 16),
+    waitQuiet: int('wait-quiet', values['wait-quiet'], 0, 600),
   };
 }
 
@@ -111,6 +116,40 @@ interface StageResult {
   rowCount: number;
   roundTrips: number;
   seconds: number;
+  /** CPU seconds of this database's Postgres backends (autovacuum included), of this process, and of everything else on the machine. */
+  pgCpu: number;
+  ownCpu: number;
+  otherCpu: number;
+}
+
+/** The database being measured (its backends' CPU is counted as Postgres's). */
+const measured = { database: '' };
+
+interface CpuSample {
+  busy: number;
+  own: number;
+  pg: Map<number, { kind: string; cpu: number }>;
+}
+
+function cpuSample(): CpuSample {
+  const pg = new Map<number, { kind: string; cpu: number }>();
+  for (const p of postgresProcesses(new Set([measured.database]))) pg.set(p.pid, { kind: p.kind, cpu: p.cpu });
+  const own = process.cpuUsage();
+  return { busy: machineCpuSeconds().busy, own: (own.user + own.system) / 1e6, pg };
+}
+
+/**
+ * CPU used between two samples: this database's backends (autovacuum workers included; the
+ * cluster's WAL writer and checkpointer, which also work for other databases, are not), this
+ * process, and the rest of the machine (other users, and those shared Postgres processes).
+ */
+function cpuBetween(a: CpuSample, b: CpuSample): { pgCpu: number; ownCpu: number; otherCpu: number } {
+  let pgCpu = 0;
+  for (const [pid, p] of b.pg) {
+    if (p.kind === 'bench') pgCpu += p.cpu - (a.pg.get(pid)?.cpu ?? 0);
+  }
+  const ownCpu = b.own - a.own;
+  return { pgCpu, ownCpu, otherCpu: Math.max(0, b.busy - a.busy - pgCpu - ownCpu) };
 }
 
 /** Round trips to Postgres (every `query` of a client: a BEGIN, a statement, statements sent with a COMMIT). */
@@ -142,10 +181,11 @@ async function inParallel(count: number, concurrency: number, task: (i: number) 
 
 async function timed(stage: string, rows: string, fn: () => Promise<{ calls: number; rowCount: number }>): Promise<StageResult> {
   const before = roundTrips.n;
+  const cpuBefore = cpuSample();
   const started = performance.now();
   const { calls, rowCount } = await fn();
   const seconds = (performance.now() - started) / 1000;
-  return { stage, rows, calls, rowCount, roundTrips: roundTrips.n - before, seconds };
+  return { stage, rows, calls, rowCount, roundTrips: roundTrips.n - before, seconds, ...cpuBetween(cpuBefore, cpuSample()) };
 }
 
 /** A carrier that takes attempts and reports nothing (the status stages report for it). */
@@ -169,6 +209,7 @@ async function createDatabase(): Promise<{ url: string; drop(): Promise<void> }>
   }
   const url = new URL(BASE_URL);
   url.pathname = `/${name}`;
+  measured.database = name;
   let dropped = false;
   return {
     url: url.toString(),
@@ -248,7 +289,8 @@ async function oneRun(opts: Options, run: number): Promise<StageResult[]> {
     let handed = 0;
     results.push(await timed('dispatch (dispatchStep)', 'attempts', async () => {
       await inParallel(jobs.length, c, async (i) => {
-        handed += (await dispatchStep(deps, jobs[i]!, new Date(), false)).handed;
+        const outcome = await dispatchStep(deps, jobs[i]!, new Date(), false);
+        handed += outcome.handed; // after the await: `x += await …` would read x before it
       });
       return { calls: jobs.length, rowCount: handed };
     }));
@@ -263,7 +305,8 @@ async function oneRun(opts: Options, run: number): Promise<StageResult[]> {
     const applyAll = async (list: StatusReport[][]): Promise<{ calls: number; rowCount: number }> => {
       let moved = 0;
       await inParallel(list.length, c, async (i) => {
-        moved += (await applyReports(deps, list[i]!)).transitions;
+        const outcome = await applyReports(deps, list[i]!);
+        moved += outcome.transitions;
       });
       return { calls: list.length, rowCount: moved };
     };
@@ -331,7 +374,10 @@ async function oneRun(opts: Options, run: number): Promise<StageResult[]> {
     }));
 
     for (const r of results) {
-      process.stdout.write(`${JSON.stringify({ run, ...r, rowsPerSecond: Math.round(r.rowCount / r.seconds), callsPerSecond: Math.round(r.calls / r.seconds) })}\n`);
+      process.stdout.write(`${JSON.stringify({
+        run, ...r, rowsPerSecond: Math.round(r.rowCount / r.seconds), callsPerSecond: Math.round(r.calls / r.seconds),
+        pgCpuMicrosPerRow: Math.round((r.pgCpu / r.rowCount) * 1e6), otherCores: Number((r.otherCpu / r.seconds).toFixed(2)),
+      })}\n`);
     }
     log(`run ${run}: ${results.map((r) => `${r.stage} ${Math.round(r.rowCount / r.seconds)}/s`).join(', ')}`);
     return results;
@@ -342,10 +388,10 @@ async function oneRun(opts: Options, run: number): Promise<StageResult[]> {
   }
 }
 
-const range = (values: number[]): string => {
+const range = (values: number[], digits = 1): string => {
   const lo = Math.min(...values);
   const hi = Math.max(...values);
-  const fmt = (x: number): string => (x >= 100 ? Math.round(x).toLocaleString('en-US') : x.toFixed(1));
+  const fmt = (x: number): string => (x >= 100 ? Math.round(x).toLocaleString('en-US') : x.toFixed(digits));
   return lo === hi || fmt(lo) === fmt(hi) ? fmt(lo) : `${fmt(lo)}–${fmt(hi)}`;
 };
 
@@ -357,6 +403,17 @@ function machine(): string {
     // not a git checkout
   }
   return `${os.cpus()[0]?.model ?? 'unknown CPU'}, ${os.cpus().length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB; commit ${commit}`;
+}
+
+/** Waits (up to `seconds`) until the machine was below 0.3 busy cores for 3 s; returns the busy cores of the last 3 s. */
+async function waitQuiet(seconds: number): Promise<number> {
+  const deadline = Date.now() + seconds * 1000;
+  for (;;) {
+    const a = machineCpuSeconds();
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    const busy = (machineCpuSeconds().busy - a.busy) / 3;
+    if (busy < 0.3 || Date.now() >= deadline) return busy;
+  }
 }
 
 async function main(): Promise<void> {
@@ -371,18 +428,21 @@ async function main(): Promise<void> {
   log(`${opts.runs} run(s) of ${opts.recipients} recipients, concurrency ${opts.concurrency}; ${machine()}; ${server}`);
   const runs: StageResult[][] = [];
   for (let run = 1; run <= opts.runs; run++) {
+    if (opts.waitQuiet > 0) log(`run ${run}: machine busy ${(await waitQuiet(opts.waitQuiet)).toFixed(2)} cores before it`);
     runs.push(await oneRun(opts, run));
   }
   const lines = [
     `${opts.runs} run(s) of ${opts.recipients.toLocaleString('en-US')} recipients, ${opts.concurrency} calls at once (relay and list: 1); ${machine()}; ${server}`,
     '',
-    '| stage | row | rows/s | calls/s | rows per call | round trips per call |',
-    '|---|---|---|---|---|---|',
+    '| stage | row | rows/s | calls/s | rows per call | round trips per call | Postgres CPU µs per row (backends) | Postgres cores busy | other load (cores) |',
+    '|---|---|---|---|---|---|---|---|---|',
   ];
   runs[0]!.forEach((first, i) => {
     const all = runs.map((r) => r[i]!);
     lines.push(`| ${first.stage} | ${first.rows} | ${range(all.map((r) => r.rowCount / r.seconds))} | ${range(all.map((r) => r.calls / r.seconds))} | `
-      + `${range(all.map((r) => r.rowCount / r.calls))} | ${range(all.map((r) => r.roundTrips / r.calls))} |`);
+      + `${range(all.map((r) => r.rowCount / r.calls))} | ${range(all.map((r) => r.roundTrips / r.calls))} | `
+      + `${range(all.map((r) => (r.pgCpu / r.rowCount) * 1e6))} | ${range(all.map((r) => r.pgCpu / r.seconds), 2)} | `
+      + `${range(all.map((r) => r.otherCpu / r.seconds), 2)} |`);
   });
   process.stdout.write(`\n${lines.join('\n')}\n`);
 }
