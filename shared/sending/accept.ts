@@ -265,7 +265,7 @@ async function queuesConnected(queues: Queues, jobs: QueuedDispatchJob[]): Promi
 }
 
 /** A checked message object with its ids (and, once written, its recipients' row ids). */
-interface AcceptedObject {
+export interface AcceptedObject {
   p: Prepared;
   entry: AcceptResult['recipients'][number];
 }
@@ -294,9 +294,12 @@ function acceptedEntries(mode: AcceptMode, objects: readonly AcceptedObject[]): 
 /**
  * Messages and recipients of the objects in one statement (atomic on its own); fills each
  * object's recipient row ids. With `claim` (a call's key), the statement claims it first and
- * writes nothing when it is taken: returns whether it wrote.
+ * writes nothing when it is taken: returns whether it wrote. Exported for the measurement of
+ * one Postgres's limits (scripts/bench/pg-limits.ts), which times this statement alone.
  */
-async function insertObjects(db: Queryable, ctx: WriteContext, objects: readonly AcceptedObject[], claim?: Claim): Promise<boolean> {
+export async function insertObjects(
+  db: Queryable, ctx: Pick<WriteContext, 'key' | 'opts' | 'now' | 'result'>, objects: readonly AcceptedObject[], claim?: Claim,
+): Promise<boolean> {
   if (objects.length === 0) {
     return true;
   }
