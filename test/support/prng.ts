@@ -1,11 +1,5 @@
-/** mulberry32: a small seeded PRNG, so that a generated test case that fails can be reproduced. */
-export function seededRng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/**
+ * mulberry32: a small seeded PRNG, so that a generated test case that fails can be reproduced. The
+ * fault suite's plan uses the same generator (scripts/faults/plan.ts): one definition.
+ */
+export { seededRandom as seededRng } from '../../scripts/faults/plan.js';
