@@ -6,54 +6,29 @@
  * send. The cap's accuracy and its Redis cost are measured in smpp-tps-lease.test.ts.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { after, before, it } from 'node:test';
 import { SmscSimulator } from '../../scripts/smsc-simulator.js';
-import { stopChild } from '../support/processes.js';
-import { REDIS_URL, startTestService, waitFor, type TestService } from '../support/harness.js';
+import { startTestService, waitFor, type TestService } from '../support/harness.js';
+import { startWorkerProcess, stopWorkerProcess, type WorkerProcess } from '../support/worker-process.js';
 
 const TPS = 20;
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 let sim: SmscSimulator;
 let svc: TestService;
 let smppUrl: string;
-const workers: Array<{ child: ChildProcess; output: string[] }> = [];
-
-function startWorker(): { child: ChildProcess; output: string[] } {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bin/switchboard.ts', 'worker', '--pools=sms,status'], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      NODE_ENV: 'test',
-      DATABASE_URL: svc.databaseUrl,
-      REDIS_URL,
-      REDIS_PREFIX: svc.prefix,
-      SMPP_URL: smppUrl,
-      SANDBOX: '0',
-      MIGRATE_ON_START: '0',
-      LOG_LEVEL: 'warn',
-      PORT: '0',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const output: string[] = [];
-  child.stdout?.on('data', (d: Buffer) => output.push(d.toString()));
-  child.stderr?.on('data', (d: Buffer) => output.push(d.toString()));
-  return { child, output };
-}
+const workers: WorkerProcess[] = [];
 
 before(async () => {
   sim = new SmscSimulator({ systemId: 'sb', password: 'pw', receiptDelayMs: 20 });
   const { port } = await sim.start();
   smppUrl = `smpp://sb:pw@127.0.0.1:${port}?window=10&tps=${TPS}`;
   svc = await startTestService({ role: 'web', env: { SMPP_URL: smppUrl, SANDBOX: '0' } });
+  const startWorker = () => startWorkerProcess(svc, ['--pools=sms,status'], { SMPP_URL: smppUrl, SANDBOX: '0' });
   workers.push(startWorker(), startWorker());
 });
 
 after(async () => {
-  await Promise.all(workers.map((w) => stopChild(w.child)));
+  await Promise.all(workers.map((w) => stopWorkerProcess(w)));
   await svc?.stop();
   await sim?.stop();
 });
