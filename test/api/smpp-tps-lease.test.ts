@@ -22,6 +22,7 @@ import { createRedis } from '../../shared/redis.js';
 import { startOwnRedis, type OwnRedis } from '../support/own-redis.js';
 import { stopChild } from '../support/processes.js';
 import { uniqueName } from '../support/harness.js';
+import { worstWindow } from '../support/rates.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -120,12 +121,7 @@ async function runTwo(query: string, perSender: number): Promise<{ done: Array<R
 /** Most of `times` within any 1 s (sliding), and the times sorted. */
 function busiestSecond(unsorted: number[]): { worst: number; times: number[] } {
   const times = [...unsorted].sort((a, b) => a - b);
-  let worst = 0;
-  for (let i = 0, j = 0; i < times.length; i++) {
-    while (j < times.length && times[j]! < times[i]! + 1000) j++;
-    worst = Math.max(worst, j - i);
-  }
-  return { worst, times };
+  return { worst: worstWindow(times), times };
 }
 
 describe('tps cap shared by two processes', () => {

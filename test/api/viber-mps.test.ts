@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { after, before, it } from 'node:test';
 import { statesKey } from '../../shared/carriers/connections.js';
 import { REDIS_URL, startTestService, waitFor, type TestService } from '../support/harness.js';
+import { worstWindow } from '../support/rates.js';
 
 const MPS = 50;
 const RECIPIENTS = 500;
@@ -94,16 +95,6 @@ async function startSimulator(): Promise<typeof sim> {
 async function simGet<T>(path: string): Promise<T> {
   const res = await fetch(`${sim.url}${path}`);
   return (await res.json()) as T;
-}
-
-/** The most times (ms) inside any window [t, t + 1000). */
-function worstSecond(times: readonly number[]): number {
-  let worst = 0;
-  for (let i = 0, j = 0; i < times.length; i++) {
-    while (j < times.length && times[j]! < times[i]! + 1000) j++;
-    worst = Math.max(worst, j - i);
-  }
-  return worst;
 }
 
 before(async () => {
@@ -196,7 +187,7 @@ it(`the cap of mps=${MPS} requests per second holds across two worker processes`
     den += (x - meanT) ** 2;
   });
   const rate = (num / den) * 1000;
-  const worst = worstSecond(arrivals);
+  const worst = worstWindow(arrivals);
   t.diagnostic(`mps ${MPS}: ${n} sends over ${arrivals[n - 1]! - arrivals[0]!} ms, ${rate.toFixed(2)}/s, at most ${worst} in one second (simulator clock)`);
   // A cap kept per process would double it.
   assert.ok(Math.abs(rate - MPS) <= MPS * 0.05, `rate ${rate.toFixed(2)}/s within 5 % of the cap of ${MPS}/s`);

@@ -11,6 +11,7 @@ import { startWhatsappSimulator, type WhatsappSimulator } from '../../scripts/si
 import { statesKey } from '../../shared/carriers/connections.js';
 import { startTestService, waitFor, type TestService } from '../support/harness.js';
 import { startWorkerProcess, stopWorkerProcess, type WorkerProcess } from '../support/worker-process.js';
+import { worstWindow } from '../support/rates.js';
 
 const CAP = 20;
 const PER_LANE = 60;
@@ -83,12 +84,7 @@ it(`never more than per_number_mps=${CAP} in any second across two worker proces
   assert.equal(sends.length, phones.length, 'nothing sent twice');
   assert.equal(new Set(sends.map((m) => m.to)).size, phones.length);
   const times = sends.map((m) => Date.parse(m.at)).sort((a, b) => a - b);
-  let worst = 0;
-  for (let i = 0; i < times.length; i++) {
-    let n = 0;
-    for (let j = i; j < times.length && times[j]! < times[i]! + 1000; j++) n++;
-    worst = Math.max(worst, n);
-  }
+  const worst = worstWindow(times);
   const span = times[times.length - 1]! - times[0]!;
   // The rate: the slope of a least-squares line through (arrival time, count so far), so that
   // one late first or last request does not bend it as it bends (n - 1) / span.
