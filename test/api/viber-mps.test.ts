@@ -10,8 +10,9 @@ import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { after, before, it } from 'node:test';
 import { statesKey } from '../../shared/carriers/connections.js';
-import { REDIS_URL, startTestService, waitFor, type TestService } from '../support/harness.js';
+import { startTestService, waitFor, type TestService } from '../support/harness.js';
 import { worstWindow } from '../support/rates.js';
+import { startWorkerProcess, stopWorkerProcess, type WorkerProcess } from '../support/worker-process.js';
 
 const MPS = 50;
 const RECIPIENTS = 500;
@@ -21,38 +22,9 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 /** The simulator runs in a process of its own: the arrival times it records are not delayed by this process's work (the web service). */
 let sim: { url: string; port: number; child: ChildProcess };
 let svc: TestService;
-const workers: Array<{ child: ChildProcess; output: string[] }> = [];
+const workers: WorkerProcess[] = [];
 
-function startWorker(): { child: ChildProcess; output: string[] } {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bin/switchboard.ts', 'worker', '--pools=viber,status'], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      NODE_ENV: 'test',
-      DATABASE_URL: svc.databaseUrl,
-      REDIS_URL,
-      REDIS_PREFIX: svc.prefix,
-      SANDBOX: '0',
-      MIGRATE_ON_START: '0',
-      LOG_LEVEL: 'debug',
-      PORT: '0',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const output: string[] = [];
-  child.stdout?.on('data', (d: Buffer) => output.push(d.toString()));
-  child.stderr?.on('data', (d: Buffer) => output.push(d.toString()));
-  return { child, output };
-}
-
-async function stopWorker(w: { child: ChildProcess }): Promise<void> {
-  if (w.child.exitCode !== null || w.child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => w.child.once('exit', () => resolve()));
-  w.child.kill('SIGTERM');
-  const timer = setTimeout(() => w.child.kill('SIGKILL'), 15_000);
-  await exited;
-  clearTimeout(timer);
-}
+const startWorker = (): WorkerProcess => startWorkerProcess(svc, ['--pools=viber,status'], { SANDBOX: '0', LOG_LEVEL: 'debug' });
 
 /** Whether process `pid` holds a TCP connection to 127.0.0.1:`port` (Linux /proc). */
 function connectedTo(pid: number, port: number): boolean {
@@ -104,7 +76,7 @@ before(async () => {
 });
 
 after(async () => {
-  await Promise.all(workers.map(stopWorker));
+  await Promise.all(workers.map(stopWorkerProcess));
   await svc?.stop();
   sim?.child.kill('SIGTERM');
 });
