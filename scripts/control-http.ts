@@ -1,4 +1,4 @@
-/** JSON in and out for the simulators' small control servers (scripts/smsc.ts, scripts/bench/smsc-child.ts, scripts/faults/smsc-child.ts). */
+/** JSON in and out for the simulators' small control servers (scripts/smsc.ts, scripts/bench/smsc-child.ts, scripts/faults/smsc-child.ts), and how their child processes follow the harness. */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -59,23 +59,37 @@ export function runSimulatorChild(
     });
     const controlPort = (control.address() as AddressInfo).port;
     process.stdout.write(`${JSON.stringify({ event: 'listening', host, port, controlPort })}\n`);
-    let stopping = false;
-    const shutdown = (): void => {
-      if (stopping) {
-        return;
-      }
-      stopping = true;
+    exitWithParent(() => {
       control.closeAllConnections();
       control.close();
-      void sim.stop().then(() => process.exit(0));
-      setTimeout(() => process.exit(0), 3000).unref();
-    };
-    process.once('SIGINT', shutdown);
-    process.once('SIGTERM', shutdown);
-    process.stdin.on('end', shutdown);
-    process.stdin.on('error', shutdown);
-    process.stdin.resume();
+      return sim.stop();
+    });
   };
+  runChildMain(main);
+}
+
+/**
+ * A harness's child process stops on SIGINT / SIGTERM or when stdin closes (the harness holds it
+ * open; when the harness goes away, even killed, so does the child): `stop` once, then exit (at
+ * the latest after 3 s).
+ */
+export function exitWithParent(stop: () => Promise<void>): void {
+  let stopping = false;
+  const shutdown = (): void => {
+    if (stopping) return;
+    stopping = true;
+    void stop().then(() => process.exit(0));
+    setTimeout(() => process.exit(0), 3000).unref();
+  };
+  process.once('SIGINT', shutdown);
+  process.once('SIGTERM', shutdown);
+  process.stdin.on('end', shutdown);
+  process.stdin.on('error', shutdown);
+  process.stdin.resume();
+}
+
+/** Runs a child's main; a failure is one line on stderr and exit code 1. */
+export function runChildMain(main: () => Promise<void>): void {
   main().catch((err: unknown) => {
     process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
     process.exit(1);

@@ -9,6 +9,7 @@
  */
 import { parseArgs } from 'node:util';
 import { startWhatsappSimulator } from '../sim/whatsapp/simulator.js';
+import { exitWithParent, runChildMain } from '../control-http.js';
 
 const { values } = parseArgs({
   options: {
@@ -29,21 +30,7 @@ async function main(): Promise<void> {
     webhooks: { concurrency: 32, maxQueued: 100_000 },
   });
   process.stdout.write(`${JSON.stringify({ event: 'listening', url: sim.url })}\n`);
-  let stopping = false;
-  const shutdown = (): void => {
-    if (stopping) return;
-    stopping = true;
-    void sim.stop().then(() => process.exit(0));
-    setTimeout(() => process.exit(0), 3000).unref();
-  };
-  process.once('SIGINT', shutdown);
-  process.once('SIGTERM', shutdown);
-  process.stdin.on('end', shutdown);
-  process.stdin.on('error', shutdown);
-  process.stdin.resume();
+  exitWithParent(() => sim.stop());
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
-  process.exit(1);
-});
+runChildMain(main);
