@@ -4,6 +4,7 @@
  * then points at every exhaustive switch on channels that needs a case.
  */
 import Joi from 'joi';
+import { worded } from './fields.js';
 import { sms } from './sms.js';
 import { viber } from './viber.js';
 import { whatsappText } from './whatsapp-text.js';
@@ -82,8 +83,7 @@ const CHANNEL_LIST = CHANNELS.join(', ').replace(/, ([^,]*)$/, ' or $1');
 
 /** A `flow` element: exactly one property, one of the channels, checked by that channel's schema. */
 export const flowStepSchema = Joi.object(Object.fromEntries(CHANNELS.map((c) => [c, CHANNEL_MODULES[c].schema])))
-  .length(1)
-  .messages({ 'object.length': `must have exactly one property: ${CHANNEL_LIST}` });
+  .custom(worded((step: object) => (Object.keys(step).length === 1 ? null : `must have exactly one property: ${CHANNEL_LIST}`)));
 
 export { FAMILIES, type AttemptState, type Family, type PlanInput, type AttemptBase } from './types.js';
 export { DEFAULT_SMS_GATEWAY, SMS_GATEWAYS, smsGatewayOf, type SmsAttempt, type SmsGateway, type SmsStep } from './sms.js';

@@ -1,7 +1,7 @@
 /** The `sms` channel (spec: `sms` channel object; D2 encodings, gateways and default sender). */
 import Joi from 'joi';
 import type { SmsEncoding } from '../sms/gsm7.js';
-import { bodyText, ttl } from './fields.js';
+import { bodyText, ttl, worded } from './fields.js';
 import type { AttemptBase, ChannelModule, StepBase } from './types.js';
 
 export const SMS_GATEWAYS = ['high', 'direct', 'custom'] as const;
@@ -24,8 +24,9 @@ export interface SmsAttempt extends AttemptBase {
 }
 
 /** Alphanumeric sender name (max 11) or a dedicated number without `+` (max 15 digits). */
-const smsSender = Joi.string().pattern(/^(?:[0-9]{1,15}|(?=.*[A-Za-z])[A-Za-z0-9 .&_-]{1,11})$/)
-  .messages({ 'string.pattern.base': 'must be an alphanumeric name of at most 11 characters or a number of at most 15 digits without +' });
+const SMS_SENDER = /^(?:[0-9]{1,15}|(?=.*[A-Za-z])[A-Za-z0-9 .&_-]{1,11})$/;
+const smsSender = Joi.string().custom(worded((value: string) =>
+  SMS_SENDER.test(value) ? null : 'must be an alphanumeric name of at most 11 characters or a number of at most 15 digits without +'));
 
 function gatewayOf(step: { gateway?: unknown } | undefined): SmsGateway {
   const gateway = step?.gateway;

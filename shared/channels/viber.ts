@@ -1,16 +1,13 @@
 /** The `viber` channel (spec: `viber` channel object). */
 import Joi from 'joi';
-import { bodyText, httpUri, requiredSender, ttl } from './fields.js';
+import { bodyText, httpUri, requiredSender, ttl, worded } from './fields.js';
 import type { AttemptBase, ChannelModule, StepBase } from './types.js';
 import { viberButtonTitleProblem } from '../carriers/viber/types.js';
 
 export interface ViberButton { title: string; url: string }
 
 /** The spec allows 100 characters; Viber shows at most 30, so a longer caption is refused at acceptance. */
-const buttonTitle = Joi.string().min(1).max(100).custom((value: string, helpers) => {
-  const problem = viberButtonTitleProblem(value);
-  return problem ? helpers.error('string.viberTitle', { problem }) : value;
-}).messages({ 'string.viberTitle': '{#problem}' });
+const buttonTitle = Joi.string().min(1).max(100).custom(worded(viberButtonTitleProblem));
 
 export interface ViberStep extends StepBase {
   body?: string;
