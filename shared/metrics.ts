@@ -237,9 +237,18 @@ export function observeHttpRequest(method: string, route: string, status: number
   series.duration.observe(seconds);
 }
 
+/** The submit histogram's series per (kind, connection), made once (as the HTTP series above). */
+const submitSeries = new Map<string, ReturnType<Histogram['labels']>>();
+
 /** A timed carrier submit (the caller samples). */
 export function observeSubmit(kind: string, connection: string, seconds: number): void {
-  familiesOf().submitSeconds.observe({ kind, connection }, seconds);
+  const id = `${kind}\u0000${connection}`;
+  let series = submitSeries.get(id);
+  if (!series) {
+    series = familiesOf().submitSeconds.labels(kind, connection);
+    submitSeries.set(id, series);
+  }
+  series.observe(seconds);
 }
 
 export type WebhookOutcome = 'delivered' | 'http_error' | 'network_error' | 'refused';
