@@ -205,7 +205,8 @@ test('npm start\'s supervisor: every role in its own process, a message delivere
   for (const [name, pid] of Object.entries(pids)) {
     const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
     for (const flag of NODE_FLAGS) assert.ok(cmdline.includes(flag), `${name} runs with ${flag}: ${cmdline.join(' ')}`);
-    assert.ok(sup.lines.some((l) => l.process === name && l.pid === pid && l.msg === 'switchboard started'), `${name}'s lines name it`);
+    // The role's log line and its IPC "started" travel apart (stdout vs the IPC channel): wait for the line.
+    await sup.line((l) => l.process === name && l.pid === pid && l.msg === 'switchboard started', `${name}'s lines name it`, 10_000);
   }
   assert.ok(sup.lines.some((l) => l.process === 'supervisor' && l.msg === 'migrations applied'), 'the supervisor migrated once');
   assert.ok(!sup.lines.some((l) => l.process !== 'supervisor' && l.msg === 'migrations applied'), 'the roles did not migrate');
