@@ -16,6 +16,16 @@ export const ascending = (a: number, b: number): number => a - b;
  * A lookup of many ids can then read each run as one index range (events written by one statement
  * take consecutive ids) instead of descending the index once per id. Duplicates fold into their run.
  */
+/** `map`'s value for `key`, made by `make` and kept the first time it is asked for. */
+export function getOrMake<K, V>(map: Map<K, V>, key: K, make: () => V): V {
+  let value = map.get(key);
+  if (value === undefined) {
+    value = make();
+    map.set(key, value);
+  }
+  return value;
+}
+
 export function consecutiveRuns(sortedIds: readonly number[]): { lo: number[]; hi: number[] } {
   const lo: number[] = [];
   const hi: number[] = [];

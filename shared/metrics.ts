@@ -10,6 +10,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { CHANNELS, type AttemptState, type Channel } from './channels/index.js';
+import { getOrMake } from './collections.js';
 
 const ATTEMPT_STATES: readonly AttemptState[] = ['sending', 'sent', 'delivered', 'seen', 'undelivered', 'rejected', 'failed'];
 const CHANNEL_INDEX = new Map<string, number>(CHANNELS.map((c, i) => [c, i]));
@@ -230,13 +231,10 @@ const httpSeries = new Map<string, { requests: ReturnType<Counter['labels']>; du
 
 /** One answered HTTP request (per request, not per recipient). */
 export function observeHttpRequest(method: string, route: string, status: number, seconds: number): void {
-  const id = `${method} ${status} ${route}`;
-  let series = httpSeries.get(id);
-  if (!series) {
+  const series = getOrMake(httpSeries, `${method} ${status} ${route}`, () => {
     const f = familiesOf();
-    series = { requests: f.httpRequests.labels(method, route, String(status)), duration: f.httpDuration.labels(method, route) };
-    httpSeries.set(id, series);
-  }
+    return { requests: f.httpRequests.labels(method, route, String(status)), duration: f.httpDuration.labels(method, route) };
+  });
   series.requests.inc();
   series.duration.observe(seconds);
 }
@@ -246,13 +244,7 @@ const submitSeries = new Map<string, ReturnType<Histogram['labels']>>();
 
 /** A timed carrier submit (the caller samples). */
 export function observeSubmit(kind: string, connection: string, seconds: number): void {
-  const id = `${kind}\u0000${connection}`;
-  let series = submitSeries.get(id);
-  if (!series) {
-    series = familiesOf().submitSeconds.labels(kind, connection);
-    submitSeries.set(id, series);
-  }
-  series.observe(seconds);
+  getOrMake(submitSeries, `${kind}\u0000${connection}`, () => familiesOf().submitSeconds.labels(kind, connection)).observe(seconds);
 }
 
 export type WebhookOutcome = 'delivered' | 'http_error' | 'network_error' | 'refused';
