@@ -11,11 +11,6 @@ export function pushTo<K, V>(map: Map<K, V[]>, key: K, value: V): void {
 /** Comparator for `Array.prototype.sort` of numbers, ascending (module-level: no arrow per call). */
 export const ascending = (a: number, b: number): number => a - b;
 
-/**
- * Ascending ids as runs of consecutive values: `lo[i]..hi[i]` holds exactly the ids of run i.
- * A lookup of many ids can then read each run as one index range (events written by one statement
- * take consecutive ids) instead of descending the index once per id. Duplicates fold into their run.
- */
 /** `map`'s value for `key`, made by `make` and kept the first time it is asked for. */
 export function getOrMake<K, V>(map: Map<K, V>, key: K, make: () => V): V {
   let value = map.get(key);
@@ -26,6 +21,11 @@ export function getOrMake<K, V>(map: Map<K, V>, key: K, make: () => V): V {
   return value;
 }
 
+/**
+ * Ascending ids as runs of consecutive values: `lo[i]..hi[i]` holds exactly the ids of run i.
+ * A lookup of many ids can then read each run as one index range (events written by one statement
+ * take consecutive ids) instead of descending the index once per id. Duplicates fold into their run.
+ */
 export function consecutiveRuns(sortedIds: readonly number[]): { lo: number[]; hi: number[] } {
   const lo: number[] = [];
   const hi: number[] = [];
