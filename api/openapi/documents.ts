@@ -291,7 +291,7 @@ const rest: DocumentSpec = {
     '/v1/webhooks/replay': {
       post: {
         summary: 'Deliver own dead-lettered batches again', body: { schema: replayBodySchema },
-        responses: { 200: { description: 'Back to pending', schema: ok({ replayed: int, ids: Joi.array().items(int) }) }, ...restErrors },
+        responses: { 200: { description: 'Back to pending; `ids` in ascending order', schema: ok({ replayed: int, ids: Joi.array().items(int) }) }, ...restErrors },
       },
     },
   },

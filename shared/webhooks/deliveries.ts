@@ -111,6 +111,8 @@ export async function listDeliveries(db: Db, redis: Redis, queues: Queues, key: 
 /** At most this many dead letters go back to delivery per call. */
 export const MAX_REPLAY = 1000;
 
+const byId = (a: { id: number }, b: { id: number }): number => a.id - b.id;
+
 /** `POST /v1/webhooks/replay`: the key's own dead letters (one by id, or all since a time) are delivered again. */
 export async function replayDeliveries(db: Db, queues: Queues, key: ApiKeyRecord, body: unknown, retries: number): Promise<{ replayed: number; ids: number[] }> {
   const input = validate(replayBodySchema, body, { convert: true });
@@ -128,7 +130,9 @@ export async function replayDeliveries(db: Db, queues: Queues, key: ApiKeyRecord
   if (input.id !== undefined && rows.length === 0) {
     throw badRequest(`id: batch ${input.id} is not one of your dead-lettered batches`, 'VALIDATION', { field: 'id' });
   }
-  const batches = rows.map((r) => ({ id: Number(r.id), url: r.url }));
+  // An UPDATE returns its rows in the order its plan met them, not the subquery's: sorted here, so
+  // `ids` ascend whatever the plan (the API documents them so).
+  const batches = rows.map((r) => ({ id: Number(r.id), url: r.url })).sort(byId);
   await enqueueBatches(queues, batches, retries);
   return { replayed: batches.length, ids: batches.map((b) => b.id) };
 }
