@@ -110,3 +110,30 @@ function isoUtc(ms: number): string {
   const s = Math.floor(rest / 1000);
   return `${cachedDayPrefix}${pad2(h)}:${pad2(m)}:${pad2(s)}.${pad3(rest - s * 1000)}Z`;
 }
+
+/**
+ * A batch's rows from its array parameters, for a statement's FROM (the caller names it):
+ *
+ *   `FROM ${arrayRows({ id: '$1::bigint[]', state: '$2::text[]' })} AS u`
+ *   → `FROM (SELECT unnest($1::bigint[]) AS id, unnest($2::text[]) AS state) AS u`
+ *
+ * Row i holds element i of every array, in array order (set-returning functions in one select
+ * list run in lockstep; a shorter array gives NULLs, as `unnest($1, $2)` does). Not
+ * `unnest($1, $2) AS u(id, state)`: a function in FROM is first materialised into a tuplestore,
+ * whose memory is allocated and returned to the system on every run, and that cost 2.5 times the
+ * backend CPU of the whole insert for a batch of 1,000 rows (docs/benchmarks.md, "Batches without
+ * a function in FROM"). The subquery is never flattened into its statement (Postgres keeps a
+ * subquery whose select list returns sets), and nothing in it reorders rows.
+ *
+ * No ordinal column (`generate_series(1, cardinality(…))` beside them): the planner takes a
+ * set-returning function of unknown arguments for 1,000 rows where it takes these for 10, and a
+ * generic plan built on that estimate hashed a whole table where it looked up the batch's rows.
+ */
+export function arrayRows(columns: Readonly<Record<string, string>>): string {
+  let list = '';
+  for (const [name, array] of Object.entries(columns)) {
+    list += `${list === '' ? '' : ', '}unnest(${array}) AS ${name}`;
+  }
+  if (list === '') throw new Error('arrayRows needs at least one column');
+  return `(SELECT ${list})`;
+}

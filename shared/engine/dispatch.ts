@@ -10,7 +10,7 @@
  */
 import { prepared, withTxEnding, type Tx, type TxEnd } from '../db/pool.js';
 import { changeCreditStatement, CREDIT_NOT_COVERED } from '../domain/accounts.js';
-import { numberArray, textArray, timestampArray } from '../db/arrays.js';
+import { arrayRows, numberArray, textArray, timestampArray } from '../db/arrays.js';
 import { namedParams } from '../db/params.js';
 import type { Carrier } from '../carriers/types.js';
 import {
@@ -388,17 +388,19 @@ const WRITE_ATTEMPTS_SQL = `WITH attempts_in AS (
        SELECT u.recipient_id, ${$.step}, u.channel, u.family, u.state, u.result_info, u.phone, u.sender, u.carrier, u.parts, u.encoding,
               u.country, 0, u.price_czk, u.price_eur, u.charged, u.charged_currency, u.payer_kind, u.payer_id,
               CASE WHEN u.state = 'sending' THEN NULL ELSE now() END, u.body
-         FROM unnest(${$.recipient_id}::bigint[], ${$.channel}::text[], ${$.family}::text[], ${$.state}::text[], ${$.result_info}::text[],
-                     ${$.phone}::text[], ${$.sender}::text[], ${$.carrier}::text[], ${$.parts}::int[], ${$.encoding}::text[],
-                     ${$.country}::int[], ${$.price_czk}::numeric[], ${$.price_eur}::numeric[], ${$.charged}::numeric[],
-                     ${$.charged_currency}::text[], ${$.payer_kind}::text[], ${$.payer_id}::bigint[], ${$.body}::text[])
-           AS u(recipient_id, channel, family, state, result_info, phone, sender, carrier, parts, encoding, country, price_czk,
-                price_eur, charged, charged_currency, payer_kind, payer_id, body)
+         FROM ${arrayRows({
+           recipient_id: `${$.recipient_id}::bigint[]`, channel: `${$.channel}::text[]`, family: `${$.family}::text[]`,
+           state: `${$.state}::text[]`, result_info: `${$.result_info}::text[]`, phone: `${$.phone}::text[]`, sender: `${$.sender}::text[]`,
+           carrier: `${$.carrier}::text[]`, parts: `${$.parts}::int[]`, encoding: `${$.encoding}::text[]`, country: `${$.country}::int[]`,
+           price_czk: `${$.price_czk}::numeric[]`, price_eur: `${$.price_eur}::numeric[]`, charged: `${$.charged}::numeric[]`,
+           charged_currency: `${$.charged_currency}::text[]`, payer_kind: `${$.payer_kind}::text[]`, payer_id: `${$.payer_id}::bigint[]`,
+           body: `${$.body}::text[]`,
+         })} AS u
      ON CONFLICT (recipient_id, step) DO NOTHING
      RETURNING id, recipient_id),
      recipients_on AS (
      UPDATE recipients r SET step = u.step, due_at = u.due_at
-       FROM unnest(${$.fallback_id}::bigint[], ${$.fallback_step}::smallint[], ${$.fallback_due}::timestamptz[]) AS u(id, step, due_at)
+       FROM ${arrayRows({ id: `${$.fallback_id}::bigint[]`, step: `${$.fallback_step}::smallint[]`, due_at: `${$.fallback_due}::timestamptz[]` })} AS u
       WHERE r.id = u.id AND r.id IN (SELECT recipient_id FROM attempts_in)),
      ${eventsCtes($, 'attempts_in')}
      SELECT id, recipient_id FROM attempts_in`;

@@ -1,7 +1,7 @@
 /** Outbox events: the webhook bodies of the spec's Events part, written in the transaction of the change they report. */
 import { randomBytes } from 'node:crypto';
 import type { Queryable } from '../db/pool.js';
-import { numberArray, textArray } from '../db/arrays.js';
+import { arrayRows, numberArray, textArray } from '../db/arrays.js';
 import { JsonBytes } from './event-json.js';
 import { namedParams } from '../db/params.js';
 import { writeSentMessage, type SentMessageFacts } from './sent-message.js';
@@ -93,18 +93,22 @@ export function eventsCtes($: Readonly<Record<EventParam, string>>, onlyRecipien
   // escaping each body into an array literal was the send path's largest JavaScript cost. Splitting
   // on a character no JSON text contains costs Postgres less than lexing the bodies as one JSON
   // array (json_array_elements; docs/benchmarks.md).
+  const rows = arrayRows({
+    account_id: `${$.event_account}::bigint[]`, key_id: `${$.event_key}::bigint[]`, callback_url: `${$.event_callback}::text[]`,
+    recipient_id: `${$.event_recipient}::bigint[]`, kind: `${$.event_kind}::text[]`,
+    body: `string_to_array(${$.event_bodies}::text, chr(1))`,
+  });
+  // The filter is a scalar subquery's array, computed once, not a join: the rows keep their order.
+  // The outbox row lists the ids as inserted, unsorted: the relay sorts what it claims, and an
+  // ordered aggregate would sort every statement's ids once more.
   return `events_in AS (
        INSERT INTO events (account_id, key_id, callback_url, recipient_id, kind, body)
-       SELECT u.account_id, u.key_id, u.callback_url, u.recipient_id, u.kind, b.body
-         FROM unnest(${$.event_account}::bigint[], ${$.event_key}::bigint[], ${$.event_callback}::text[], ${$.event_recipient}::bigint[],
-                     ${$.event_kind}::text[]) WITH ORDINALITY
-           AS u(account_id, key_id, callback_url, recipient_id, kind, n)
-         JOIN unnest(string_to_array(${$.event_bodies}::text, chr(1))) WITH ORDINALITY AS b(body, n) USING (n)${onlyRecipientsOf ? `
-        WHERE u.recipient_id IN (SELECT recipient_id FROM ${onlyRecipientsOf})` : ''}
-        ORDER BY n
+       SELECT u.account_id, u.key_id, u.callback_url, u.recipient_id, u.kind, u.body
+         FROM ${rows} AS u${onlyRecipientsOf ? `
+        WHERE u.recipient_id = ANY(ARRAY(SELECT recipient_id FROM ${onlyRecipientsOf}))` : ''}
        RETURNING id, callback_url),
      outbox_in AS (INSERT INTO outbox (event_ids)
-       SELECT array_agg(id ORDER BY id) FROM events_in WHERE callback_url IS NOT NULL HAVING count(*) > 0)`;
+       SELECT array_agg(id) FROM events_in WHERE callback_url IS NOT NULL HAVING count(*) > 0)`;
 }
 
 /**

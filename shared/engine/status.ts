@@ -7,7 +7,7 @@
  * current attempt's. Late reports of abandoned steps are reported but never start anything (D3).
  */
 import { prepared, withTx, type Queryable, type Tx } from '../db/pool.js';
-import { boolArray, numberArray, textArray, timestampArray } from '../db/arrays.js';
+import { arrayRows, boolArray, numberArray, textArray, timestampArray } from '../db/arrays.js';
 import { namedParams } from '../db/params.js';
 import type { StatusReport } from '../carriers/types.js';
 import { smsGatewayOf, stepOf, type AttemptState, type Channel } from '../channels/index.js';
@@ -236,13 +236,15 @@ const APPLY_SQL = `WITH attempts_up AS (
        UPDATE attempts a SET state = u.state, result_info = u.result_info, reached_sent = u.reached_sent,
               refunded = u.refunded, ttl_expired = u.ttl_expired, handed_at = COALESCE(a.handed_at, now()),
               sent_at = COALESCE(a.sent_at, u.sent_at), delivered_at = COALESCE(a.delivered_at, u.delivered_at), updated_at = now()
-         FROM unnest(${$.id}::bigint[], ${$.state}::text[], ${$.result_info}::text[], ${$.reached_sent}::boolean[], ${$.refunded}::boolean[],
-                     ${$.ttl_expired}::boolean[], ${$.sent_at}::timestamptz[], ${$.delivered_at}::timestamptz[])
-           AS u(id, state, result_info, reached_sent, refunded, ttl_expired, sent_at, delivered_at)
+         FROM ${arrayRows({
+           id: `${$.id}::bigint[]`, state: `${$.state}::text[]`, result_info: `${$.result_info}::text[]`, reached_sent: `${$.reached_sent}::boolean[]`,
+           refunded: `${$.refunded}::boolean[]`, ttl_expired: `${$.ttl_expired}::boolean[]`, sent_at: `${$.sent_at}::timestamptz[]`,
+           delivered_at: `${$.delivered_at}::timestamptz[]`,
+         })} AS u
         WHERE a.id = u.id AND a.id = ANY(${$.id})),
      recipients_on AS (
        UPDATE recipients r SET step = u.step, due_at = u.due_at
-         FROM unnest(${$.fallback_id}::bigint[], ${$.fallback_step}::smallint[], ${$.fallback_due}::timestamptz[]) AS u(id, step, due_at)
+         FROM ${arrayRows({ id: `${$.fallback_id}::bigint[]`, step: `${$.fallback_step}::smallint[]`, due_at: `${$.fallback_due}::timestamptz[]` })} AS u
         WHERE r.id = u.id AND r.id = ANY(${$.fallback_id})),
      ${eventsCtes($)}
      SELECT 1`;
@@ -323,7 +325,12 @@ function refRows(reports: StatusReport[]): { rows: RefRow[]; byKey: Map<string, 
 const REF_PARAMS = namedParams(['ref', 'carrier', 'attempt_id', 'part', 'state', 'result_info', 'reported_at']);
 
 const R = REF_PARAMS.$;
-/** Registers refs and records receipts (see `resolveMoves`). */
+/**
+ * Registers refs and records receipts (see `resolveMoves`). The rows stay a function in FROM, not
+ * `arrayRows`: the CTE is read twice, so it is materialised either way, and the numbering that
+ * keeps the insert in key order (concurrent batches take the keys in one order) comes with it
+ * (docs/benchmarks.md, "Batches without a function in FROM").
+ */
 const RESOLVE_REFS_SQL = `WITH u AS (
        SELECT * FROM unnest(${R.ref}::text[], ${R.carrier}::text[], ${R.attempt_id}::bigint[], ${R.part}::int[], ${R.state}::text[],
                             ${R.result_info}::text[], ${R.reported_at}::timestamptz[]) WITH ORDINALITY

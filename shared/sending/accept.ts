@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Db, Queryable, Tx } from '../db/pool.js';
 import { prepared, withTx } from '../db/pool.js';
-import { boolArray, numberArray, textArray, timestampArray } from '../db/arrays.js';
+import { arrayRows, boolArray, numberArray, textArray, timestampArray } from '../db/arrays.js';
 import { Semaphore } from '../semaphore.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
@@ -357,6 +357,15 @@ export async function insertObjects(
   return true;
 }
 
+const MESSAGE_ROWS = arrayRows({
+  id: '$5::text[]', body: '$6::text[]', flow: '$7::jsonb[]', callback: '$8::text[]', tag: '$9::text[]', lane: '$10::smallint[]',
+  params: '$11::jsonb[]', payload: '$12::json[]', send_at: '$13::timestamptz[]', delivery_time: '$14::jsonb[]', dispatch_pending: '$23::boolean[]',
+});
+const RECIPIENT_ROWS = arrayRows({
+  public_id: '$15::text[]', message_id: '$16::text[]', idx: '$17::smallint[]', tag: '$18::text[]', raw_phone: '$19::text[]', phone: '$20::text[]',
+  state: '$21::text[]', due_at: '$22::timestamptz[]',
+});
+
 /**
  * Messages and recipients in one statement. `claiming`: a call key's claim comes first (the
  * `claimed` CTE, idempotency.ts) and both inserts write only if it claimed the key.
@@ -368,14 +377,11 @@ function acceptSql(claiming: boolean): string {
                              source, dispatch_pending)
        SELECT u.id, $1, $2, $3, u.body, u.flow, u.callback, u.tag, u.lane, u.params, u.payload, u.send_at, u.delivery_time, $4,
               u.dispatch_pending
-         FROM unnest($5::text[], $6::text[], $7::jsonb[], $8::text[], $9::text[], $10::smallint[], $11::jsonb[], $12::json[],
-                     $13::timestamptz[], $14::jsonb[], $23::boolean[])
-           AS u(id, body, flow, callback, tag, lane, params, payload, send_at, delivery_time, dispatch_pending)${only})
+         FROM ${MESSAGE_ROWS} AS u${only})
      INSERT INTO recipients (public_id, message_id, idx, account_id, key_id, tag, raw_phone, phone, state, due_at)
      SELECT u.public_id, u.message_id, u.idx, $2, $3, u.tag, u.raw_phone, u.phone, u.state,
             CASE WHEN u.state = 'queued' THEN u.due_at END
-       FROM unnest($15::text[], $16::text[], $17::smallint[], $18::text[], $19::text[], $20::text[], $21::text[], $22::timestamptz[])
-         AS u(public_id, message_id, idx, tag, raw_phone, phone, state, due_at)${only}
+       FROM ${RECIPIENT_ROWS} AS u${only}
      RETURNING id, public_id`;
 }
 const ACCEPT_SQL = acceptSql(false);

@@ -5,7 +5,7 @@
  * nothing), so that dispatch can skip the lookup for accounts that have none.
  */
 import { prepared, type Queryable, type Tx } from '../db/pool.js';
-import { numberArray, textArray } from '../db/arrays.js';
+import { arrayRows, numberArray, textArray } from '../db/arrays.js';
 import { familyOf, type Channel, type Family } from '../channels/index.js';
 import { classifyKeyword, mayBeKeyword, type KeywordKind } from './keywords.js';
 
@@ -149,7 +149,7 @@ export async function refuseOptedOut(tx: Queryable, planned: readonly OptOutCand
   }
   const { rows } = await tx.query<{ account_id: number; family: string; phone: string }>(prepared(
     `SELECT s.account_id, s.family, s.phone
-       FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(account_id, family, phone)
+       FROM ${arrayRows({ account_id: '$1::bigint[]', family: '$2::text[]', phone: '$3::text[]' })} AS u
        JOIN suppressions s ON s.account_id = u.account_id AND s.family = u.family AND s.phone = u.phone`,
     [numberArray(accountIds), textArray(families), textArray(phones)]),
   );

@@ -12,6 +12,7 @@ import { prepared, withTx, type Db } from '../db/pool.js';
 import type { Queues } from '../queues.js';
 import { enqueueBatches } from './jobs.js';
 import { ascending, consecutiveRuns } from '../collections.js';
+import { arrayRows } from '../db/arrays.js';
 import type { DirectDelivery, ReadyBatch } from './direct.js';
 
 export interface EventRef {
@@ -33,6 +34,9 @@ export interface RelayOptions {
   /** Events per pass above which every group is sent at once, lingering or not. */
   pageSize?: number;
 }
+
+/** Events in id order (module-level: no arrow per pass). */
+const byId = (a: EventRef, b: EventRef): number => a.id - b.id;
 
 /** Outbox rows (statements' worth of events) claimed per pass. */
 const OUTBOX_ROWS_PER_PASS = 200;
@@ -103,12 +107,15 @@ export async function relayOnce(
       for (const id of c.event_ids) ids.push(Number(id)); // bigint[] elements arrive as text
     }
     const { lo, hi } = consecutiveRuns(ids.sort(ascending));
+    // Ordered here, not by an ORDER BY: the ranges ascend and each is read in index order, so the
+    // rows come in id order and the sort only confirms it, where Postgres copied every row with
+    // its body into a sort of its own (docs/benchmarks.md, "Batches without a function in FROM").
     const { rows } = await tx.query<EventRef>(prepared(
       `SELECT e.id, e.account_id, e.key_id, e.callback_url, (extract(epoch FROM e.created_at) * 1000)::float8 AS created_ms${direct ? ', e.body' : ''}
-         FROM unnest($1::bigint[], $2::bigint[]) AS r(lo, hi) JOIN events e ON e.id BETWEEN r.lo AND r.hi
-        ORDER BY e.id`,
+         FROM ${arrayRows({ lo: '$1::bigint[]', hi: '$2::bigint[]' })} AS r JOIN events e ON e.id BETWEEN r.lo AND r.hi`,
       [lo, hi]),
     );
+    rows.sort(byId);
     const groups = groupByReceiver(rows);
     const batches: Array<{ accountId: number; keyId: number | null; url: string; events: EventRef[] }> = [];
     const leftover: number[] = [];

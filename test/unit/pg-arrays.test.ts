@@ -2,7 +2,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import pg from 'pg';
 import { PG_BASE } from '../support/harness.js';
-import { boolArray, numberArray, textArray, timestampArray } from '../../shared/db/arrays.js';
+import { arrayRows, boolArray, numberArray, textArray, timestampArray } from '../../shared/db/arrays.js';
 import { RawJson, SentMessageBody, eventParams, stringifyEvent, type OutboxEvent } from '../../shared/engine/events.js';
 import { sentMessageText } from '../../shared/engine/sent-message.js';
 
@@ -129,18 +129,49 @@ test('random strings of the characters an array literal treats specially', async
   await check('text[]', textArray(values), values, values);
 });
 
-test('unnest reads parallel arrays row by row, as the batch statements use them', async () => {
+test('arrayRows reads parallel arrays row by row, in array order, as the batch statements use them', async () => {
   const ids = [1, 2, Number.MAX_SAFE_INTEGER];
   const texts = ['a,b', null, 'NULL'];
   const flags = [true, null, false];
   const times = [new Date(-86_400_001), null, new Date(1_712_345_678_901)];
+  const rowsOf = arrayRows({ id: '$1::bigint[]', t: '$2::text[]', f: '$3::boolean[]', at: '$4::timestamptz[]' });
   const { rows } = await client.query(
-    `SELECT u.id::text AS id, u.t, u.f, u.at
-       FROM unnest($1::bigint[], $2::text[], $3::boolean[], $4::timestamptz[]) WITH ORDINALITY AS u(id, t, f, at, n)
-      ORDER BY n`,
+    `SELECT u.id::text AS id, u.t, u.f, u.at FROM ${rowsOf} AS u`,
     [numberArray(ids), textArray(texts), boolArray(flags), timestampArray(times)],
   );
   assert.deepEqual(rows, ids.map((id, i) => ({ id: String(id), t: texts[i], f: flags[i], at: times[i] })));
+  // A long batch keeps its order through a filter, as the dispatch's events do.
+  const many = Array.from({ length: 2_000 }, (_, i) => 2_000 - i);
+  const { rows: kept } = await client.query<{ id: number }>(
+    `SELECT u.id::int AS id FROM ${arrayRows({ id: '$1::bigint[]' })} AS u WHERE u.id = ANY(ARRAY(SELECT g FROM generate_series(1, 2000, 3) g))`,
+    [numberArray(many)],
+  );
+  assert.deepEqual(kept.map((r) => r.id), many.filter((id) => id % 3 === 1));
+});
+
+test('arrayRows: a shorter array gives NULLs (as unnest of several arrays does); empty arrays give no rows', async () => {
+  const rowsOf = arrayRows({ a: '$1::int[]', b: '$2::text[]' });
+  const { rows } = await client.query(`SELECT u.a, u.b FROM ${rowsOf} AS u`, ['{1,2,3}', '{x}']);
+  assert.deepEqual(rows, [{ a: 1, b: 'x' }, { a: 2, b: null }, { a: 3, b: null }]);
+  const { rows: none } = await client.query(`SELECT u.a, u.b FROM ${rowsOf} AS u`, ['{}', '{}']);
+  assert.deepEqual(none, []);
+  assert.throws(() => arrayRows({}), /at least one column/);
+});
+
+test('arrayRows plans as a ProjectSet that streams its rows, not a function scan materialised first', async () => {
+  await client.query('BEGIN');
+  try {
+    await client.query('SET LOCAL plan_cache_mode = force_generic_plan');
+    await client.query(`PREPARE array_rows_plan(bigint[], text[]) AS
+      SELECT u.id, u.t FROM ${arrayRows({ id: '$1::bigint[]', t: '$2::text[]' })} AS u`);
+    const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN EXECUTE array_rows_plan('{1}', '{a}')`);
+    const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
+    assert.match(plan, /ProjectSet/);
+    assert.doesNotMatch(plan, /Function Scan/);
+  } finally {
+    await client.query('ROLLBACK');
+    await client.query('DEALLOCATE ALL');
+  }
 });
 
 test('event bodies travel as one Buffer of UTF-8 and split into their texts in Postgres, as eventsCtes splits them', async () => {

@@ -10,7 +10,7 @@
  * engine applied before is no move.
  */
 import { prepared, type Db } from '../../db/pool.js';
-import { numberArray, textArray } from '../../db/arrays.js';
+import { arrayRows, numberArray, textArray } from '../../db/arrays.js';
 import type { Logger } from '../../logger.js';
 import { isChannel, type AttemptState, type Channel } from '../../channels/index.js';
 import type { Carrier, CarrierSink, OutboundAttempt } from '../types.js';
@@ -68,8 +68,10 @@ export class SandboxCarrier implements Carrier {
     await this.db.query(prepared(
       `INSERT INTO sandbox_messages (account_id, recipient_id, attempt_id, gateway, sender, phone_number, body, parts, encoding, pending)
        SELECT r.account_id, u.public_id, u.attempt_id, u.gateway, u.sender, u.phone, u.body, u.parts, u.encoding, true
-         FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[])
-           AS u(attempt_id, public_id, gateway, sender, phone, body, parts, encoding)
+         FROM ${arrayRows({
+           attempt_id: '$1::bigint[]', public_id: '$2::text[]', gateway: '$3::text[]', sender: '$4::text[]', phone: '$5::text[]',
+           body: '$6::text[]', parts: '$7::int[]', encoding: '$8::text[]',
+         })} AS u
          JOIN attempts a ON a.id = u.attempt_id
          JOIN recipients r ON r.id = a.recipient_id
         WHERE a.id = ANY($1)

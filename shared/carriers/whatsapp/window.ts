@@ -7,7 +7,7 @@
  * reached Meta but not us, a clock at the boundary).
  */
 import { prepared, type Queryable } from '../../db/pool.js';
-import { textArray, timestampArray } from '../../db/arrays.js';
+import { arrayRows, textArray, timestampArray } from '../../db/arrays.js';
 
 /** How long after a person's latest message free text may reach them. */
 export const WINDOW_MS = 24 * 3600 * 1000;
@@ -34,7 +34,7 @@ export function windowOpen(lastInboundAt: number | undefined, now: number, windo
 }
 
 const READ_SQL = `SELECT w.phone_number_id, w.user_number, w.last_inbound_at
-    FROM unnest($1::text[], $2::text[]) AS u(p, n)
+    FROM ${arrayRows({ p: '$1::text[]', n: '$2::text[]' })} AS u
     JOIN whatsapp_windows w ON w.phone_number_id = u.p AND w.user_number = u.n`;
 
 /** When each pair's person last wrote (unix ms), for the pairs that ever did; one statement. */
@@ -58,7 +58,7 @@ export async function lastInbound(db: Queryable, pairs: readonly WindowPair[]): 
 }
 
 const NOTE_SQL = `INSERT INTO whatsapp_windows AS w (phone_number_id, user_number, last_inbound_at)
-    SELECT p, n, LEAST(t, now()) FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS u(p, n, t)
+    SELECT p, n, LEAST(t, now()) FROM ${arrayRows({ p: '$1::text[]', n: '$2::text[]', t: '$3::timestamptz[]' })} AS u
     ORDER BY p, n
     ON CONFLICT (phone_number_id, user_number) DO UPDATE SET last_inbound_at = GREATEST(w.last_inbound_at, EXCLUDED.last_inbound_at)`;
 
