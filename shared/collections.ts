@@ -11,6 +11,9 @@ export function pushTo<K, V>(map: Map<K, V[]>, key: K, value: V): void {
 /** Comparator for `Array.prototype.sort` of numbers, ascending (module-level: no arrow per call). */
 export const ascending = (a: number, b: number): number => a - b;
 
+/** Comparator for `Array.prototype.sort` of rows by their numeric `id`, ascending. */
+export const byId = (a: { id: number }, b: { id: number }): number => a.id - b.id;
+
 /** `map`'s value for `key`, made by `make` and kept the first time it is asked for. */
 export function getOrMake<K, V>(map: Map<K, V>, key: K, make: () => V): V {
   let value = map.get(key);

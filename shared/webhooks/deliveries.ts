@@ -13,6 +13,7 @@ import { validate } from '../validation.js';
 import { badRequest } from '../errors.js';
 import { enqueueBatches } from './jobs.js';
 import { stripCredentials } from './deliver.js';
+import { byId } from '../collections.js';
 
 export const DELIVERY_STATUSES = ['pending', 'delivered', 'dead'] as const;
 
@@ -110,8 +111,6 @@ export async function listDeliveries(db: Db, redis: Redis, queues: Queues, key: 
 
 /** At most this many dead letters go back to delivery per call. */
 export const MAX_REPLAY = 1000;
-
-const byId = (a: { id: number }, b: { id: number }): number => a.id - b.id;
 
 /** `POST /v1/webhooks/replay`: the key's own dead letters (one by id, or all since a time) are delivered again. */
 export async function replayDeliveries(db: Db, queues: Queues, key: ApiKeyRecord, body: unknown, retries: number): Promise<{ replayed: number; ids: number[] }> {

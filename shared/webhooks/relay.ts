@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { prepared, withTx, type Db } from '../db/pool.js';
 import type { Queues } from '../queues.js';
 import { enqueueBatches } from './jobs.js';
-import { ascending, consecutiveRuns } from '../collections.js';
+import { ascending, byId, consecutiveRuns } from '../collections.js';
 import { arrayRows } from '../db/arrays.js';
 import type { DirectDelivery, ReadyBatch } from './direct.js';
 
@@ -34,9 +34,6 @@ export interface RelayOptions {
   /** Events per pass above which every group is sent at once, lingering or not. */
   pageSize?: number;
 }
-
-/** Events in id order (module-level: no arrow per pass). */
-const byId = (a: EventRef, b: EventRef): number => a.id - b.id;
 
 /** Outbox rows (statements' worth of events) claimed per pass. */
 const OUTBOX_ROWS_PER_PASS = 200;
