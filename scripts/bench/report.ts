@@ -47,7 +47,8 @@ function cells(r: ScenarioResult, x: Any): string[] {
     case 'e2e-smpp-capped':
       return [`${r.scenario} (${config(x)})`,
         `${num(x.recipients)} recipients${x.warmup ? ` (after a warm-up of ${num(x.warmup.recipients)})` : ''}, last event after ${x.secondsUntil?.lastEvent} s: **${num(x.recipientsPerSEndToEnd)} recipients/s end to end**` +
-        `${typeof x.vsOneCopy === 'number' ? ` (×${x.vsOneCopy} one copy's ${num(x.oneCopyRecipientsPerS)})` : ''}; ` +
+        `${typeof x.vsOneCopy === 'number' ? ` (×${x.vsOneCopy} one copy's ${num(x.oneCopyRecipientsPerS)}` +
+          `${typeof x.vsOneCopyPerSimulatorUs === 'number' ? `; ×${x.vsOneCopyPerSimulatorUs} scaled by the simulator's µs per recipient` : ''})` : ''}; ` +
         `${x.cap ? `**submits ${num(x.cap.submitsPerS)}/s against a cap of ${num(x.cap.tps)} (×${x.cap.ofCap}; busiest second ${num(x.cap.peakSecond)})**; ` : ''}` +
         `accepted ${num(x.acceptedPerS)}/s, submits ${num(x.submitsPerS)}/s, receipts applied ${num(x.receiptsAppliedPerS)}/s, ` +
         `webhook events ${num(x.webhookEventsPerS)}/s (${x.check?.ok}/${x.check?.recipients} recipients exactly right` +

@@ -91,6 +91,15 @@ async function otherLoad(waitS: number, sampleMs: number): Promise<number> {
   }
 }
 
+/**
+ * The simulator's CPU per recipient of an e2e result: its work per recipient is fixed, so it
+ * measures the machine's phase (null when not measured).
+ */
+function simulatorUsOf(r: Record<string, unknown>): number | null {
+  const cost = r.cpuUsPerRecipient as { simulator?: unknown } | undefined;
+  return typeof cost?.simulator === 'number' && cost.simulator > 0 ? cost.simulator : null;
+}
+
 /** The e2e-smpp runs the options ask for: one, or with --copies / --kill-one a baseline with one copy of each role, the copies, the kill. */
 function e2eRuns(opts: Options, root: string): E2eRun[] {
   const plain = defaultE2eRun(opts);
@@ -208,8 +217,10 @@ async function main(): Promise<number> {
     const label = want.has('e2e-smpp') && want.has('priority-under-load') ? 'e2e-smpp + priority-under-load'
       : want.has('e2e-smpp') ? 'e2e-smpp' : 'priority-under-load';
     // --copies / --kill-one: the same run with one copy of each role first, then with the copies,
-    // then with the kill; each result is compared with the first one's throughput.
-    let oneCopy: number | null = null;
+    // then with the kill; each result is compared with the first one's throughput, and again with
+    // both scaled by the simulator's CPU per recipient: the baseline always runs first, and this
+    // VM's speed drifts within minutes (docs/benchmarks.md, "Eleventh session").
+    let oneCopy: { perS: number; simulatorUs: number | null } | null = null;
     for (const e2eRun of e2eRuns(opts, root)) {
       // priority-under-load needs the backlog, so it runs e2e-smpp's load; its own result is printed.
       await run(e2eRun.variant ? `${label}, ${e2eRun.variant}` : label, async () => {
@@ -217,11 +228,15 @@ async function main(): Promise<number> {
         for (const r of out) {
           if (r.scenario !== 'e2e-smpp') continue;
           const perS = typeof r.recipientsPerSEndToEnd === 'number' ? r.recipientsPerSEndToEnd : null;
+          const simulatorUs = simulatorUsOf(r);
           if (e2eRun.label === 'e2e1') {
-            oneCopy = perS;
+            oneCopy = perS === null ? null : { perS, simulatorUs };
           } else if (oneCopy !== null && perS !== null) {
-            r.oneCopyRecipientsPerS = oneCopy;
-            r.vsOneCopy = Math.round((perS / oneCopy) * 100) / 100;
+            r.oneCopyRecipientsPerS = oneCopy.perS;
+            r.vsOneCopy = Math.round((perS / oneCopy.perS) * 100) / 100;
+            if (simulatorUs !== null && oneCopy.simulatorUs !== null) {
+              r.vsOneCopyPerSimulatorUs = Math.round(((perS * simulatorUs) / (oneCopy.perS * oneCopy.simulatorUs)) * 100) / 100;
+            }
           }
         }
         return out;
