@@ -219,7 +219,7 @@ async function main(): Promise<number> {
     // --copies / --kill-one: the same run with one copy of each role first, then with the copies,
     // then with the kill; each result is compared with the first one's throughput, and again with
     // both scaled by the simulator's CPU per recipient: the baseline always runs first, and this
-    // VM's speed drifts within minutes (docs/benchmarks.md, "Eleventh session").
+    // VM's speed drifts within minutes (docs/benchmarks.md, "Copies of roles and a kill mid-run").
     let oneCopy: { perS: number; simulatorUs: number | null } | null = null;
     for (const e2eRun of e2eRuns(opts, root)) {
       // priority-under-load needs the backlog, so it runs e2e-smpp's load; its own result is printed.
