@@ -565,6 +565,8 @@ describe('SmppCarrier', () => {
 });
 
 describe('RedisTokenBucket', () => {
+  /** How late (µs) a settled lease's end may sit after its true last spend: a lease call's round trip, generously. */
+  const SPEND_SLACK_US = 150_000;
   it('shares one cap between several limiters on one key: never more than tps in a window, paced, unspent tokens returned', T, async () => {
     const key = `${prefix}:tb-test`;
     const a = new RedisTokenBucket(redis, key, { tps: 40 });
@@ -595,7 +597,10 @@ describe('RedisTokenBucket', () => {
       (out, v, i, all) => (i % 2 === 0 && v.startsWith('L:') ? [...out, [v, Number(all[i + 1])]] : out), []);
     const held = leases.reduce((sum, [m]) => sum + Number(m.split(':')[2]), 0);
     assert.ok(held > 0 && held <= 60, `after close the book holds only tokens really spent (${held})`);
-    assert.ok(leases.every(([, end]) => end <= nowUs), 'settled: every lease ends at its last spend, none at its validity');
+    // A spend is placed no earlier than it could have happened (up to a lease call's round trip
+    // late), so "at its last spend" is checked with that slack; an unsettled lease would end about
+    // 500 ms (its validity) after its grant, right before close().
+    assert.ok(leases.every(([, end]) => end <= nowUs + SPEND_SLACK_US), 'settled: every lease ends at its last spend, none at its validity');
   });
 
   it('an idle limiter gives its unspent tokens back: its lease shrinks to what it spent', T, async () => {
@@ -609,6 +614,22 @@ describe('RedisTokenBucket', () => {
     assert.deepEqual(await members(), [lease!.replace(/:10$/, ':1')], 'the nine unspent tokens went back');
     assert.equal(a.stats.calls, 2, 'one grant, one settlement');
     await a.close();
+  });
+
+  it('close() settles a lease that was still being asked for ahead of need', T, async () => {
+    const key = `${prefix}:tb-close-in-flight`;
+    const a = new RedisTokenBucket(redis, key, { tps: 400 });
+    await a.take(); // a first lease of 10 (a quarter of the largest, 40)
+    for (let i = 0; i < 7; i++) assert.ok(a.tryTake());
+    // 8 of 10 spent at once: the next lease is asked for now, in the background; close at once.
+    await a.close();
+    const [seconds, micros] = await redis.time();
+    const nowUs = Number(seconds) * 1e6 + Number(micros);
+    const book = await redis.zrange(key, '0', '-1', 'WITHSCORES');
+    const leases = book.flatMap((v, i) => (i % 2 === 0 && v.startsWith('L:') ? [[v, Number(book[i + 1])] as const] : []));
+    assert.equal(a.stats.grants, 2, 'the lease asked for ahead was granted');
+    assert.deepEqual(leases.map(([m]) => m.split(':')[2]), ['8'], 'only the 8 tokens spent are held; the second lease gave all back');
+    assert.ok(leases.every(([, end]) => end <= nowUs + SPEND_SLACK_US), 'settled at its last spend, not at its validity');
   });
 
   it('never spends a lease after its validity', T, async () => {

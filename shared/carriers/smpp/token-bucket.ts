@@ -272,6 +272,9 @@ export class RedisTokenBucket {
 
   /** Settles what is held (the unspent tokens go back) and stops the timers; for shutdown and tests. */
   async close(): Promise<void> {
+    // A lease asked for ahead of need may still be on its way: wait for it, so that it is settled
+    // with the rest rather than left in the book holding budget until its validity ends.
+    while (this.asking) await this.asking.catch(() => undefined);
     const now = performance.now();
     for (const lease of [this.current, this.next]) if (lease) this.finish(lease, now);
     this.current = null;
