@@ -567,6 +567,13 @@ describe('SmppCarrier', () => {
 describe('RedisTokenBucket', () => {
   /** How late (µs) a settled lease's end may sit after its true last spend: a lease call's round trip, generously. */
   const SPEND_SLACK_US = 150_000;
+  /** The leases in a cap's book (member, end in µs) and Redis' time now, in µs. */
+  const leaseBook = async (key: string): Promise<{ leases: Array<readonly [string, number]>; nowUs: number }> => {
+    const [seconds, micros] = await redis.time();
+    const book = await redis.zrange(key, '0', '-1', 'WITHSCORES');
+    const leases = book.flatMap((v, i) => (i % 2 === 0 && v.startsWith('L:') ? [[v, Number(book[i + 1])] as const] : []));
+    return { leases, nowUs: Number(seconds) * 1e6 + Number(micros) };
+  };
   it('shares one cap between several limiters on one key: never more than tps in a window, paced, unspent tokens returned', T, async () => {
     const key = `${prefix}:tb-test`;
     const a = new RedisTokenBucket(redis, key, { tps: 40 });
@@ -591,10 +598,7 @@ describe('RedisTokenBucket', () => {
     assert.ok(times[16]! - times[0]! >= 150, `paced, not a second's budget at once (${Math.round(times[16]! - times[0]!)} ms for 17)`);
     await Promise.all([a.close(), b.close()]);
     assert.equal(a.stats.tokens + b.stats.tokens, 60);
-    const [seconds, micros] = await redis.time();
-    const nowUs = Number(seconds) * 1e6 + Number(micros);
-    const leases = (await redis.zrange(key, '0', '-1', 'WITHSCORES')).reduce<Array<[string, number]>>(
-      (out, v, i, all) => (i % 2 === 0 && v.startsWith('L:') ? [...out, [v, Number(all[i + 1])]] : out), []);
+    const { leases, nowUs } = await leaseBook(key);
     const held = leases.reduce((sum, [m]) => sum + Number(m.split(':')[2]), 0);
     assert.ok(held > 0 && held <= 60, `after close the book holds only tokens really spent (${held})`);
     // A spend is placed no earlier than it could have happened (up to a lease call's round trip
@@ -623,10 +627,7 @@ describe('RedisTokenBucket', () => {
     for (let i = 0; i < 7; i++) assert.ok(a.tryTake());
     // 8 of 10 spent at once: the next lease is asked for now, in the background; close at once.
     await a.close();
-    const [seconds, micros] = await redis.time();
-    const nowUs = Number(seconds) * 1e6 + Number(micros);
-    const book = await redis.zrange(key, '0', '-1', 'WITHSCORES');
-    const leases = book.flatMap((v, i) => (i % 2 === 0 && v.startsWith('L:') ? [[v, Number(book[i + 1])] as const] : []));
+    const { leases, nowUs } = await leaseBook(key);
     assert.equal(a.stats.grants, 2, 'the lease asked for ahead was granted');
     assert.deepEqual(leases.map(([m]) => m.split(':')[2]), ['8'], 'only the 8 tokens spent are held; the second lease gave all back');
     assert.ok(leases.every(([, end]) => end <= nowUs + SPEND_SLACK_US), 'settled at its last spend, not at its validity');
