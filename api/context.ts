@@ -6,6 +6,7 @@ import type { Queues } from '../shared/queues.js';
 import type { Logger } from '../shared/logger.js';
 import type { Engine } from '../shared/engine/engine.js';
 import type { SecretBox } from '../shared/secrets/sealed.js';
+import type { LargeCallTurns } from '../shared/sending/large-call-turns.js';
 
 export interface AppContext {
   config: Config;
@@ -16,4 +17,9 @@ export interface AppContext {
   engine: Engine;
   /** Seals and opens carrier credentials (CREDENTIALS_KEY). */
   secrets: SecretBox;
+  /**
+   * The process's turns for large send calls: the send API takes them, and its small calls and
+   * verification starts narrow them (shared/sending/large-call-turns.ts).
+   */
+  largeCalls: LargeCallTurns;
 }

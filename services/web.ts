@@ -3,7 +3,8 @@ import { createServer, type Server } from 'node:http';
 import { buildApp } from '../api/app.js';
 import type { Core } from './core.js';
 import { listen } from './listen.js';
-import { addQueueSource } from '../shared/metrics.js';
+import { addQueueSource, trackLargeCallTurns } from '../shared/metrics.js';
+import { LargeCallTurns, SMALL_CALL_QUIET_MS } from '../shared/sending/large-call-turns.js';
 import { readQueueDepths } from '../shared/queue-depths.js';
 
 export interface WebRole {
@@ -14,8 +15,18 @@ export interface WebRole {
 
 export async function startWeb(core: Core): Promise<WebRole> {
   const { config, logger } = core;
+  const largeCalls = new LargeCallTurns({
+    narrow: config.acceptLargeCallConcurrency,
+    wide: config.acceptLargeCallConcurrencyAlone,
+    quietMs: SMALL_CALL_QUIET_MS,
+  }, config.acceptLargeCallBacklogBytes, (turns) => {
+    logger.info({ turns, narrow: config.acceptLargeCallConcurrency }, turns > config.acceptLargeCallConcurrency
+      ? 'large send calls get more turns: no small call came for a while'
+      : 'large send calls get fewer turns: small calls came');
+  });
+  const untrackTurns = trackLargeCallTurns(() => ({ size: largeCalls.limit, inUse: largeCalls.running, waitingBytes: largeCalls.waiting }));
   const app = buildApp({
-    config, db: core.apiDb, redis: core.redis, queues: core.queues, logger, engine: core.engine, secrets: core.secrets,
+    config, db: core.apiDb, redis: core.redis, queues: core.queues, logger, engine: core.engine, secrets: core.secrets, largeCalls,
   });
   const server = createServer(app);
   server.keepAliveTimeout = 65_000;
@@ -32,6 +43,7 @@ export async function startWeb(core: Core): Promise<WebRole> {
     // Stop taking requests; idle keep-alive connections close now, busy ones within 5 s.
     stop: () => new Promise<void>((resolve) => {
       removeQueueSource();
+      untrackTurns();
       server.close(() => resolve());
       server.closeIdleConnections();
       setTimeout(() => server.closeAllConnections(), 5000).unref();

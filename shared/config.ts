@@ -55,8 +55,10 @@ export interface Config {
   dbPoolSize: number | null;
   /** Bulk accept writes (calls with any non-priority message) running at once per process. */
   acceptBulkConcurrency: number;
-  /** Batch calls over 2 KB parsed, checked and written at once per API process (small calls skip the turns). */
+  /** Batch calls over 2 KB parsed, checked and written at once per API process while small calls come (small calls skip the turns). */
   acceptLargeCallConcurrency: number;
+  /** The same once no small call has come to the API process for a minute (shared/sending/large-call-turns.ts). */
+  acceptLargeCallConcurrencyAlone: number;
   /** Bytes of large calls' bodies that may wait for a turn per API process; a call beyond them gets 429. */
   acceptLargeCallBacklogBytes: number;
   /** How often the outbox relay reads the outbox from its start (a transaction held open past its floor). */
@@ -138,6 +140,7 @@ const schema = Joi.object({
   WEBHOOK_LINGER_MS: Joi.number().integer().min(0).max(1000).default(200),
   ACCEPT_BULK_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(8),
   ACCEPT_LARGE_CALL_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(2),
+  ACCEPT_LARGE_CALL_CONCURRENCY_ALONE: Joi.number().integer().min(1).max(1000),
   ACCEPT_LARGE_CALL_BACKLOG_MB: Joi.number().integer().min(1).max(4096).default(32),
   DB_POOL_SIZE: Joi.number().integer().min(2).max(1000),
   WEBHOOK_RELAY_RESCAN_MS: Joi.number().integer().min(1000).max(3_600_000).default(15_000),
@@ -184,6 +187,9 @@ export function weakAdminToken(token: string): string | null {
   return null;
 }
 
+/** ACCEPT_LARGE_CALL_CONCURRENCY_ALONE unless set (or ACCEPT_LARGE_CALL_CONCURRENCY when that is larger). */
+const DEFAULT_LARGE_CALLS_ALONE = 4;
+
 /** D4: about 10 s, 1 min, 5 min, 15 min, 1 h, 3 h, 6 h, 12 h, 24 h. */
 const DEFAULT_RETRY_SCHEDULE_MS = [10e3, 60e3, 300e3, 900e3, 3600e3, 3 * 3600e3, 6 * 3600e3, 12 * 3600e3, 24 * 3600e3];
 
@@ -217,6 +223,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     else redisCluster = parsed;
     if (env.REDIS_URL) problems.push('REDIS_URL: set REDIS_URL (one Redis) or REDIS_CLUSTER_NODES (a Redis Cluster), not both');
   }
+  const largeCallsAlone = value.ACCEPT_LARGE_CALL_CONCURRENCY_ALONE ?? Math.max(DEFAULT_LARGE_CALLS_ALONE, value.ACCEPT_LARGE_CALL_CONCURRENCY);
+  if (largeCallsAlone < value.ACCEPT_LARGE_CALL_CONCURRENCY) {
+    problems.push(`ACCEPT_LARGE_CALL_CONCURRENCY_ALONE: must be at least ACCEPT_LARGE_CALL_CONCURRENCY (${value.ACCEPT_LARGE_CALL_CONCURRENCY}): it is the turns of large calls when no small call needs the narrower ones`);
+  }
   if (problems.length > 0) {
     throw new ConfigError(problems);
   }
@@ -248,6 +258,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     webhookLingerMs: value.WEBHOOK_LINGER_MS,
     acceptBulkConcurrency: value.ACCEPT_BULK_CONCURRENCY,
     acceptLargeCallConcurrency: value.ACCEPT_LARGE_CALL_CONCURRENCY,
+    acceptLargeCallConcurrencyAlone: largeCallsAlone,
     acceptLargeCallBacklogBytes: value.ACCEPT_LARGE_CALL_BACKLOG_MB * 1024 * 1024,
     dbPoolSize: value.DB_POOL_SIZE ?? null,
     webhookRelayRescanMs: value.WEBHOOK_RELAY_RESCAN_MS,

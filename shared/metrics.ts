@@ -73,6 +73,22 @@ export function trackCarrierWindow(kind: string, connection: string, read: () =>
   };
 }
 
+export interface TurnsReading {
+  size: number;
+  inUse: number;
+  waitingBytes: number;
+}
+
+const turnSources = new Set<() => TurnsReading>();
+
+/** The API process's large-call turns (shared/sending/large-call-turns.ts), read on scrape; returns the remover. */
+export function trackLargeCallTurns(read: () => TurnsReading): () => void {
+  turnSources.add(read);
+  return () => {
+    turnSources.delete(read);
+  };
+}
+
 export interface QueueReading {
   queue: string;
   /** The channel family, `status` or `webhooks`. */
@@ -185,6 +201,20 @@ function familiesOf(): Families {
         const { size, inUse } = w.read();
         windowGauge.inc({ kind: w.kind, connection: w.connection, measure: 'size' }, size);
         windowGauge.inc({ kind: w.kind, connection: w.connection, measure: 'in_use' }, inUse);
+      }
+    },
+  });
+  const turnsGauge: Gauge = new Gauge({
+    name: 'switchboard_accept_large_call_turns',
+    help: 'Turns of large send calls in this API process: size (narrow while small calls come, wide after a quiet minute), in_use, and waiting_bytes (bodies waiting for a turn)',
+    labelNames: ['measure'], registers: [registry],
+    collect() {
+      turnsGauge.reset();
+      for (const read of turnSources) {
+        const { size, inUse, waitingBytes } = read();
+        turnsGauge.inc({ measure: 'size' }, size);
+        turnsGauge.inc({ measure: 'in_use' }, inUse);
+        turnsGauge.inc({ measure: 'waiting_bytes' }, waitingBytes);
       }
     },
   });

@@ -3,11 +3,33 @@ export class Semaphore {
   private active = 0;
   private readonly waiting: Array<() => void> = [];
 
-  constructor(private readonly limit: number) {}
+  constructor(private limit: number) {}
 
   /** Every turn is taken: a caller now would wait. */
   get full(): boolean {
     return this.active >= this.limit;
+  }
+
+  /** Calls running now. */
+  get running(): number {
+    return this.active;
+  }
+
+  /** Turns now. */
+  get turnLimit(): number {
+    return this.limit;
+  }
+
+  /**
+   * Changes the number of turns. More turns let waiting callers in at once; fewer take effect as
+   * running calls end (none is interrupted).
+   */
+  setLimit(limit: number): void {
+    this.limit = limit;
+    while (this.active < this.limit && this.waiting.length > 0) {
+      this.active++;
+      this.waiting.shift()!();
+    }
   }
 
   async run<T>(fn: () => Promise<T>): Promise<T> {
@@ -19,11 +41,11 @@ export class Semaphore {
     try {
       return await fn();
     } finally {
-      const next = this.waiting.shift();
+      const next = this.active <= this.limit ? this.waiting.shift() : undefined;
       if (next) {
         next(); // the slot passes straight to the next caller
       } else {
-        this.active--;
+        this.active--; // or it is given up: none waits, or the turns were cut to fewer
       }
     }
   }
@@ -54,6 +76,21 @@ export class BoundedTurns {
   /** Bytes of the calls waiting now. */
   get waiting(): number {
     return this.waitingBytes;
+  }
+
+  /** Calls holding a turn now. */
+  get running(): number {
+    return this.turns.running;
+  }
+
+  /** Turns now. */
+  get limit(): number {
+    return this.turns.turnLimit;
+  }
+
+  /** See `Semaphore.setLimit`. */
+  setLimit(limit: number): void {
+    this.turns.setLimit(limit);
   }
 
   async run<T>(bytes: number, fn: () => Promise<T>): Promise<T> {

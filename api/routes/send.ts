@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { Router, type ErrorRequestHandler, type Request, type Response } from 'express';
 import type { AppContext } from '../context.js';
 import { readJsonBytes, parseJsonDocument, readFormBody, mediaType, BodyError } from '../middleware/body.js';
-import { BoundedTurns, TurnsFullError } from '../../shared/semaphore.js';
+import { TurnsFullError } from '../../shared/semaphore.js';
 import { headerKey, keyFromRequest } from '../middleware/api-key.js';
 import { acceptMessages, type AcceptMode, type AcceptResult, type MessageSource } from '../../shared/sending/accept.js';
 import { callFingerprint, idempotencyKeyProblem, type CallIdempotency } from '../../shared/sending/idempotency.js';
@@ -30,6 +30,7 @@ class SendError extends Error {
 }
 
 export function sendRouter(ctx: AppContext): Router {
+  const { largeCalls } = ctx;
   const router = Router();
   const deps = { db: ctx.db, queues: ctx.queues, config: ctx.config, logger: ctx.logger };
 
@@ -43,11 +44,11 @@ export function sendRouter(ctx: AppContext): Router {
 
   // Large calls take turns from parsing to enqueueing, a few at a time: the CPU work of a burst of
   // them (parsing and checking hundreds of recipients each) then never queues up in this process's
-  // event loop in front of a small call (an OTP), which skips the turns. The bytes are read first,
-  // outside the turns, so a slow upload holds no turn. The bodies waiting are bounded
+  // event loop in front of a small call (an OTP), which skips the turns and tells `largeCalls` it
+  // came (fewer turns while small calls come: shared/sending/large-call-turns.ts). The bytes are
+  // read first, outside the turns, so a slow upload holds no turn. The bodies waiting are bounded
   // (ACCEPT_LARGE_CALL_BACKLOG_MB): beyond that a call is refused at once with 429 and
   // Retry-After, before anything is accepted, instead of queueing without limit.
-  const largeCalls = new BoundedTurns(ctx.config.acceptLargeCallConcurrency, ctx.config.acceptLargeCallBacklogBytes);
   const batch = (source: MessageSource, camel: boolean) => async (req: Request, res: Response) => {
     const key = await auth(headerKey(req));
     const raw = await readJsonBytes(req);
@@ -67,7 +68,9 @@ export function sendRouter(ctx: AppContext): Router {
       }
       return acceptMessages(deps, key, body, { mode: 'batch', source, rawPayloads: payloads, ...(idempotency && { idempotency }) });
     };
-    const result = await (raw.length > LARGE_CALL_BYTES ? largeCalls.run(raw.length, accept) : accept());
+    const large = raw.length > LARGE_CALL_BYTES;
+    if (!large) largeCalls.smallCall();
+    const result = await (large ? largeCalls.run(raw.length, accept) : accept());
     markReplayed(res, result);
     res.json(camel
       ? {
@@ -82,6 +85,7 @@ export function sendRouter(ctx: AppContext): Router {
   router.post('/v1/messages', batch('v1', true));
 
   router.post('/v2/message', async (req, res) => {
+    largeCalls.smallCall();
     const key = await auth(headerKey(req));
     const raw = await readJsonBytes(req);
     const idempotency = idempotencyOf(req, raw);
@@ -96,6 +100,7 @@ export function sendRouter(ctx: AppContext): Router {
 
   // Simple endpoints (D9): one recipient, flat parameters.
   const simple = async (req: Request, res: Response, params: Record<string, string | undefined>, presented: string | undefined) => {
+    largeCalls.smallCall();
     const key = await auth(presented);
     const mode: AcceptMode = 'single';
     const message = simpleToMessage(params);

@@ -51,6 +51,7 @@ function phoneField(body: Record<string, unknown>): string {
 }
 
 export function verifyRouter(ctx: AppContext): Router {
+  const { largeCalls } = ctx;
   const router = Router();
   const service = new VerificationService(ctx);
 
@@ -69,6 +70,7 @@ export function verifyRouter(ctx: AppContext): Router {
   router.use('/v1/validations', refuseNulInPath);
 
   router.post('/v1/validations', async (req, res) => {
+    largeCalls.smallCall(); // an OTP: large send calls give way (api/routes/send.ts)
     const key = await auth(req);
     const body = await readObject(req);
     res.json(await service.start(key, phoneField(body)));

@@ -84,6 +84,7 @@ test('/metrics after real traffic has every family, with the traffic counted', {
     switchboard_attempts_total: 'counter',
     switchboard_carrier_submit_seconds: 'histogram',
     switchboard_carrier_window: 'gauge',
+    switchboard_accept_large_call_turns: 'gauge',
     switchboard_carrier_reports_applied_total: 'counter',
     switchboard_webhook_deliveries_total: 'counter',
     switchboard_webhook_delivery_seconds: 'histogram',
@@ -110,6 +111,7 @@ test('/metrics after real traffic has every family, with the traffic counted', {
   assert.ok(total(m, 'switchboard_carrier_submit_seconds', { kind: 'smpp', connection: 'default' }, 'switchboard_carrier_submit_seconds_count') >= 1, 'the first submit is timed');
   assert.equal(total(m, 'switchboard_carrier_window', { kind: 'smpp', connection: 'default', measure: 'size' }), 10);
   assert.ok(m.get('switchboard_carrier_window')!.samples.some((s) => s.labels.measure === 'in_use'));
+  assert.equal(total(m, 'switchboard_accept_large_call_turns', { measure: 'size' }), 2, 'small calls came: the narrow turns (ACCEPT_LARGE_CALL_CONCURRENCY)');
   assert.ok(total(m, 'switchboard_carrier_reports_applied_total') >= 6, 'submit responses and receipts');
   assert.ok(total(m, 'switchboard_webhook_deliveries_total', { outcome: 'delivered' }) >= 1);
   assert.ok(total(m, 'switchboard_webhook_deliveries_total', { outcome: 'http_error' }) >= 2, 'the failing receiver, twice');

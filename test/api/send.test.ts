@@ -90,7 +90,7 @@ test('POST /v2/messages: request_id, one message_id per object, recipients <mess
 });
 
 test('POST /v2/messages: large calls beyond the waiting budget get 429 with Retry-After and nothing of them is accepted', async () => {
-  const small = await startTestService({ env: { ACCEPT_LARGE_CALL_CONCURRENCY: '1', ACCEPT_LARGE_CALL_BACKLOG_MB: '1' } });
+  const small = await startTestService({ env: { ACCEPT_LARGE_CALL_CONCURRENCY: '1', ACCEPT_LARGE_CALL_CONCURRENCY_ALONE: '1', ACCEPT_LARGE_CALL_BACKLOG_MB: '1' } });
   try {
     const key = (await small.createAccount({ country: 'CZ' })).apiKey;
     // 40 calls of ~250 KB (whitespace is JSON too) against one turn and 1 MB of waiting bodies.

@@ -136,3 +136,14 @@ test('REDIS_CLUSTER_NODES: seed nodes of a Redis Cluster as host:port or redis:/
   assert.throws(() => loadConfig({ REDIS_CLUSTER_NODES: 'redis://a:secret@h1:1,h2:2,redis://a:other@h3:3' }), (err: unknown) => err instanceof ConfigError && !err.message.includes('secret') && !err.message.includes('other'));
   assert.throws(() => loadConfig({ REDIS_CLUSTER_NODES: 'h1:7000', REDIS_URL: 'redis://h:6379' }), (err: unknown) => err instanceof ConfigError && /REDIS_URL: set REDIS_URL \(one Redis\) or REDIS_CLUSTER_NODES/.test(err.message));
 });
+
+test('ACCEPT_LARGE_CALL_CONCURRENCY_ALONE: 4 unless set, never below ACCEPT_LARGE_CALL_CONCURRENCY', () => {
+  const c = loadConfig({});
+  assert.equal(c.acceptLargeCallConcurrency, 2);
+  assert.equal(c.acceptLargeCallConcurrencyAlone, 4);
+  assert.equal(loadConfig({ ACCEPT_LARGE_CALL_CONCURRENCY: '6' }).acceptLargeCallConcurrencyAlone, 6, 'follows a larger narrow setting');
+  assert.equal(loadConfig({ ACCEPT_LARGE_CALL_CONCURRENCY_ALONE: '2' }).acceptLargeCallConcurrencyAlone, 2, 'equal to the narrow turns: widening off');
+  assert.throws(() => loadConfig({ ACCEPT_LARGE_CALL_CONCURRENCY: '3', ACCEPT_LARGE_CALL_CONCURRENCY_ALONE: '2' }),
+    (err: unknown) => err instanceof ConfigError && /ACCEPT_LARGE_CALL_CONCURRENCY_ALONE: must be at least ACCEPT_LARGE_CALL_CONCURRENCY \(3\)/.test(err.message));
+  assert.throws(() => loadConfig({ ACCEPT_LARGE_CALL_CONCURRENCY_ALONE: '0' }), (err: unknown) => err instanceof ConfigError && /ACCEPT_LARGE_CALL_CONCURRENCY_ALONE/.test(err.message));
+});

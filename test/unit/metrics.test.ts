@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { countAccepted, countAttemptResult, metricsRegistry, scrape, trackCarrierWindow } from '../../shared/metrics.js';
+import { countAccepted, countAttemptResult, metricsRegistry, scrape, trackCarrierWindow, trackLargeCallTurns } from '../../shared/metrics.js';
+import { LargeCallTurns } from '../../shared/sending/large-call-turns.js';
 import { CarrierHttpClient } from '../../shared/carriers/http-client.js';
 import { parseExposition, total } from '../support/exposition.js';
 
@@ -29,6 +30,23 @@ test('carrier windows are read on scrape until untracked', async () => {
   assert.equal(total(await families(), 'switchboard_carrier_window', { connection: 'unit', measure: 'in_use' }), 5);
   untrack();
   assert.ok(!(await families()).get('switchboard_carrier_window')!.samples.some((s) => s.labels.connection === 'unit'));
+});
+
+test('large-call turns are read on scrape: wide until a small call, then narrow, until untracked', async () => {
+  const turns = new LargeCallTurns({ narrow: 2, wide: 4, quietMs: 60_000 }, 1 << 20);
+  const untrack = trackLargeCallTurns(() => ({ size: turns.limit, inUse: turns.running, waitingBytes: turns.waiting }));
+  const measure = async (m: string) => total(await families(), 'switchboard_accept_large_call_turns', { measure: m });
+  assert.equal(await measure('size'), 4);
+  let release!: () => void;
+  const running = turns.run(10, () => new Promise<void>((resolve) => (release = resolve)));
+  assert.equal(await measure('in_use'), 1);
+  turns.smallCall();
+  assert.equal(await measure('size'), 2);
+  release();
+  await running;
+  assert.equal(await measure('in_use'), 0);
+  untrack();
+  assert.deepEqual((await families()).get('switchboard_accept_large_call_turns')!.samples, []);
 });
 
 test('HTTP carriers time one send in 16, labelled by kind and connection', async () => {

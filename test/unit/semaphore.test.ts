@@ -60,3 +60,38 @@ test('BoundedTurns: a failing call gives its turn and its bytes back', async () 
   assert.equal(turns.waiting, 0);
   assert.equal(await turns.run(5, async () => 'next'), 'next');
 });
+
+test('Semaphore.setLimit: more turns let waiting callers in at once; fewer wait for running calls to end', async () => {
+  const log: string[] = [];
+  const turns = new Semaphore(1);
+  const [a, b, c, d] = ['a', 'b', 'c', 'd'].map((n) => held(log, n)) as [ReturnType<typeof held>, ReturnType<typeof held>, ReturnType<typeof held>, ReturnType<typeof held>];
+  const pa = turns.run(a.fn);
+  const pb = turns.run(b.fn);
+  const pc = turns.run(c.fn);
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(log, ['a']);
+  turns.setLimit(3);
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(log, ['a', 'b', 'c'], 'both waiting callers started when the turns grew');
+  assert.equal(turns.running, 3);
+  turns.setLimit(1);
+  assert.equal(turns.running, 3, 'no running call is interrupted');
+  const pd = turns.run(d.fn);
+  a.release();
+  await pa;
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(turns.running, 2, 'a gave its turn up rather than passing it on: 2 still run against 1 turn');
+  assert.deepEqual(log, ['a', 'b', 'c']);
+  b.release();
+  await pb;
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(log, ['a', 'b', 'c'], 'c alone holds the one turn: d waits');
+  c.release();
+  await pc;
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(log, ['a', 'b', 'c', 'd'], 'the turn passed to d once c ended');
+  assert.equal(turns.running, 1);
+  d.release();
+  await pd;
+  assert.equal(turns.running, 0);
+});
