@@ -15,12 +15,13 @@
  */
 import { parseArgs } from 'node:util';
 import { startRuntime, StartupError, ALL_POOLS, type PoolName, type Role } from '../services/runtime.js';
-import { LANES, type Lane } from '../shared/queues.js';
+import { CHANNEL_POOLS, LANES, type Lane } from '../shared/queues.js';
 import { ConfigError, loadConfig } from '../shared/config.js';
 import { createPool, ensureDatabase, migrate } from '../shared/db/pool.js';
 import { redactUrl } from '../shared/net/redact-url.js';
 import { CLI_COMMANDS, commandsOverview, runCli } from '../scripts/cli-commands.js';
 import { runSupervisor, STARTED_MESSAGE, SUPERVISED_ENV } from '../services/start.js';
+import { applyBulkWorkerNice, bulkWorkerNice } from '../services/cpu-priority.js';
 
 const ROLES: readonly Role[] = ['all', 'web', 'worker'];
 
@@ -108,6 +109,10 @@ async function runService(role: Role, args: string[]): Promise<void> {
   // supervisor is gone (its IPC channel closed, even if it was killed).
   const supervised = process.env[SUPERVISED_ENV] && process.send ? process.env[SUPERVISED_ENV] : undefined;
   const runtime = await startRuntime({ role, pools, lanes, ...(supervised !== undefined && { processName: supervised }) });
+  // A process of its own (not a test's in-process service): a bulk-only worker yields the CPU to
+  // the API and the priority lane when the machine is full (services/cpu-priority.ts).
+  const dispatching = pools.some((p) => (CHANNEL_POOLS as readonly string[]).includes(p));
+  applyBulkWorkerNice(bulkWorkerNice({ role, dispatching, lanes, nice: runtime.config.bulkWorkerNice }), runtime.logger);
   let signalled = false;
   const shutdown = (signal: string) => {
     if (signalled) {

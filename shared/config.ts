@@ -59,6 +59,8 @@ export interface Config {
   acceptLargeCallConcurrency: number;
   /** The same once no small call has come to the API process for a minute (shared/sending/large-call-turns.ts). */
   acceptLargeCallConcurrencyAlone: number;
+  /** Nice value a worker that dispatches bulk lanes only takes at start (services/cpu-priority.ts); 0: none. */
+  bulkWorkerNice: number;
   /** Bytes of large calls' bodies that may wait for a turn per API process; a call beyond them gets 429. */
   acceptLargeCallBacklogBytes: number;
   /** How often the outbox relay reads the outbox from its start (a transaction held open past its floor). */
@@ -142,6 +144,7 @@ const schema = Joi.object({
   ACCEPT_LARGE_CALL_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(2),
   ACCEPT_LARGE_CALL_CONCURRENCY_ALONE: Joi.number().integer().min(1).max(1000),
   ACCEPT_LARGE_CALL_BACKLOG_MB: Joi.number().integer().min(1).max(4096).default(32),
+  BULK_WORKER_NICE: Joi.number().integer().min(0).max(19).default(10),
   DB_POOL_SIZE: Joi.number().integer().min(2).max(1000),
   WEBHOOK_RELAY_RESCAN_MS: Joi.number().integer().min(1000).max(3_600_000).default(15_000),
   WEBHOOK_DIRECT_BACKLOG_MB: Joi.number().integer().min(0).max(4096).default(64),
@@ -259,6 +262,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     acceptBulkConcurrency: value.ACCEPT_BULK_CONCURRENCY,
     acceptLargeCallConcurrency: value.ACCEPT_LARGE_CALL_CONCURRENCY,
     acceptLargeCallConcurrencyAlone: largeCallsAlone,
+    bulkWorkerNice: value.BULK_WORKER_NICE,
     acceptLargeCallBacklogBytes: value.ACCEPT_LARGE_CALL_BACKLOG_MB * 1024 * 1024,
     dbPoolSize: value.DB_POOL_SIZE ?? null,
     webhookRelayRescanMs: value.WEBHOOK_RELAY_RESCAN_MS,

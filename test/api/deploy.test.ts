@@ -306,6 +306,13 @@ test('the compose services\' commands from the image layout and the Procfile\'s 
     try {
       for (const run of [...compose, ...procfile, dash]) await until(run, /"msg":"switchboard started"/);
       for (const run of [...compose, ...procfile]) {
+        // The workers that dispatch bulk lanes alone yield the CPU (BULK_WORKER_NICE, 10); the rest keep theirs.
+        const bulk = /worker_(sms|channels)\b/.test(run.name);
+        if (bulk) await until(run, /BULK_WORKER_NICE/);
+        const nice = Number(readFileSync(`/proc/${run.child.pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[16]);
+        assert.equal(nice, bulk ? 10 : 0, `${run.name}: nice`);
+      }
+      for (const run of [...compose, ...procfile]) {
         // The wrapper and bash exec'd node: the pid that is signalled is node's, with scripts/node-flags.
         const cmdline = readFileSync(`/proc/${run.child.pid}/cmdline`, 'utf8').split('\0');
         assert.match(cmdline[0]!, /node$/, `${run.name}: ${cmdline.join(' ')}`);

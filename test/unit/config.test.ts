@@ -147,3 +147,11 @@ test('ACCEPT_LARGE_CALL_CONCURRENCY_ALONE: 4 unless set, never below ACCEPT_LARG
     (err: unknown) => err instanceof ConfigError && /ACCEPT_LARGE_CALL_CONCURRENCY_ALONE: must be at least ACCEPT_LARGE_CALL_CONCURRENCY \(3\)/.test(err.message));
   assert.throws(() => loadConfig({ ACCEPT_LARGE_CALL_CONCURRENCY_ALONE: '0' }), (err: unknown) => err instanceof ConfigError && /ACCEPT_LARGE_CALL_CONCURRENCY_ALONE/.test(err.message));
 });
+
+test('BULK_WORKER_NICE: 10 unless set, 0 to 19', () => {
+  assert.equal(loadConfig({}).bulkWorkerNice, 10);
+  assert.equal(loadConfig({ BULK_WORKER_NICE: '0' }).bulkWorkerNice, 0);
+  for (const bad of ['-1', '20', 'low']) {
+    assert.throws(() => loadConfig({ BULK_WORKER_NICE: bad }), (err: unknown) => err instanceof ConfigError && /BULK_WORKER_NICE/.test(err.message), bad);
+  }
+});
