@@ -8,7 +8,8 @@
  * value alone would rank the process only against itself: the worker also lowers its session's
  * autogroup nice (`/proc/self/autogroup`) when it leads that session. Measured in
  * docs/benchmarks.md ("A CPU share for the bulk workers", thirteenth session): priority accept →
- * submit_sm p99 under a bulk backlog 122–164 → 64–81 ms, end-to-end throughput unchanged.
+ * submit_sm p99 under a bulk backlog about halved (114–164 → 45–81 ms in six alternating pairs),
+ * end-to-end throughput unchanged.
  * Where the CPU controller of cgroups is on (Docker, systemd units with CPUWeight=), autogroups
  * are not used and the operator's group weights decide instead (README, "CPU priority").
  */
