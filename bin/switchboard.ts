@@ -15,7 +15,7 @@
  */
 import { parseArgs } from 'node:util';
 import { startRuntime, StartupError, ALL_POOLS, type PoolName, type Role } from '../services/runtime.js';
-import { CHANNEL_POOLS, LANES, type Lane } from '../shared/queues.js';
+import { LANES, type Lane } from '../shared/queues.js';
 import { ConfigError, loadConfig } from '../shared/config.js';
 import { createPool, ensureDatabase, migrate } from '../shared/db/pool.js';
 import { redactUrl } from '../shared/net/redact-url.js';
@@ -111,8 +111,8 @@ async function runService(role: Role, args: string[]): Promise<void> {
   const runtime = await startRuntime({ role, pools, lanes, ...(supervised !== undefined && { processName: supervised }) });
   // A process of its own (not a test's in-process service): a bulk-only worker yields the CPU to
   // the API and the priority lane when the machine is full (services/cpu-priority.ts).
-  const dispatching = pools.some((p) => (CHANNEL_POOLS as readonly string[]).includes(p));
-  applyBulkWorkerNice(bulkWorkerNice({ role, dispatching, lanes, nice: runtime.config.bulkWorkerNice }), runtime.logger);
+  // A process that dispatches a channel family runs that family's carrier connections.
+  applyBulkWorkerNice(bulkWorkerNice({ role, dispatching: runtime.connections !== null, lanes, nice: runtime.config.bulkWorkerNice }), runtime.logger);
   let signalled = false;
   const shutdown = (signal: string) => {
     if (signalled) {
