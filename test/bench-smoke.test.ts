@@ -2,17 +2,23 @@
  * The benchmark harness still works: `scripts/bench/run.ts --quick` for one short scenario
  * (e2e-smpp with a few hundred recipients) builds, starts the compiled service, the simulator and
  * the webhook receiver, prints its JSON, and every recipient got exactly its expected events.
- * No timing is asserted (issue 9: "no test asserts a time").
+ * No timing is asserted (issue 9: "no test asserts a time"). Then e2e-kannel, the same workload
+ * through Kannel (issue 23's reference): every report arrives, no number is submitted twice.
+ * Kannel must be installed (Debian's `kannel`; .ci/run installs it).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
-test('npm run bench -- --quick produces its JSON and every expected event arrives', { timeout: 170_000 }, async () => {
+type Result = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- the harness's JSON
+
+/** Runs the harness with `args` (at most `killAfterMs`); its JSON results, stdout and stderr. */
+async function runBench(args: string[], killAfterMs: number): Promise<{ results: Result[]; stdout: string; stderr: string; code: number | null }> {
   const env: NodeJS.ProcessEnv = { ...process.env };
   if (process.env.TEST_DATABASE_URL) {
     env.BENCH_DATABASE_URL = process.env.TEST_DATABASE_URL;
@@ -20,9 +26,7 @@ test('npm run bench -- --quick produces its JSON and every expected event arrive
   if (process.env.TEST_REDIS_URL) {
     env.BENCH_REDIS_URL = process.env.TEST_REDIS_URL;
   }
-  const child = spawn(process.execPath,
-    ['--import', 'tsx', 'scripts/bench/run.ts', '--quick', '--scenario', 'e2e-smpp', '--recipients', '500', '--max-minutes', '3'],
-    { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/bench/run.ts', ...args], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => {
@@ -32,11 +36,15 @@ test('npm run bench -- --quick produces its JSON and every expected event arrive
     stderr += d.toString();
   });
   // If this test is cut short, the harness gets Ctrl-C and stops what it started.
-  const kill = setTimeout(() => child.kill('SIGINT'), 160_000);
+  const kill = setTimeout(() => child.kill('SIGINT'), killAfterMs);
   const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
   clearTimeout(kill);
+  const results = stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Result);
+  return { results, stdout, stderr, code };
+}
 
-  const results = stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, any>); // eslint-disable-line @typescript-eslint/no-explicit-any
+test('npm run bench -- --quick produces its JSON and every expected event arrives', { timeout: 170_000 }, async () => {
+  const { results, stdout, stderr, code } = await runBench(['--quick', '--scenario', 'e2e-smpp', '--recipients', '500', '--max-minutes', '3'], 160_000);
   const e2e = results.find((r) => r.scenario === 'e2e-smpp');
   assert.ok(e2e, `no e2e-smpp JSON on stdout (exit ${code}):\n${stdout}\n${stderr.slice(-3000)}`);
   assert.ok(e2e.check, `the e2e-smpp result has no event check: ${JSON.stringify(e2e)}`);
@@ -48,4 +56,25 @@ test('npm run bench -- --quick produces its JSON and every expected event arrive
   assert.equal(check.receivedEvents, check.expectedEvents, detail);
   assert.equal(check.ok, check.recipients, detail);
   assert.match(stdout, /\| e2e-smpp/, 'the summary table is printed');
+});
+
+test('e2e-kannel runs the same workload through Kannel: every report arrives, no number is submitted twice', { timeout: 120_000 }, async () => {
+  assert.ok(existsSync('/usr/sbin/bearerbox') || existsSync('/usr/bin/bearerbox'),
+    'Kannel is not installed: this test needs it (apt-get install -y kannel; .ci/run installs it)');
+  // --no-build: the test above built dist/ (the simulator) a moment ago.
+  const { results, stdout, stderr, code } = await runBench(
+    ['--quick', '--no-build', '--scenario', 'e2e-kannel', '--recipients', '500', '--max-minutes', '2'], 110_000);
+  const kannel = results.find((r) => r.scenario === 'e2e-kannel');
+  assert.ok(kannel, `no e2e-kannel JSON on stdout (exit ${code}):\n${stdout}\n${stderr.slice(-3000)}`);
+  const detail = JSON.stringify({ notes: kannel.notes, check: kannel.check, statuses: kannel.acceptStatuses });
+  assert.notEqual(kannel.skipped, true, detail);
+  assert.equal(kannel.check.recipients, 500, detail);
+  // 2 reports per recipient (SMSC accepted, then delivered or undelivered); 1 for the 2 % without a receipt.
+  assert.equal(kannel.check.expectedEvents, 500 * 2 - 10, detail);
+  assert.equal(kannel.check.receivedEvents, kannel.check.expectedEvents, detail);
+  assert.equal(kannel.check.ok, 500, detail);
+  assert.equal(kannel.submits, 500, detail);
+  assert.equal(kannel.submitRepeats, 0, detail);
+  assert.equal(kannel.ok, true, detail);
+  assert.match(stdout, /\| e2e-kannel \(Kannel/, 'the summary table names it');
 });

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { hasCopies, parseCopies, type CopiesSpec } from './copies.js';
 
-export const SCENARIOS = ['accept', 'e2e-smpp', 'e2e-smpp-capped', 'priority-under-load', 'e2e-whatsapp', 'webhooks', 'verify', 'e2e-viber'] as const;
+export const SCENARIOS = ['accept', 'e2e-smpp', 'e2e-kannel', 'e2e-smpp-capped', 'priority-under-load', 'e2e-whatsapp', 'webhooks', 'verify', 'e2e-viber'] as const;
 export const SMSC_IDS = ['hex', 'dec', 'string'] as const;
 export type SmscIds = (typeof SMSC_IDS)[number];
 export type ScenarioName = (typeof SCENARIOS)[number];
@@ -40,6 +40,8 @@ export interface Options {
   smppParams: string;
   /** The message ids the simulator issues (and writes the same way in its receipts); default decimal. */
   smscIds: SmscIds;
+  /** e2e-kannel: delivery reports to the receiver (`all`, the service's workload), only final ones, or none (submits only). */
+  kannelReports: 'all' | 'final' | 'none';
   /** e2e-smpp-capped: the `tps` it sets in SMPP_URL (a cap below what the machine reaches). */
   capTps: number;
   /** e2e-smpp-capped: recipients (`recipients`, at most `capTps` × 20 s; quick × 4 s). */
@@ -79,9 +81,11 @@ export interface Options {
 
 const USAGE = `usage: node --import tsx scripts/bench/run.ts [options]
   --quick                  ~20 s smoke run (small counts)
-  --scenario NAME          accept | e2e-smpp | e2e-smpp-capped | priority-under-load | e2e-whatsapp | webhooks |
-                           verify | e2e-viber (repeat or comma-separate; default all)
-  --recipients N           e2e-smpp, e2e-whatsapp and e2e-viber recipients (default 100000; quick 1000)
+  --scenario NAME          accept | e2e-smpp | e2e-kannel | e2e-smpp-capped | priority-under-load | e2e-whatsapp |
+                           webhooks | verify | e2e-viber (repeat or comma-separate; default all). e2e-kannel runs
+                           e2e-smpp's workload through Kannel (Debian's kannel package; skipped without it), the
+                           reference of issue 23's target, in the same run and phase of the machine
+  --recipients N           e2e-smpp, e2e-kannel, e2e-whatsapp and e2e-viber recipients (default 100000; quick 1000)
   --warmup N               e2e-smpp: recipients sent through the same path first and waited for, not
                            measured (default 5000; quick 100; 0: measure from fresh processes)
   --accept-recipients N    accept: stop after N recipients (default 300000; quick 20000)
@@ -101,6 +105,10 @@ const USAGE = `usage: node --import tsx scripts/bench/run.ts [options]
                            is the explicit configuration of the rounds before issue 23)
   --smsc-ids dec|hex|string   ids the simulator issues, receipts naming them the same way: decimal
                            (1, 2, 3, ..., the default), hex (0000001A) or opaque UUID-like strings
+  --kannel-reports all|final|none   e2e-kannel: a dlr-url GET per delivery report (SMSC accepted, then delivered
+                           or undelivered: e2e-smpp's workload, the default), per final report only (delivered or
+                           undelivered), or none (it ends at the last submit_sm); the last two are cheaper for
+                           Kannel and not the same workload
   --cap-tps N              e2e-smpp-capped: the tps it sets in SMPP_URL (default 2000; quick 250), a
                            cap that binds; it sends min(--recipients, N x 20 s) recipients (quick N x 4 s)
                            and reports the submit rate measured at the simulator against the cap
@@ -183,6 +191,7 @@ export function parseOptions(argv: string[]): Options {
       'smpp-params': { type: 'string' },
       'smsc-ids': { type: 'string' },
       'cap-tps': { type: 'string' },
+      'kannel-reports': { type: 'string' },
       copies: { type: 'string', multiple: true },
       'kill-one': { type: 'boolean', default: false },
       'no-baseline': { type: 'boolean', default: false },
@@ -265,6 +274,7 @@ export function parseOptions(argv: string[]): Options {
     carrier: oneOf('carrier', values.carrier, ['auto', 'smpp', 'sandbox'] as const, 'auto'),
     smppParams: values['smpp-params'] ?? DEFAULT_SMPP_PARAMS,
     smscIds,
+    kannelReports: oneOf('kannel-reports', values['kannel-reports'], ['all', 'final', 'none'] as const, 'all'),
     capTps,
     cappedRecipients: Math.min(recipients, capTps * (quick ? 4 : 20)),
     copies,

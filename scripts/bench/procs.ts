@@ -32,6 +32,8 @@ export interface SpawnOptions {
   logFile: string;
   /** Called with every output line; return a value to resolve `ready`. */
   ready?: (line: string) => unknown;
+  /** For a process that prints nothing when ready: asked every 200 ms; `true` resolves `ready` with true. */
+  readyProbe?: () => Promise<boolean>;
   readyTimeoutMs?: number;
   /** Called with every output line and the stream it came from (the fault suite counts non-JSON lines per stream). */
   onLine?: (line: string, stream: 'stdout' | 'stderr') => void;
@@ -109,6 +111,20 @@ export async function spawnChild<T = unknown>(opts: SpawnOptions): Promise<{ chi
   };
   children.add(child);
   void exited.then(() => children.delete(child));
+  const probe = opts.readyProbe;
+  if (probe) {
+    void (async () => {
+      while (resolveReady && !gone) {
+        if (await probe().catch(() => false)) {
+          const r = resolveReady as ((value: T) => void) | null;
+          resolveReady = null;
+          r?.(true as T);
+          return;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    })();
+  }
   const timeoutMs = opts.readyTimeoutMs ?? 30_000;
   let timer: NodeJS.Timeout | undefined;
   try {

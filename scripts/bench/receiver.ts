@@ -3,6 +3,8 @@
  * after a delay, the "slow receiver"), parse each POSTed JSON array and remember, per event key
  * (the recipient's phone number or the event's message_id), the `result` of every event in
  * arrival order. Counting happens in the harness process: no database reads while measuring.
+ * A receiver given a `QueryEvent` also takes one event per GET request from its query (Kannel's
+ * delivery-report callbacks, scripts/bench/kannel.ts).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -14,6 +16,12 @@ export const byPhone: EventKey = (e) => {
   return typeof to?.phone_number === 'string' ? to.phone_number : null;
 };
 export const byMessageId: EventKey = (e) => (typeof e.message_id === 'string' ? e.message_id : null);
+
+/**
+ * An event carried in a GET request's query instead of a POSTed JSON array (Kannel's `dlr-url`
+ * callbacks: one request per delivery report), or null when the query does not name one.
+ */
+export type QueryEvent = (query: URLSearchParams) => { key: string; result: string } | null;
 
 export class Receiver {
   url = '';
@@ -35,6 +43,8 @@ export class Receiver {
     readonly name: string,
     private readonly key: EventKey,
     private readonly delayMs = 0,
+    /** GET requests carry one event each in their query (read by this); without it a GET is a bad post. */
+    private readonly fromQuery: QueryEvent | null = null,
   ) {}
 
   async start(): Promise<void> {
@@ -43,7 +53,11 @@ export class Receiver {
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
         const finish = () => {
-          this.record(Buffer.concat(chunks).toString('utf8'));
+          if (req.method === 'GET' && this.fromQuery) {
+            this.recordQuery(new URL(req.url ?? '/', 'http://receiver').searchParams);
+          } else {
+            this.record(Buffer.concat(chunks).toString('utf8'));
+          }
           res.writeHead(200, { 'content-type': 'text/plain', 'content-length': '2' });
           res.end('ok');
         };
@@ -64,7 +78,6 @@ export class Receiver {
   }
 
   private record(body: string): void {
-    const now = Date.now();
     let parsed: unknown;
     try {
       parsed = JSON.parse(body);
@@ -75,30 +88,57 @@ export class Receiver {
       this.badPosts++;
       return;
     }
+    this.arrived();
+    for (const event of parsed as Array<Record<string, unknown>>) {
+      const k = this.key(event);
+      const result = typeof event.result === 'string' ? event.result : String(event.type ?? '?');
+      this.add(k, result);
+    }
+    this.wake();
+  }
+
+  private recordQuery(query: URLSearchParams): void {
+    const event = this.fromQuery!(query);
+    if (!event) {
+      this.badPosts++;
+      return;
+    }
+    this.arrived();
+    this.add(event.key, event.result);
+    this.wake();
+  }
+
+  /** A request with events came now. */
+  private arrived(): void {
+    const now = Date.now();
     this.posts++;
     if (this.firstAt === 0) {
       this.firstAt = now;
     }
     this.lastAt = now;
-    for (const event of parsed as Array<Record<string, unknown>>) {
-      this.events++;
-      const k = this.key(event);
-      if (k === null) {
-        this.unkeyed++;
-        continue;
-      }
-      const result = typeof event.result === 'string' ? event.result : String(event.type ?? '?');
-      const list = this.results.get(k);
-      if (list) {
-        if (!list.includes(result)) {
-          this.distinct++;
-        }
-        list.push(result);
-      } else {
-        this.distinct++;
-        this.results.set(k, [result]);
-      }
+  }
+
+  /** One event of recipient `k` (null: its key could not be read). */
+  private add(k: string | null, result: string): void {
+    this.events++;
+    if (k === null) {
+      this.unkeyed++;
+      return;
     }
+    const list = this.results.get(k);
+    if (list) {
+      if (!list.includes(result)) {
+        this.distinct++;
+      }
+      list.push(result);
+    } else {
+      this.distinct++;
+      this.results.set(k, [result]);
+    }
+  }
+
+  /** Resolves the waiters whose target is reached. */
+  private wake(): void {
     if (this.waiters.length > 0) {
       const still: typeof this.waiters = [];
       for (const w of this.waiters) {

@@ -54,6 +54,17 @@ function cells(r: ScenarioResult, x: Any): string[] {
         `webhook events ${num(x.webhookEventsPerS)}/s (${x.check?.ok}/${x.check?.recipients} recipients exactly right` +
         `${x.submitCheck ? `, ${x.submitCheck.repeated} submitted twice` : ''}${x.charges ? `, charges ${x.charges.passed ? 'right' : '**wrong**'}` : ''})`,
         `accept ${lat(x.acceptLatencyMs)}`, cost(x.cpuUsPerRecipient), rss(x.rss), check];
+    case 'e2e-kannel':
+      return r.skipped ? ['e2e-kannel', '-', '-', '-', '-', check]
+        : [`e2e-kannel (Kannel 1.4.5; throughput 100000, max-pending-submits 50, ${x.smscIds} ids, dlr-mask ${x.dlrMask})`,
+          `${num(x.recipients)} recipients${x.warmup ? ` (after a warm-up of ${num(x.warmup.recipients)})` : ''}, ` +
+          `${x.dlrMask ? `last report after ${x.secondsUntil?.lastEvent}` : `no reports asked for: last submit_sm after ${x.secondsUntil?.lastSubmit}`} s: ` +
+          `**${num(x.recipientsPerSEndToEnd)} recipients/s end to end**` +
+          `${typeof x.serviceVsKannel === 'number' ? ` (e2e-smpp of this run: ${num(x.serviceRecipientsPerS)}/s, **×${x.serviceVsKannel}**)` : ''}; ` +
+          `accepted ${num(x.acceptedPerS)}/s, submits ${num(x.submitsPerS)}/s` +
+          `${x.check ? `, delivery reports ${num(x.reportsPerS)}/s (${x.check.ok}/${x.check.recipients} recipients exactly right)` : ''}` +
+          ` (${num(x.submitRepeats)} submitted twice)`,
+          `sendsms ${lat(x.acceptLatencyMs)}`, cost(x.cpuUsPerRecipient), rss(x.rss), check];
     case 'e2e-whatsapp':
       return ['e2e-whatsapp',
         `${num(x.recipients)} recipients${x.warmup ? ` (after a warm-up of ${num(x.warmup.recipients)})` : ''}, last event after ${x.secondsUntil?.lastEvent} s: **${num(x.recipientsPerSEndToEnd)} recipients/s end to end**; ` +

@@ -112,7 +112,7 @@ export function checkEvents(
       c.wrongResults++;
       fine = false;
     }
-    if (final !== want[want.length - 1]) {
+    if (final !== (want[want.length - 1] ?? null)) {
       c.wrongFinal++;
       fine = false;
     }
