@@ -40,9 +40,8 @@ const REPORT_RESULTS: Record<string, string> = { 1: 'delivered', 2: 'undelivered
 export const REPORT_MODES = {
   all: { mask: 1 + 2 + 8 + 16, expected: (phone: string) => expectedResults(phone).filter((r) => r !== 'sending') },
   final: { mask: 1 + 2, expected: (phone: string) => expectedResults(phone).filter((r) => r !== 'sending' && r !== 'sent') },
-  none: { mask: 0, expected: (_phone: string): string[] => [] },
+  none: { mask: 0, expected: (): string[] => [] },
 } as const;
-export type KannelReports = keyof typeof REPORT_MODES;
 
 /** One delivery report per GET: `?key=<%p>&type=<%d>`. */
 export const reportFromQuery: QueryEvent = (q) => {
