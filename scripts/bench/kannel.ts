@@ -173,6 +173,11 @@ export async function e2eKannelScenario(ctx: Ctx): Promise<ScenarioResult> {
     const reports = mode.mask > 0;
     const dlrUrl = `${receiver.url}?key=%p&type=%d`;
     const expectedOf = mode.expected;
+    // The end of a send: every report arrived or, with none asked for, every submit_sm was accepted.
+    const stallMs = opts.quick ? 8000 : 30_000;
+    const waitDone = (phones: string[], deadline: number, died: () => boolean = () => false) => (reports
+      ? waitWithStall(receiver, phones.reduce((a, p) => a + expectedOf(p).length, 0), deadline, stallMs, died)
+      : waitForSubmits(sim, phones.length, deadline, stallMs, died));
     client = new Client(`http://127.0.0.1:${ports.sendsms}`, opts.concurrency);
     const c = client;
     const text = 'Your weekly offer: 20 % off everything';
@@ -191,9 +196,7 @@ export async function e2eKannelScenario(ctx: Ctx): Promise<ScenarioResult> {
       const phones = Array.from({ length: opts.warmup }, (_, k) => warmupPhone(k));
       const deadline = started + 60_000 + opts.warmup * 10;
       await send(phones, deadline, () => undefined);
-      const expected = phones.reduce((a, p) => a + expectedOf(p).length, 0);
-      const complete = reports ? await waitWithStall(receiver, expected, deadline, opts.quick ? 8000 : 30_000)
-        : await waitForSubmits(sim, phones.length, deadline, opts.quick ? 8000 : 30_000, () => false);
+      const complete = await waitDone(phones, deadline);
       await sleep(opts.quick ? 200 : 500);
       receiver.reset();
       await sim.reset();
@@ -227,9 +230,7 @@ export async function e2eKannelScenario(ctx: Ctx): Promise<ScenarioResult> {
         lastAcceptAt = Date.now();
       });
       const died = () => [...boxes, sim.child].some((b) => !b.alive());
-      const stallMs = opts.quick ? 8000 : 30_000;
-      complete = reports ? await waitWithStall(receiver, expectedEvents, deadline, stallMs, died)
-        : await waitForSubmits(sim, n, deadline, stallMs, died);
+      complete = await waitDone(phones, deadline, died);
       for (const b of [...boxes, sim.child]) {
         if (!b.alive()) notes.push(`${b.name} exited (${await b.exited}) during the run; the figures are not valid (see its log in ${dir})`);
       }
