@@ -12,6 +12,8 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import pg from 'pg';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -58,23 +60,56 @@ test('npm run bench -- --quick produces its JSON and every expected event arrive
   assert.match(stdout, /\| e2e-smpp/, 'the summary table is printed');
 });
 
-test('e2e-kannel runs the same workload through Kannel: every report arrives, no number is submitted twice', { timeout: 120_000 }, async () => {
-  assert.ok(existsSync('/usr/sbin/bearerbox') || existsSync('/usr/bin/bearerbox'),
-    'Kannel is not installed: this test needs it (apt-get install -y kannel; .ci/run installs it)');
-  // --no-build: the test above built dist/ (the simulator) a moment ago.
-  const { results, stdout, stderr, code } = await runBench(
-    ['--quick', '--no-build', '--scenario', 'e2e-kannel', '--recipients', '500', '--max-minutes', '2'], 110_000);
-  const kannel = results.find((r) => r.scenario === 'e2e-kannel');
-  assert.ok(kannel, `no e2e-kannel JSON on stdout (exit ${code}):\n${stdout}\n${stderr.slice(-3000)}`);
-  const detail = JSON.stringify({ notes: kannel.notes, check: kannel.check, statuses: kannel.acceptStatuses });
-  assert.notEqual(kannel.skipped, true, detail);
-  assert.equal(kannel.check.recipients, 500, detail);
-  // 2 reports per recipient (SMSC accepted, then delivered or undelivered); 1 for the 2 % without a receipt.
-  assert.equal(kannel.check.expectedEvents, 500 * 2 - 10, detail);
-  assert.equal(kannel.check.receivedEvents, kannel.check.expectedEvents, detail);
-  assert.equal(kannel.check.ok, 500, detail);
-  assert.equal(kannel.submits, 500, detail);
-  assert.equal(kannel.submitRepeats, 0, detail);
-  assert.equal(kannel.ok, true, detail);
-  assert.match(stdout, /\| e2e-kannel \(Kannel/, 'the summary table names it');
-});
+/** Redis keys and Postgres databases of run `id` that are still there. */
+async function leftovers(id: string): Promise<{ redisKeys: string[]; databases: string[] }> {
+  // The harness's own defaults (scripts/bench/options.ts), as runBench passes them.
+  const redis = new Redis(process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379');
+  const db = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL ?? 'postgres://root@127.0.0.1:5432/postgres' });
+  try {
+    const redisKeys = await redis.keys(`sb_bench_${id}_*`);
+    await db.connect();
+    const { rows } = await db.query<{ datname: string }>('SELECT datname FROM pg_database WHERE datname LIKE $1', [`sb_bench_${id}_%`]);
+    return { redisKeys, databases: rows.map((r) => r.datname) };
+  } finally {
+    redis.disconnect();
+    await db.end();
+  }
+}
+
+/** Kannel's storages (`--kannel-storage`), each with what shows it was used. */
+const STORAGE_CASES: Array<{ storage: string; recipients: number; used(r: Result): boolean }> = [
+  { storage: 'memory', recipients: 500, used: () => true },
+  // The report map and the message store in Redis: several commands per recipient.
+  { storage: 'redis', recipients: 200, used: (r) => r.cpu.work.redisCommands >= 200 * 2 },
+  // The report map in a Postgres database of the run: its backends worked.
+  { storage: 'pgsql', recipients: 200, used: (r) => r.cpu.cpuS.postgres > 0 },
+];
+
+for (const { storage, recipients, used } of STORAGE_CASES) {
+  test(`e2e-kannel (storage ${storage}) runs the same workload through Kannel: every report arrives, no number is submitted twice`, { timeout: 120_000 }, async () => {
+    assert.ok(existsSync('/usr/sbin/bearerbox') || existsSync('/usr/bin/bearerbox'),
+      'Kannel is not installed: this test needs it (apt-get install -y kannel; .ci/run installs it)');
+    // --no-build: the test above built dist/ (the simulator) a moment ago.
+    const { results, stdout, stderr, code } = await runBench(
+      ['--quick', '--no-build', '--scenario', 'e2e-kannel', '--kannel-storage', storage, '--recipients', String(recipients), '--max-minutes', '2'], 110_000);
+    const kannel = results.find((r) => r.scenario === 'e2e-kannel');
+    assert.ok(kannel, `no e2e-kannel JSON on stdout (exit ${code}):\n${stdout}\n${stderr.slice(-3000)}`);
+    const detail = JSON.stringify({ notes: kannel.notes, check: kannel.check, statuses: kannel.acceptStatuses, config: kannel.kannel });
+    assert.notEqual(kannel.skipped, true, detail);
+    assert.equal(kannel.storage, storage, detail);
+    assert.equal(kannel.check.recipients, recipients, detail);
+    // 2 reports per recipient (SMSC accepted, then delivered or undelivered); 1 for the 2 % without a receipt.
+    assert.equal(kannel.check.expectedEvents, recipients * 2 - recipients / 50, detail);
+    assert.equal(kannel.check.receivedEvents, kannel.check.expectedEvents, detail);
+    assert.equal(kannel.check.ok, recipients, detail);
+    assert.equal(kannel.submits, recipients, detail);
+    assert.equal(kannel.submitRepeats, 0, detail);
+    assert.equal(kannel.ok, true, detail);
+    assert.ok(used(kannel), `nothing shows that Kannel used its ${storage} storage: ${JSON.stringify(kannel.cpu)}`);
+    assert.match(stdout, /\| e2e-kannel \(Kannel/, 'the summary table names it');
+    // What the run kept in Redis or Postgres is gone (the run's id ends the name of its log directory).
+    const id = /logs and profiles in \S+-([0-9a-f]+)\s/.exec(stdout + stderr)?.[1];
+    assert.ok(id, `the run's log directory is printed:\n${stderr.slice(0, 500)}`);
+    assert.deepEqual(await leftovers(id), { redisKeys: [], databases: [] });
+  });
+}

@@ -12,7 +12,8 @@
  * window of 50 (`max-pending-submits`), a throughput cap that never binds (`throughput = 100000`),
  * the id forms left to Kannel (no `msg-id-type`, as `auto`). What Kannel keeps is its default: the
  * delivery-report map in memory (`dlr-storage = internal`) and no message store, so it writes
- * nothing durable, where the service commits every recipient to Postgres. Its consoles run at
+ * nothing durable, where the service commits every recipient to Postgres; `--kannel-storage`
+ * chooses the durable configurations operators run at volume instead (`STORAGES`). Its consoles run at
  * `-v 4` (panics only): at Kannel's default, debug lines to the console, 20,000 recipients moved
  * at less than half the rate (docs/benchmarks.md, fourteenth session).
  *
@@ -25,7 +26,8 @@ import path from 'node:path';
 import { Meter, costPer, writesPer } from './meter.js';
 import { Client, percentiles, runBounded, sleep } from './load.js';
 import { Receiver, type QueryEvent } from './receiver.js';
-import { freePort, startSimulator, type Ctx, type Simulator } from './stack.js';
+import type { Options } from './options.js';
+import { createDatabase, deleteRedisPrefix, freePort, startSimulator, type Ctx, type Simulator } from './stack.js';
 import { spawnChild, stopChild, type Child } from './procs.js';
 import { backlogPhone, checkEvents, expectedResults, rate, r1, waitWithStall, warmupPhone, type ScenarioResult } from './scenarios.js';
 
@@ -66,8 +68,78 @@ interface KannelPorts {
   sendsms: number;
 }
 
-/** kannel.conf for one run: the service's SMPP settings, Kannel's defaults for what it keeps. */
-export function kannelConfig(dir: string, ports: KannelPorts, smscPort: number): string {
+/** Where Kannel keeps what it must remember: lines of its core group, groups of their own, and their removal. */
+export interface KannelStorage {
+  /** Lines of `group = core` (`dlr-storage`, `store-type`, …). */
+  core: string[];
+  /** Further groups (a database connection, `dlr-db`, `store-db`). */
+  groups: string[];
+  /** Removes what the run left in Redis or Postgres. */
+  cleanup(): Promise<void>;
+  /** For the result: what the configuration keeps where. */
+  label: string;
+  /** Postgres databases Kannel uses (their backends' CPU is Kannel's, as the service's is its). */
+  databases: string[];
+}
+
+/** The field names of Kannel's `dlr-db` group, the same for every database (its examples' names). */
+const DLR_FIELDS = [
+  'field-smsc = smsc', 'field-timestamp = ts', 'field-destination = destination', 'field-source = source', 'field-service = service',
+  'field-url = url', 'field-mask = mask', 'field-status = status', 'field-boxc-id = boxc',
+];
+
+/**
+ * `--kannel-storage`: Kannel's defaults (`memory`: the report map in memory, searched one entry
+ * after another, and no message store), or what an operator running it at volume configures: the
+ * report map and the message store in Redis (`redis`, the service's Redis, under keys of this run),
+ * or the report map in a Postgres table of its own (`pgsql`, in a database of this run, with the
+ * index on smsc and ts that its lookups need) and the message store in a spool directory (Kannel
+ * 1.4.5 has no Postgres message store).
+ */
+export const STORAGES: Record<Options['kannelStorage'], (ctx: Ctx, dir: string) => Promise<KannelStorage>> = {
+  memory: async () => ({ core: ['dlr-storage = internal'], groups: [], cleanup: async () => undefined, label: 'dlr-storage internal, no store', databases: [] }),
+  redis: async (ctx) => {
+    const url = new URL(ctx.redisUrl);
+    const prefix = `sb_bench_${ctx.id}_kannel`;
+    const connection = ['group = redis-connection', 'id = bench', `host = ${url.hostname || '127.0.0.1'}`, `port = ${url.port || 6379}`,
+      `database = ${Number(url.pathname.slice(1)) || 0}`, 'max-connections = 1', ''];
+    const cleanup = async () => {
+      await deleteRedisPrefix(ctx.redis, prefix);
+      await ctx.redis.unlink(`${prefix}:store`);
+    };
+    ctx.onCleanup(cleanup);
+    return {
+      core: ['dlr-storage = redis', 'store-type = redis'],
+      groups: [...connection, 'group = dlr-db', 'id = bench', `table = ${prefix}:dlr`, ...DLR_FIELDS, '',
+        'group = store-db', 'id = bench', `table = ${prefix}:store`, ''],
+      cleanup,
+      label: 'dlr-storage redis, store-type redis',
+      databases: [],
+    };
+  },
+  pgsql: async (ctx, dir) => {
+    const db = await createDatabase(ctx, 'kannel');
+    await db.pool.query(`CREATE TABLE dlr (smsc varchar(48), ts varchar(64), destination varchar(48), source varchar(48), service varchar(48),
+      url text, mask integer, status integer DEFAULT 0, boxc varchar(48))`);
+    await db.pool.query('CREATE INDEX dlr_smsc_ts ON dlr (smsc, ts)');
+    const url = new URL(db.url);
+    const spool = path.join(dir, 'spool');
+    mkdirSync(spool, { recursive: true });
+    return {
+      core: ['dlr-storage = pgsql', 'store-type = spool', `store-location = "${spool}"`],
+      groups: ['group = pgsql-connection', 'id = bench', `host = ${url.hostname}`, `port = ${url.port || 5432}`,
+        `username = ${decodeURIComponent(url.username) || 'postgres'}`, `password = "${decodeURIComponent(url.password)}"`,
+        `database = ${db.name}`, 'max-connections = 1', '',
+        'group = dlr-db', 'id = bench', 'table = dlr', ...DLR_FIELDS, ''],
+      cleanup: () => db.drop(),
+      label: 'dlr-storage pgsql (indexed on smsc, ts), store-type spool',
+      databases: [db.name],
+    };
+  },
+};
+
+/** kannel.conf for one run: the service's SMPP settings; what Kannel keeps where `storage` says. */
+export function kannelConfig(dir: string, ports: KannelPorts, smscPort: number, storage: Pick<KannelStorage, 'core' | 'groups'>): string {
   return [
     'group = core',
     `admin-port = ${ports.admin}`,
@@ -77,7 +149,7 @@ export function kannelConfig(dir: string, ports: KannelPorts, smscPort: number):
     'box-allow-ip = 127.0.0.1',
     'log-level = 3',
     `log-file = "${path.join(dir, 'bearerbox.log')}"`,
-    'dlr-storage = internal',
+    ...storage.core,
     '',
     'group = smsc',
     'smsc = smpp',
@@ -102,6 +174,7 @@ export function kannelConfig(dir: string, ports: KannelPorts, smscPort: number):
     'username = bench',
     'password = bench',
     '',
+    ...storage.groups,
   ].join('\n');
 }
 
@@ -152,10 +225,12 @@ export async function e2eKannelScenario(ctx: Ctx): Promise<ScenarioResult> {
   const unregister: Array<() => void> = [];
   const receiver = new Receiver('kannel', () => null, 0, reportFromQuery);
   let client: Client | null = null;
+  let storage: KannelStorage | null = null;
   try {
     const ports: KannelPorts = { admin: await freePort(), smsbox: await freePort(), sendsms: await freePort() };
     const conf = path.join(dir, 'kannel.conf');
-    writeFileSync(conf, kannelConfig(dir, ports, sim.port));
+    storage = await STORAGES[opts.kannelStorage](ctx, dir);
+    writeFileSync(conf, kannelConfig(dir, ports, sim.port, storage));
     const env = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
     const start = async (name: string, file: string, probe: () => Promise<boolean>) => {
       const { child } = await spawnChild({
@@ -208,7 +283,7 @@ export async function e2eKannelScenario(ctx: Ctx): Promise<ScenarioResult> {
     const phones = Array.from({ length: n }, (_, i) => backlogPhone(i));
     const expectedEvents = phones.reduce((a, p) => a + expectedOf(p).length, 0);
     const pids = boxes.map((b) => b.pid);
-    const meter = new Meter({ service: pids, simulator: [sim.child.pid] }, new Set(), ctx.redis,
+    const meter = new Meter({ service: pids, simulator: [sim.child.pid] }, new Set(storage.databases), ctx.redis,
       { 'service.bearerbox': boxes[0]!.pid, 'service.smsbox': boxes[1]!.pid, simulator: sim.child.pid });
     await meter.start();
     const t0 = Date.now();
@@ -255,7 +330,8 @@ export async function e2eKannelScenario(ctx: Ctx): Promise<ScenarioResult> {
       scenario: 'e2e-kannel',
       ok: (check?.passed ?? receiver.events === 0) && complete && (statuses['202'] ?? 0) === requests && repeats.repeated === 0 && repeats.destinations === n,
       notes,
-      kannel: { bearerbox, smsbox, config: 'transceiver, max-pending-submits 50, throughput 100000, dlr-storage internal, no store, -v 4' },
+      kannel: { bearerbox, smsbox, config: `transceiver, max-pending-submits 50, throughput 100000, ${storage.label}, -v 4` },
+      storage: opts.kannelStorage,
       smscIds: opts.smscIds,
       reportsAskedFor: opts.kannelReports,
       dlrMask: mode.mask,
@@ -290,5 +366,6 @@ export async function e2eKannelScenario(ctx: Ctx): Promise<ScenarioResult> {
     for (const b of boxes.reverse()) await stopChild(b, 5000);
     for (const u of unregister) u();
     await sim.stop();
+    await storage?.cleanup().catch(() => undefined);
   }
 }

@@ -42,6 +42,8 @@ export interface Options {
   smscIds: SmscIds;
   /** e2e-kannel: delivery reports to the receiver (`all`, the service's workload), only final ones, or none (submits only). */
   kannelReports: 'all' | 'final' | 'none';
+  /** e2e-kannel: where Kannel keeps its delivery-report map and its message store (see kannel.ts, `STORAGES`). */
+  kannelStorage: 'memory' | 'redis' | 'pgsql';
   /** e2e-smpp-capped: the `tps` it sets in SMPP_URL (a cap below what the machine reaches). */
   capTps: number;
   /** e2e-smpp-capped: recipients (`recipients`, at most `capTps` × 20 s; quick × 4 s). */
@@ -109,6 +111,11 @@ const USAGE = `usage: node --import tsx scripts/bench/run.ts [options]
                            or undelivered: e2e-smpp's workload, the default), per final report only (delivered or
                            undelivered), or none (it ends at the last submit_sm); the last two are cheaper for
                            Kannel and not the same workload
+  --kannel-storage memory|redis|pgsql   e2e-kannel: where Kannel keeps its delivery-report map and its
+                           message store: in memory (Kannel's defaults, dlr-storage internal and no store; the
+                           default), in Redis (dlr-storage redis, store-type redis), or the reports in Postgres
+                           (dlr-storage pgsql, indexed on smsc and ts) with the message store in a spool
+                           directory: the durable configurations operators run at volume
   --cap-tps N              e2e-smpp-capped: the tps it sets in SMPP_URL (default 2000; quick 250), a
                            cap that binds; it sends min(--recipients, N x 20 s) recipients (quick N x 4 s)
                            and reports the submit rate measured at the simulator against the cap
@@ -192,6 +199,7 @@ export function parseOptions(argv: string[]): Options {
       'smsc-ids': { type: 'string' },
       'cap-tps': { type: 'string' },
       'kannel-reports': { type: 'string' },
+      'kannel-storage': { type: 'string' },
       copies: { type: 'string', multiple: true },
       'kill-one': { type: 'boolean', default: false },
       'no-baseline': { type: 'boolean', default: false },
@@ -275,6 +283,7 @@ export function parseOptions(argv: string[]): Options {
     smppParams: values['smpp-params'] ?? DEFAULT_SMPP_PARAMS,
     smscIds,
     kannelReports: oneOf('kannel-reports', values['kannel-reports'], ['all', 'final', 'none'] as const, 'all'),
+    kannelStorage: oneOf('kannel-storage', values['kannel-storage'], ['memory', 'redis', 'pgsql'] as const, 'memory'),
     capTps,
     cappedRecipients: Math.min(recipients, capTps * (quick ? 4 : 20)),
     copies,

@@ -56,7 +56,7 @@ function cells(r: ScenarioResult, x: Any): string[] {
         `accept ${lat(x.acceptLatencyMs)}`, cost(x.cpuUsPerRecipient), rss(x.rss), check];
     case 'e2e-kannel':
       return r.skipped ? ['e2e-kannel', '-', '-', '-', '-', check]
-        : [`e2e-kannel (Kannel 1.4.5; throughput 100000, max-pending-submits 50, ${x.smscIds} ids, dlr-mask ${x.dlrMask})`,
+        : [`e2e-kannel (Kannel 1.4.5; throughput 100000, max-pending-submits 50, ${x.smscIds} ids, dlr-mask ${x.dlrMask}, storage ${x.storage})`,
           `${num(x.recipients)} recipients${x.warmup ? ` (after a warm-up of ${num(x.warmup.recipients)})` : ''}, ` +
           `${x.dlrMask ? `last report after ${x.secondsUntil?.lastEvent}` : `no reports asked for: last submit_sm after ${x.secondsUntil?.lastSubmit}`} s: ` +
           `**${num(x.recipientsPerSEndToEnd)} recipients/s end to end**` +
