@@ -103,16 +103,19 @@ export const STORAGES: Record<Options['kannelStorage'], (ctx: Ctx, dir: string) 
     const prefix = `sb_bench_${ctx.id}_kannel`;
     const connection = ['group = redis-connection', 'id = bench', `host = ${url.hostname || '127.0.0.1'}`, `port = ${url.port || 6379}`,
       `database = ${Number(url.pathname.slice(1)) || 0}`, 'max-connections = 1', ''];
-    const cleanup = async () => {
+    const remove = async () => {
       await deleteRedisPrefix(ctx.redis, prefix);
       await ctx.redis.unlink(`${prefix}:store`);
     };
-    ctx.onCleanup(cleanup);
+    const unregister = ctx.onCleanup(remove);
     return {
       core: ['dlr-storage = redis', 'store-type = redis'],
       groups: [...connection, 'group = dlr-db', 'id = bench', `table = ${prefix}:dlr`, ...DLR_FIELDS, '',
         'group = store-db', 'id = bench', `table = ${prefix}:store`, ''],
-      cleanup,
+      cleanup: async () => {
+        unregister();
+        await remove();
+      },
       label: 'dlr-storage redis, store-type redis',
       databases: [],
     };
@@ -313,6 +316,11 @@ export async function e2eKannelScenario(ctx: Ctx): Promise<ScenarioResult> {
       clearInterval(progress);
     }
     const cpu = await meter.stop();
+    // Kannel's status page at the end of the run, kept beside its logs; it names the report storage
+    // in use ("DLR: 7 queued, using redis storage").
+    const status = await adminStatus(ports.admin).catch(() => '');
+    writeFileSync(path.join(dir, 'status.txt'), status);
+    const dlrStorage = /using (\S+) storage/.exec(status)?.[1] ?? null;
     const rss = meter.rssSummary();
     if (!complete) notes.push(`stopped waiting after ${Math.round((Date.now() - t0) / 1000)} s with ${receiver.events} of ${expectedEvents} reports`);
     // Every recipient submitted once and only once (each has a number of its own).
@@ -332,6 +340,7 @@ export async function e2eKannelScenario(ctx: Ctx): Promise<ScenarioResult> {
       notes,
       kannel: { bearerbox, smsbox, config: `transceiver, max-pending-submits 50, throughput 100000, ${storage.label}, -v 4` },
       storage: opts.kannelStorage,
+      dlrStorage,
       smscIds: opts.smscIds,
       reportsAskedFor: opts.kannelReports,
       dlrMask: mode.mask,
