@@ -103,9 +103,9 @@ export const STORAGES: Record<Options['kannelStorage'], (ctx: Ctx, dir: string) 
     const prefix = `sb_bench_${ctx.id}_kannel`;
     const connection = ['group = redis-connection', 'id = bench', `host = ${url.hostname || '127.0.0.1'}`, `port = ${url.port || 6379}`,
       `database = ${Number(url.pathname.slice(1)) || 0}`, 'max-connections = 1', ''];
+    // Both tables are `<prefix>:…`, and Kannel's keys extend them: one prefix removes everything.
     const remove = async () => {
       await deleteRedisPrefix(ctx.redis, prefix);
-      await ctx.redis.unlink(`${prefix}:store`);
     };
     const unregister = ctx.onCleanup(remove);
     return {
