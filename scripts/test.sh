@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `npm test`: installs dependencies when missing, lints (ESLint and the layering check: `npm run
 # lint`), then runs every test file with node's test runner (each file in its own process with its
-# own database and Redis prefix). Given files, it runs just those, without the lint.
+# own database and Redis prefix). Given files, it runs just those, without the lint. The spec
+# reporter ends with every failing test and its error, so the tail of a CI log names what failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
@@ -13,4 +14,4 @@ else
   npm run --silent lint
   mapfile -t files < <(find test -name '*.test.ts' | sort)
 fi
-exec node --import tsx --test --test-concurrency="${TEST_CONCURRENCY:-2}" --test-timeout=180000 "${files[@]}"
+exec node --import tsx --test --test-reporter=spec --test-reporter-destination=stdout --test-concurrency="${TEST_CONCURRENCY:-2}" --test-timeout=180000 "${files[@]}"
