@@ -9,3 +9,22 @@ export function worstWindow(sorted: readonly number[], windowMs = 1000): number 
   }
   return worst;
 }
+
+/**
+ * Events per second over `sorted` (ascending times in ms): the slope of a least-squares line
+ * through (time, count so far), so that one late first or last event does not bend it as it bends
+ * (n - 1) / span. A process that runs late sends or stamps a few events together; the line
+ * through all of them is what the cap holds over time.
+ */
+export function fittedRate(sorted: readonly number[]): number {
+  const n = sorted.length;
+  const meanT = sorted.reduce((a, t) => a + t, 0) / n;
+  const meanI = (n - 1) / 2;
+  let num = 0;
+  let den = 0;
+  sorted.forEach((t, i) => {
+    num += (t - meanT) * (i - meanI);
+    den += (t - meanT) ** 2;
+  });
+  return (num / den) * 1000;
+}
