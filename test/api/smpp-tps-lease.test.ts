@@ -7,7 +7,7 @@
  *   their steady rate is within 5 % of it.
  * - A cap that does not bind costs a few lease calls per second per process, not one per submit.
  * - With Redis gone, nothing goes past the leases already held; the waiting attempts go back to
- *   the engine after the stall timeout, as on a link down.
+ *   the engine after the stall timeout, as on a link down, and the batch ends once Redis is back.
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -22,7 +22,7 @@ import { createRedis } from '../../shared/redis.js';
 import { startOwnRedis, type OwnRedis } from '../support/own-redis.js';
 import { stopChild } from '../support/processes.js';
 import { uniqueName } from '../support/harness.js';
-import { worstWindow } from '../support/rates.js';
+import { fittedRate, worstWindow } from '../support/rates.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -133,9 +133,9 @@ describe('tps cap shared by two processes', () => {
     assert.equal(atSmsc.times.length, 1300, 'every attempt submitted once');
     assert.equal(taken.times.length, 1300, 'one token per submit');
     assert.equal(new Set(sim.submitted.map((r) => r.sessionId)).size, 2, 'both processes sent');
-    // The first second's budget may go early; the steady rate is that of the submits after it:
-    // 1000 submits from the 201st on, over the time they took.
-    const steady = (times: number[]): number => Math.round((1000 / (times[1200]! - times[200]!)) * 1000 * 10) / 10;
+    // The first second's budget may go early; the steady rate is that of the submits after it
+    // (the 201st to the 1201st), fitted by least squares so that one PDU read late does not bend it.
+    const steady = (times: number[]): number => Math.round(fittedRate(times.slice(200, 1201)) * 10) / 10;
     t.diagnostic(`busiest second: ${atSmsc.worst} at the SMSC, ${taken.worst} as taken; steady ${steady(atSmsc.times)}/s at the SMSC; ` +
       `${evalCalls} lease calls in ${ms} ms for 1300 submits; ${JSON.stringify(done.map((d) => d.bucket))}`);
     // Exact for the times tokens are taken (the two processes' clocks are this machine's, as Redis's is).
@@ -145,7 +145,10 @@ describe('tps cap shared by two processes', () => {
     // (load 12-27 on two cores: token → read p50 7-15 ms, p99 63-66 ms, max 91 ms) a lease read
     // late lands beside the next one (seen: 203, 220). One lease (a tenth of the cap) is allowed for it.
     assert.ok(atSmsc.worst <= TPS + TPS / 10, `at most ${TPS} (+ one lease of read delay) submits in any second at the SMSC, saw ${atSmsc.worst}`);
-    assert.ok(steady(atSmsc.times) >= TPS * 0.95 && steady(atSmsc.times) <= TPS, `steady rate at the SMSC within 5 % of ${TPS}/s: ${steady(atSmsc.times)}/s`);
+    // Never above the cap: exact on the take times (the busiest second of takes, above); at the
+    // SMSC, whose read of each PDU lags its token by a few ms to tens of ms, the fitted rate within
+    // 5 % of the cap either way.
+    assert.ok(Math.abs(steady(atSmsc.times) - TPS) <= TPS * 0.05, `steady rate at the SMSC within 5 % of ${TPS}/s: ${steady(atSmsc.times)}/s`);
   });
 
   it('not binding (100,000/s): a few Redis calls per second per process, not one per submit', { timeout: 60_000 }, async (t) => {
@@ -185,12 +188,22 @@ describe('tps cap shared by two processes', () => {
       await own.stop();
       const atStop = sim.submitted.length;
       const started = Date.now();
-      await assert.rejects(sending, (err: unknown) => err instanceof SmppCarrierError && /not submitted/.test(err.message));
+      // The leases held (one being spent, one granted ahead, perhaps for a later start) may still
+      // be spent; every other attempt waits, then goes back to the engine after the stall timeout.
+      const deadline = started + 10_000;
+      while (carrier.stats.waiting > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       const waited = Date.now() - started;
+      assert.equal(carrier.stats.waiting, 0, 'the waiting attempts were given back');
+      assert.ok(waited >= 1_000 && waited < 10_000, `given back after the stall timeout (${waited} ms)`);
+      await new Promise((r) => setTimeout(r, 300));
       // tps 50: leases of at most 5 tokens, one held and one ahead.
       assert.ok(sim.submitted.length <= atStop + 10, `after Redis went: ${sim.submitted.length - atStop} submits (at most the 10 tokens leased)`);
       assert.ok(sim.submitted.length < 200);
-      assert.ok(waited >= 1_000 && waited < 10_000, `given back after the stall timeout (${waited} ms)`);
+      // What was submitted after Redis went waits for Redis to record its message id (as the
+      // service does: commands wait while Redis is away). Once Redis is back the batch ends: it
+      // rejects for the attempts given back, which the engine hands again.
+      await own.start();
+      await assert.rejects(sending, (err: unknown) => err instanceof SmppCarrierError && /not submitted/.test(err.message));
     } finally {
       await carrier.close();
       client.disconnect();

@@ -1,7 +1,7 @@
 /**
  * A private redis-server on a free loopback port (no persistence), for tests that count Redis
  * commands or must stop Redis without touching the shared instance. Stopped (and its process
- * gone) when `stop()` resolves.
+ * gone) when `stop()` resolves; `start()` brings an empty one back on the same port.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import net, { type AddressInfo } from 'node:net';
@@ -13,6 +13,8 @@ export interface OwnRedis {
   /** `INFO commandstats` as command → calls (lower-case names, e.g. `evalsha`). */
   commandCalls(): Promise<Record<string, number>>;
   stop(): Promise<void>;
+  /** After stop(): a fresh, empty redis-server on the same port (clients reconnect to it). */
+  start(): Promise<void>;
 }
 
 async function freePort(): Promise<number> {
@@ -45,10 +47,14 @@ export async function untilReady(child: ChildProcess, what: string): Promise<voi
 
 export async function startOwnRedis(): Promise<OwnRedis> {
   const port = await freePort();
-  const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  await untilReady(child, 'redis-server');
+  const launch = async (): Promise<ChildProcess> => {
+    const started = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    await untilReady(started, 'redis-server');
+    return started;
+  };
+  let child = await launch();
   return {
     url: `redis://127.0.0.1:${port}`,
     port,
@@ -65,5 +71,8 @@ export async function startOwnRedis(): Promise<OwnRedis> {
       }
     },
     stop: () => stopChild(child, 5_000),
+    start: async () => {
+      child = await launch();
+    },
   };
 }

@@ -17,6 +17,7 @@ import { ReceiptIds } from '../../shared/carriers/smpp/receipt-ids.js';
 import { planSms } from '../../shared/sms/gsm7.js';
 import { SmscSimulator, type SmscSimulatorOptions, type SubmittedRecord } from '../../scripts/smsc-simulator.js';
 import { REDIS_URL, deleteRedisPrefix, uniqueName } from '../support/harness.js';
+import { worstWindow } from '../support/rates.js';
 
 const T = { timeout: 20_000 };
 const prefix = uniqueName('sbu');
@@ -605,6 +606,25 @@ describe('RedisTokenBucket', () => {
     // late), so "at its last spend" is checked with that slack; an unsettled lease would end about
     // 500 ms (its validity) after its grant, right before close().
     assert.ok(leases.every(([, end]) => end <= nowUs + SPEND_SLACK_US), 'settled: every lease ends at its last spend, none at its validity');
+  });
+
+  it('a lease that can start soon is granted for that start, not refused, and not spent before it', T, async () => {
+    const key = `${prefix}:tb-ahead`;
+    // tps 10: leases of one token, paced 100 ms apart; the 11th token waits for the window.
+    const a = new RedisTokenBucket(redis, key, { tps: 10 });
+    const times: number[] = [];
+    for (let i = 0; i < 14; i++) {
+      await a.take();
+      times.push(performance.now());
+    }
+    await a.close();
+    assert.equal(a.stats.refused, 0, 'every wait (pacing, then the window) was within the grant-ahead horizon');
+    assert.equal(a.stats.grants, 14, 'one lease per token');
+    assert.ok(worstWindow(times) <= 10, `never more than tps in a second (saw ${worstWindow(times)})`);
+    assert.ok(times[10]! - times[0]! >= 1000, `the 11th token waited for the window (${Math.round(times[10]! - times[0]!)} ms)`);
+    // Paced on Redis's clock: the third token's lease starts 100 ms after the first's; seen from
+    // here, less the first call's round trip.
+    assert.ok(times[2]! - times[0]! >= 90, `paced: the third token a lease interval after the first (${Math.round(times[2]! - times[0]!)} ms)`);
   });
 
   it('an idle limiter gives its unspent tokens back: its lease shrinks to what it spent', T, async () => {

@@ -10,6 +10,13 @@
  * finished leases: the tokens it did not spend go back, and the lease's end moves back to the
  * last token it spent. An idle process settles at expiry, so it holds no budget others need.
  *
+ * When the cap binds, a lease that can start within GRANT_AHEAD_MS is granted at once for that
+ * later start, rather than refused with the time to ask again: the process spends it at the start,
+ * instead of after a timer, a second call and its own event loop's delay. A sliding window never
+ * gives back what a late spend loses (the budget a lease frees is free again one window after its
+ * last token), so that delay is paid once per lease per window, for good; a refusal also costs a
+ * call. What it changed is measured in docs/benchmarks.md (e2e-smpp-capped).
+ *
  * Exactness: Redis keeps every lease that may have a token in the current window, scored by the
  * latest time a token of it may have been (or, once settled, was) spent; a new lease is granted
  * only when the tokens of every such lease plus the new ones fit the budget. Every lease that
@@ -20,7 +27,9 @@
  * backlog leaves as a steady flow rather than a second's budget at once.
  *
  * When the cap binds, the cost is about one lease call per tenth of a second's budget; when it
- * does not, a few calls per second per process (one per LEASE_HORIZON_MS of demand).
+ * does not, a few calls per second per process (one per LEASE_HORIZON_MS of demand). The window
+ * being a second plus the guard, a binding cap sends at most tps × 1000 / (1000 + guard): 98 % of
+ * it with the default guard of 20 ms.
  *
  * `pause(ms)` (ESME_RTHROTTLED / ESME_RMSGQFUL) drops this process's leases and stops every grant
  * for `ms`; another process stops once its current lease is spent or expired (at most
@@ -48,12 +57,19 @@ import { capShape, nextLeaseSize, shouldRenewEarly, type CapShape, type LeaseUse
  * ARGV[6]   id of the new lease (no ':')
  * ARGV[7]   validity of the new lease, µs
  * ARGV[8]   pause, µs: no lease is granted to anyone for this long from now; 0 = none
- * ARGV[9..] settlements, three per finished lease of the caller: its member ("L:<id>:<tokens>"),
+ * ARGV[9]   grant ahead, µs: a lease that can start within this long from now is granted now,
+ *           starting then (its tokens are spent from its start on); 0 = only a lease that can start now
+ * ARGV[10..] settlements, three per finished lease of the caller: its member ("L:<id>:<tokens>"),
  *           the tokens really spent (<= tokens), and the latest time one was spent (µs, Redis
  *           clock, an upper bound; ignored when none was spent)
  * Returns   { granted, now, wait }: granted = ARGV[5] (capped at the budget) or 0; now = the
- *           Redis time of the call (µs), from which the lease's validity runs; wait = when 0 was
- *           granted, µs until a lease of that size can be granted (pause, pacing or window), else 0.
+ *           Redis time of the call (µs); wait = µs from now until a lease of that size can start
+ *           (pause, pacing or window): when granted, the lease's start (0 = at once), from which
+ *           its validity runs; when 0 was granted, when to ask again.
+ *
+ * Exactness with a later start: a lease counts every lease still in the book whose score is
+ * after its own start minus the window, and its tokens are spent no earlier than its start, so
+ * the argument above holds with "granted" read as "started".
  */
 export const TPS_LEASE_LUA = `
 local key = KEYS[1]
@@ -64,11 +80,12 @@ local burst = tonumber(ARGV[4])
 local want = tonumber(ARGV[5])
 local validity = tonumber(ARGV[7])
 local pause = tonumber(ARGV[8])
+local ahead = tonumber(ARGV[9])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local function us(x) return string.format('%.0f', x) end
 
-for i = 9, #ARGV, 3 do
+for i = 10, #ARGV, 3 do
   local member = ARGV[i]
   local ends = redis.call('ZSCORE', key, member)
   if ends then
@@ -120,11 +137,13 @@ if want > 0 then
       end
     end
   end
-  if wait <= 0 then
+  if wait <= ahead then
+    -- Granted, starting at now + wait: every lease that would share a window with it then fits.
     granted = want
-    wait = 0
+    local start = now + wait
+    if tat < start then tat = start end
     redis.call('ZADD', key, us(tat + want * interval), 'tat')
-    redis.call('ZADD', key, us(now + validity), 'L:' .. ARGV[6] .. ':' .. want)
+    redis.call('ZADD', key, us(start + validity), 'L:' .. ARGV[6] .. ':' .. want)
   end
 end
 local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
@@ -151,8 +170,12 @@ interface Lease {
   spent: number;
   /** Redis time of the grant, µs. */
   grantUs: number;
+  /** Redis time after which no token of it is spent (its score in the book until settled), µs. */
+  endUs: number;
   /** performance.now() when the grant was asked for (no later than the grant itself). */
   askedAt: number;
+  /** performance.now() before which no token of it is spent (its start, placed no earlier than Redis's). */
+  startsAt: number;
   /** performance.now() after which no token of it is spent. */
   expiresAt: number;
   /** performance.now() of the first and the last token spent (the first is null until one is). */
@@ -164,6 +187,9 @@ interface Lease {
 
 /** How long a lease call may take before the limiter counts as unreachable. */
 const LEASE_CALL_TIMEOUT_MS = 2_000;
+
+/** A lease that can start within this long is granted for its start rather than refused (see above). */
+const GRANT_AHEAD_MS = 250;
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -221,6 +247,7 @@ export class RedisTokenBucket {
       this.current = lease;
       if (!lease) return false;
     }
+    if (now < lease.startsAt) return false; // granted for a later start: take() waits for it
     lease.spent++;
     this.stats.tokens++;
     const first = (lease.firstSpendAt ??= now);
@@ -239,6 +266,11 @@ export class RedisTokenBucket {
   async take(): Promise<void> {
     for (;;) {
       if (this.tryTake()) return;
+      const startsIn = (this.current?.startsAt ?? 0) - performance.now();
+      if (startsIn > 0) {
+        await sleep(Math.ceil(startsIn));
+        continue;
+      }
       if (this.asking) {
         // A request already under way (perhaps one ahead of need): if it failed, ask again below.
         await this.asking.catch(() => undefined);
@@ -308,10 +340,12 @@ export class RedisTokenBucket {
       want > 0 ? `${this.tag}.${++this.seq}` : '-',
       Math.round(this.validityMs * 1000),
       pauseUs,
+      GRANT_AHEAD_MS * 1000,
     ];
     for (const lease of settling) {
+      // Redis ran the grant no earlier than askedAt, so a local time t is at most grantUs + (t - askedAt) on its clock.
       const lastUs = lease.grantUs + Math.ceil((lease.lastSpendAt - lease.askedAt) * 1000);
-      args.push(lease.member, lease.spent, Math.min(lease.grantUs + this.validityMs * 1000, lastUs));
+      args.push(lease.member, lease.spent, Math.min(lease.endUs, lastUs));
     }
     const askedAt = performance.now();
     this.stats.calls++;
@@ -341,13 +375,18 @@ export class RedisTokenBucket {
       return;
     }
     this.stats.grants++;
+    // Redis ran the call between askedAt and now: its start is reached by now + wait at the
+    // latest, and its end (start + validity) is not passed before askedAt + wait + validity.
+    const startMs = waitUs / 1000;
     const lease: Lease = {
       member: `L:${args[5]}:${granted}`,
       granted,
       spent: 0,
       grantUs: nowUs,
+      endUs: nowUs + waitUs + this.validityMs * 1000,
       askedAt,
-      expiresAt: askedAt + this.validityMs,
+      startsAt: startMs > 0 ? performance.now() + startMs : 0,
+      expiresAt: askedAt + startMs + this.validityMs,
       firstSpendAt: null,
       lastSpendAt: askedAt,
       endedAt: null,
