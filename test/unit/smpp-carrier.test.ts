@@ -12,7 +12,7 @@ import type { CarrierSink, InboundReport, StatusReport } from '../../shared/carr
 import { SmppCarrier, SmppCarrierError, type SmppCarrierOptions } from '../../shared/carriers/smpp/carrier.js';
 import type { SmsAttempt } from '../../shared/channels/index.js';
 import { SmppRedisStore } from '../../shared/carriers/smpp/redis-store.js';
-import { RedisTokenBucket } from '../../shared/carriers/smpp/token-bucket.js';
+import { RedisTokenBucket, TPS_LEASE_LUA } from '../../shared/carriers/smpp/token-bucket.js';
 import { ReceiptIds } from '../../shared/carriers/smpp/receipt-ids.js';
 import { planSms } from '../../shared/sms/gsm7.js';
 import { SmscSimulator, type SmscSimulatorOptions, type SubmittedRecord } from '../../scripts/smsc-simulator.js';
@@ -625,6 +625,19 @@ describe('RedisTokenBucket', () => {
     // Paced on Redis's clock: the third token's lease starts 100 ms after the first's; seen from
     // here, less the first call's round trip.
     assert.ok(times[2]! - times[0]! >= 90, `paced: the third token a lease interval after the first (${Math.round(times[2]! - times[0]!)} ms)`);
+  });
+
+  it('a lease granted ahead starts and ends on whole µs, as returned (a pacing wait that is not)', T, async () => {
+    const key = `${prefix}:tb-ahead-us`;
+    // Leases of 997 tokens at 156.25 µs each, a burst of 1,000: the second lease waits for pacing,
+    // a wait ending in .25 µs (Redis's clock in µs is exact to a quarter at today's magnitude).
+    const args = (id: string): Array<string | number> => [100_000, 1_020_000, 156.25, 1000, 997, id, 500_000, 0, 250_000];
+    const replies: number[][] = [];
+    for (const id of ['a', 'b']) replies.push(((await redis.eval(TPS_LEASE_LUA, 1, key, ...args(id))) as number[]).map(Number));
+    const [granted, nowUs, waitUs] = replies[1]!;
+    assert.equal(granted, 997, `granted ahead, not refused: ${JSON.stringify(replies)}`);
+    assert.ok(waitUs! > 0 && Number.isInteger(waitUs), `a later start, in whole µs (${waitUs})`);
+    assert.equal(Number(await redis.zscore(key, 'L:b:997')), nowUs! + waitUs! + 500_000, 'the book ends it where the caller does: now + wait + validity');
   });
 
   it('an idle limiter gives its unspent tokens back: its lease shrinks to what it spent', T, async () => {

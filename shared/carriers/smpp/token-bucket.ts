@@ -32,9 +32,10 @@
  * it with the default guard of 20 ms.
  *
  * `pause(ms)` (ESME_RTHROTTLED / ESME_RMSGQFUL) drops this process's leases and stops every grant
- * for `ms`; another process stops once its current lease is spent or expired (at most
- * `leaseValidityMs`). When Redis cannot be reached, `take()` rejects once the leases held are
- * spent: nothing is sent past the cap.
+ * for `ms`; another process stops once the leases it holds are spent or expired (at most
+ * GRANT_AHEAD_MS + `leaseValidityMs`: a lease granted ahead may start up to GRANT_AHEAD_MS
+ * later). When Redis cannot be reached, `take()` rejects once the leases held are spent: nothing
+ * is sent past the cap.
  */
 import { randomBytes } from 'node:crypto';
 import { luaScript, runScript, type Redis } from '../../redis.js';
@@ -46,7 +47,7 @@ import { capShape, nextLeaseSize, shouldRenewEarly, type CapShape, type LeaseUse
  * KEYS[1]   the lease book: a sorted set scored in µs of the Redis clock (the script's only key, so
  *           any slot of a Redis Cluster; SMPP's is `{<prefix>:smpp:<connection>}:tps` there)
  *             "L:<lease id>:<tokens>"  a lease; score = the latest time a token of it may have been
- *                                      spent (grant + validity), or, once settled, was spent
+ *                                      spent (start + validity), or, once settled, was spent
  *             "tat"                    pacing (GCRA): theoretical time of the next token
  *             "pause"                  no lease is granted before this time
  * ARGV[1]   budget: tokens allowed in any window (integer >= 1)
@@ -139,7 +140,9 @@ if want > 0 then
   end
   if wait <= ahead then
     -- Granted, starting at now + wait: every lease that would share a window with it then fits.
+    -- Whole µs, as returned: the caller's end (start + validity) is then exactly the score's.
     granted = want
+    wait = math.ceil(wait)
     local start = now + wait
     if tat < start then tat = start end
     redis.call('ZADD', key, us(tat + want * interval), 'tat')
@@ -222,7 +225,8 @@ export class RedisTokenBucket {
     if (!(options.tps > 0)) throw new RangeError(`tps must be > 0, got ${options.tps}`);
     this.tps = options.tps;
     this.shape = capShape(options.tps, options.windowGuardMs ?? 20);
-    this.validityMs = Math.max(10, options.leaseValidityMs ?? 500);
+    // Whole µs, as the script is told: the client's end of a lease is exactly the book's.
+    this.validityMs = Math.round(Math.max(10, options.leaseValidityMs ?? 500) * 1000) / 1000;
   }
 
   /**
@@ -266,9 +270,10 @@ export class RedisTokenBucket {
   async take(): Promise<void> {
     for (;;) {
       if (this.tryTake()) return;
-      const startsIn = (this.current?.startsAt ?? 0) - performance.now();
-      if (startsIn > 0) {
-        await sleep(Math.ceil(startsIn));
+      if (this.current) {
+        // Held but not spendable: it was granted for a later start (tryTake checked a moment ago).
+        const startsIn = this.current.startsAt - performance.now();
+        if (startsIn > 0) await sleep(Math.ceil(startsIn));
         continue;
       }
       if (this.asking) {
