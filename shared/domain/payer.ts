@@ -34,6 +34,41 @@ export function payerOf(key: PayingKey): Payer {
 /** A stable text key of a payer (to sum charges per payer, in a fixed order). */
 export const payerKey = (p: Payer): string => `${p.kind}.${p.id}.${p.currency}`;
 
+/** One payer's balance change, in units of the money scale (shared/domain/money.ts). */
+export interface PayerSum {
+  payer: Payer;
+  units: number;
+}
+
+/**
+ * Amounts summed per payer and handed out in the payers' key order. Every transaction that
+ * changes several balances changes them in this order (a dispatch job's debits, a status batch's
+ * refunds), so two transactions that change the same balances lock their rows alike and cannot
+ * deadlock on each other.
+ */
+export class PayerSums {
+  private readonly sums = new Map<string, PayerSum>();
+
+  add(payer: Payer, units: number): void {
+    const key = payerKey(payer);
+    const sum = this.sums.get(key);
+    if (sum) {
+      sum.units += units;
+    } else {
+      this.sums.set(key, { payer, units });
+    }
+  }
+
+  /** The sums in the payers' key order. */
+  inOrder(): PayerSum[] {
+    const out: PayerSum[] = [];
+    for (const key of [...this.sums.keys()].sort()) {
+      out.push(this.sums.get(key)!);
+    }
+    return out;
+  }
+}
+
 /** The rule in SQL: the paying balance of a key row `k` joined with its account row `a`. */
 export const PAYING_BALANCE_SQL = `CASE WHEN NOT k.is_primary AND NOT k.shared THEN k.balance
                    WHEN k.currency = 'CZK' THEN a.credit_czk ELSE a.credit_eur END`;

@@ -21,7 +21,7 @@ import { LANE_NUMBER, type DispatchJob } from '../queues.js';
 import { planSms, type SmsPlan } from '../sms/gsm7.js';
 import { mccOfE164 } from '../phone/mcc.js';
 import { findPrice, currentPrices } from '../domain/prices.js';
-import { payerKey, payerOf, type Payer } from '../domain/payer.js';
+import { payerKey, payerOf, PayerSums, type Payer, type PayerSum } from '../domain/payer.js';
 import { fromUnits, toUnits } from '../domain/money.js';
 import { isInsideWindow, nextSendInstant, type DeliveryWindow } from '../schedule/window.js';
 import { defaultTtlMinutes } from './transitions.js';
@@ -559,26 +559,17 @@ async function allocateCharges(tx: Tx, planned: Planned[]): Promise<void> {
   }
 }
 
-interface Debit {
-  payer: Payer;
-  units: number;
-}
-
-/** What the written attempts cost each payer, in a fixed order of payers (concurrent jobs lock balances alike). */
-function debitsOf(written: Planned[]): Debit[] {
-  const debits = new Map<string, Debit>();
+/** What the written attempts cost each payer, in the payers' key order (`PayerSums`: concurrent transactions lock balances alike). */
+function debitsOf(written: Planned[]): PayerSum[] {
+  const sums = new PayerSums();
   for (const p of written) {
     if (p.reject || !p.charge) {
       continue;
     }
-    const key = payerKey(p.charge.payer);
-    const debit = debits.get(key) ?? { payer: p.charge.payer, units: 0 };
-    debit.units += p.charge.units;
-    debits.set(key, debit);
+    sums.add(p.charge.payer, p.charge.units);
   }
-  const out: Debit[] = [];
-  for (const key of [...debits.keys()].sort()) {
-    const d = debits.get(key)!;
+  const out: PayerSum[] = [];
+  for (const d of sums.inOrder()) {
     if (d.units > 0) out.push(d);
   }
   return out;

@@ -15,7 +15,7 @@ import { planTransition, isStepFailure, isRefunded, ttlExpiryApplies, defaultRes
 import { EVENT_PARAMS, eventsCtes, eventParams, SentMessageBody, type OutboxEvent } from './events.js';
 import type { EngineDeps, NextStep } from './types.js';
 import { ascending } from '../collections.js';
-import { payerKey, type Payer } from '../domain/payer.js';
+import { PayerSums } from '../domain/payer.js';
 import { toUnits, fromUnits } from '../domain/money.js';
 import { countReportsApplied } from '../metrics.js';
 
@@ -457,20 +457,16 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
   return moves;
 }
 
-/** Give the charge of each refunded attempt back to its payer, summed per payer. */
+/** Give the charge of each refunded attempt back to its payer, summed per payer, in the payers' key order (`PayerSums`). */
 async function refund(tx: Tx, attempts: AttemptRow[]): Promise<void> {
-  const sums = new Map<string, { payer: Payer; units: number }>();
+  const sums = new PayerSums();
   for (const a of attempts) {
     if (!a.payer_kind || a.payer_id === null || !a.charged_currency) {
       continue;
     }
-    const payer: Payer = { kind: a.payer_kind, id: a.payer_id, currency: a.charged_currency };
-    const key = payerKey(payer);
-    const entry = sums.get(key) ?? { payer, units: 0 };
-    entry.units += toUnits(a.charged);
-    sums.set(key, entry);
+    sums.add({ kind: a.payer_kind, id: a.payer_id, currency: a.charged_currency }, toUnits(a.charged));
   }
-  for (const { payer, units } of sums.values()) {
+  for (const { payer, units } of sums.inOrder()) {
     // The same balance change as the dispatch's debits (migration 013), with a positive delta.
     await tx.query('SELECT change_credit($1, $2, $3, $4)', [payer.kind, payer.id, payer.currency, fromUnits(units)]);
   }
