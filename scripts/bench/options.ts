@@ -135,7 +135,9 @@ const USAGE = `usage: node --import tsx scripts/bench/run.ts [options]
                            as its children), one in-process "switchboard all", or "web" + one "worker"
   --env KEY=VALUE          extra service environment (repeatable)
   --setup-sql SQL          run SQL on each fresh database once the service migrated it (repeatable),
-                           e.g. --setup-sql "CREATE INDEX ON carrier_refs (attempt_id)" to measure an idea
+                           e.g. --setup-sql "CREATE INDEX ON carrier_refs (attempt_id)" to measure an idea;
+                           it runs once the service answers, so a session setting (ALTER DATABASE … SET)
+                           reaches only connections opened after it: for those use --env PGOPTIONS=…
   --cpu-prof               run the service under node --cpu-prof and summarise the profiles (implies --pg-activity)
   --pg-activity            sample pg_stat_activity every 20 ms: which statements and waits the database spends its time on
   --own-redis              start a private redis-server instead of using REDIS_URL with a fresh prefix
