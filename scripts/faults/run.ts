@@ -238,8 +238,10 @@ async function main(): Promise<number> {
     }
     await sleep(200);
   }
-  // Every process that dispatches SMS binds: the two worker_sms and worker_priority (Procfile).
-  const binders = supervisor.processes.filter((p) => p.command.kind === 'shell' || /--pools=\S*\bsms\b|\ball\b/.test(p.command.args.join(' '))).length;
+  // Every process that dispatches SMS binds: the two worker_sms and worker_priority (Procfile),
+  // whether the Procfile runs it as a shell line or through npm's start script.
+  const binders = supervisor.processes.filter((p) =>
+    /--pools=\S*\bsms\b|\ball\b/.test(p.command.kind === 'shell' ? p.command.line : p.command.args.join(' '))).length;
   for (let i = 0; (await sim.stats()).boundSessions < binders && i < 100; i++) {
     await sleep(200);
   }
