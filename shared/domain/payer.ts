@@ -34,6 +34,19 @@ export function payerOf(key: PayingKey): Payer {
 /** A stable text key of a payer (to sum charges per payer, in a fixed order). */
 export const payerKey = (p: Payer): string => `${p.kind}.${p.id}.${p.currency}`;
 
+/**
+ * The values of a map keyed by `payerKey`, in the payers' key order: the order in which one
+ * transaction locks several balances, so two transactions that lock the same balances cannot
+ * deadlock on each other.
+ */
+export function inPayerOrder<V>(byPayerKey: ReadonlyMap<string, V>): V[] {
+  const out: V[] = [];
+  for (const key of [...byPayerKey.keys()].sort()) {
+    out.push(byPayerKey.get(key)!);
+  }
+  return out;
+}
+
 /** One payer's balance change, in units of the money scale (shared/domain/money.ts). */
 export interface PayerSum {
   payer: Payer;
@@ -59,13 +72,9 @@ export class PayerSums {
     }
   }
 
-  /** The sums in the payers' key order. */
+  /** The sums in the payers' key order (`inPayerOrder`). */
   inOrder(): PayerSum[] {
-    const out: PayerSum[] = [];
-    for (const key of [...this.sums.keys()].sort()) {
-      out.push(this.sums.get(key)!);
-    }
-    return out;
+    return inPayerOrder(this.sums);
   }
 }
 

@@ -21,7 +21,7 @@ import { LANE_NUMBER, type DispatchJob } from '../queues.js';
 import { planSms, type SmsPlan } from '../sms/gsm7.js';
 import { mccOfE164 } from '../phone/mcc.js';
 import { findPrice, currentPrices } from '../domain/prices.js';
-import { payerKey, payerOf, PayerSums, type Payer, type PayerSum } from '../domain/payer.js';
+import { inPayerOrder, payerKey, payerOf, PayerSums, type Payer, type PayerSum } from '../domain/payer.js';
 import { fromUnits, toUnits } from '../domain/money.js';
 import { isInsideWindow, nextSendInstant, type DeliveryWindow } from '../schedule/window.js';
 import { defaultTtlMinutes } from './transitions.js';
@@ -541,8 +541,7 @@ async function allocateCharges(tx: Tx, planned: Planned[]): Promise<void> {
     entry.list.push(p);
     byPayer.set(key, entry);
   }
-  for (const key of [...byPayer.keys()].sort()) {
-    const { payer, list } = byPayer.get(key)!;
+  for (const { payer, list } of inPayerOrder(byPayer)) {
     const { rows } = payer.kind === 'key'
       ? await tx.query<{ balance: number }>('SELECT balance FROM api_keys WHERE id = $1 FOR UPDATE', [payer.id])
       : await tx.query<{ balance: number }>(`SELECT ${payer.currency === 'CZK' ? 'credit_czk' : 'credit_eur'} AS balance FROM accounts WHERE id = $1 FOR UPDATE`, [payer.id]);
