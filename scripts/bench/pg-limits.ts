@@ -44,6 +44,7 @@ import { newId } from '../../shared/sending/ids.js';
 import { dispatchStep } from '../../shared/engine/dispatch.js';
 import { applyReports } from '../../shared/engine/status.js';
 import { MessageFactsCache } from '../../shared/engine/message-facts.js';
+import { AttemptFactsCache } from '../../shared/engine/attempt-facts.js';
 import { CarrierRegistry } from '../../shared/engine/routing.js';
 import type { EngineDeps } from '../../shared/engine/types.js';
 import type { Carrier, StatusReport } from '../../shared/carriers/types.js';
@@ -269,7 +270,7 @@ async function oneRun(opts: Options, run: number): Promise<StageResult[]> {
     const carriers = new CarrierRegistry();
     carriers.setDefault(quietCarrier);
     const deps: EngineDeps = {
-      db: engine, queues: noQueues, config, logger, carriers, hooks: {}, messageFacts: new MessageFactsCache(),
+      db: engine, queues: noQueues, config, logger, carriers, hooks: {}, messageFacts: new MessageFactsCache(), attemptFacts: new AttemptFactsCache(),
       enqueueNextSteps: async () => undefined, enqueueLater: async () => undefined, scheduleTtl: async () => undefined,
     };
     const results: StageResult[] = [];

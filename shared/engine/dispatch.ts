@@ -22,12 +22,13 @@ import { planSms, type SmsPlan } from '../sms/gsm7.js';
 import { mccOfE164 } from '../phone/mcc.js';
 import { findPrice, currentPrices } from '../domain/prices.js';
 import { inPayerOrder, payerKey, payerOf, PayerSums, type Payer, type PayerSum } from '../domain/payer.js';
-import { fromUnits, toUnits } from '../domain/money.js';
+import { fromUnits, round4, toUnits } from '../domain/money.js';
 import { isInsideWindow, nextSendInstant, type DeliveryWindow } from '../schedule/window.js';
 import { defaultTtlMinutes } from './transitions.js';
 import { EVENT_PARAMS, eventsCtes, eventParams, SentMessageBody, type OutboxEvent } from './events.js';
 import type { EngineDeps, NextStep } from './types.js';
 import { pushTo } from '../collections.js';
+import type { AttemptFacts } from './attempt-facts.js';
 import { refuseOptedOut } from '../suppression/store.js';
 
 export interface MessageRow {
@@ -216,6 +217,10 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
     result = await runDispatchTx({ deps, partOf, recipients: atStep, step: job.step, prices, now, mode: 'allocate' });
   }
 
+  // Committed: the status batches of these attempts need not read their facts back.
+  for (const f of result.facts) {
+    deps.attemptFacts.remember(f);
+  }
   await handOver(deps, result.toHand, { step: job.step, flaggedMessages, dueRecipients });
   await deps.enqueueNextSteps(result.nextSteps);
   return { delayUntil: null, handed: result.toHand.length, rejected: result.rejected };
@@ -231,6 +236,8 @@ interface DispatchTxResult {
   toHand: ToHand[];
   nextSteps: NextStep[];
   rejected: number;
+  /** The facts of the attempts written and handed, to remember once the transaction committed. */
+  facts: AttemptFacts[];
 }
 
 interface DispatchTxInput {
@@ -330,6 +337,7 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
   const written = inserted.length === planned.length ? planned : planned.filter((p) => attemptIdOf.has(p.recipient.id));
   const toHand: ToHand[] = [];
   const nextSteps: NextStep[] = [];
+  const facts: AttemptFacts[] = [];
   for (const p of written) {
     const { msg } = p.part;
     if (p.reject?.fallback === true && step + 1 < msg.flow.length) {
@@ -337,6 +345,7 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
     } else if (!p.reject && p.carrier) {
       p.attempt.attemptId = attemptIdOf.get(p.recipient.id)!;
       toHand.push({ carrier: p.carrier, attempt: p.attempt, part: p.part });
+      facts.push(attemptFactsOf(p, step));
     }
   }
 
@@ -367,7 +376,7 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
   for (const d of debitsOf(written)) {
     lastStatements.push(changeCreditStatement(d.payer.kind, d.payer.id, d.payer.currency, -d.units));
   }
-  return { result: { toHand, nextSteps, rejected: countRejected(written) }, lastStatements };
+  return { result: { toHand, nextSteps, rejected: countRejected(written), facts }, lastStatements };
 }
 
 const ATTEMPT_PARAMS = [
@@ -456,6 +465,23 @@ function countRejected(written: Planned[]): number {
     }
   }
   return n;
+}
+
+/**
+ * What the attempt's row holds that never changes, as Postgres returns it (attempt-facts.ts): the
+ * values written above, with the prices rounded as numeric(18,4) stores them (a price per part
+ * times the parts may carry a binary remainder; a charge is whole units already). The recipient's
+ * account and key are its message's.
+ */
+function attemptFactsOf(p: Planned, step: number): AttemptFacts {
+  const { msg } = p.part;
+  return {
+    id: p.attempt.attemptId, recipient_id: p.recipient.id, step, channel: p.channel, phone: p.recipient.phone ?? '',
+    sender: p.attempt.sender, parts: p.count, country: p.country, operator: 0, price_czk: round4(p.priceCzk), price_eur: round4(p.priceEur),
+    charged: p.charge ? fromUnits(p.charge.units) : 0, payer_kind: p.charge?.payer.kind ?? null, payer_id: p.charge?.payer.id ?? null,
+    charged_currency: msg.key_currency, public_id: p.recipient.public_id, account_id: msg.account_id, key_id: msg.key_id,
+    message_id: msg.id,
+  };
 }
 
 type SmsPlanner = (text: string, type: 'utf' | 'sms') => SmsPlan;

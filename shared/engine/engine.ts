@@ -12,6 +12,7 @@ import { dispatchStep, type DispatchOutcome } from './dispatch.js';
 import { applyReports, matchWaitingRefs, type ApplyOutcome } from './status.js';
 import { pushTo } from '../collections.js';
 import { MessageFactsCache } from './message-facts.js';
+import { AttemptFactsCache } from './attempt-facts.js';
 import { StatusIntake } from './status-intake.js';
 import { addDispatchJobs, messageJob, recipientJob } from './dispatch-jobs.js';
 import type { EngineDeps, EngineHooks, EnginePools, InboundHandler } from './types.js';
@@ -34,6 +35,7 @@ export class Engine {
       ...base,
       hooks,
       messageFacts: new MessageFactsCache(),
+      attemptFacts: new AttemptFactsCache(),
       enqueueNextSteps: async (steps) => {
         if (steps.length > 0) {
           await addDispatchJobs(queues, steps.map((s) => recipientJob(s, s.messageId, s.step, s.recipientId)));

@@ -10,8 +10,9 @@ import { prepared, withTx, type Queryable, type Tx } from '../db/pool.js';
 import { arrayRows, boolArray, numberArray, textArray, timestampArray } from '../db/arrays.js';
 import { namedParams } from '../db/params.js';
 import type { StatusReport } from '../carriers/types.js';
-import { smsGatewayOf, stepOf, type AttemptState, type Channel } from '../channels/index.js';
-import { planTransition, isStepFailure, isRefunded, ttlExpiryApplies, defaultResultInfo } from './transitions.js';
+import { smsGatewayOf, stepOf, type AttemptState } from '../channels/index.js';
+import { planTransition, isStepFailure, isRefunded, ttlExpiryApplies, defaultResultInfo, FINAL_STATES } from './transitions.js';
+import { ATTEMPT_FACT_COLUMNS, factsOf, type AttemptFacts } from './attempt-facts.js';
 import { EVENT_PARAMS, eventsCtes, eventParams, SentMessageBody, type OutboxEvent } from './events.js';
 import type { EngineDeps, NextStep } from './types.js';
 import { ascending } from '../collections.js';
@@ -23,31 +24,19 @@ const STATE_RANK: Record<AttemptState, number> = {
   sending: 0, sent: 1, delivered: 2, undelivered: 2, rejected: 2, failed: 2, seen: 3,
 };
 
-interface AttemptRow {
+/**
+ * What a status batch locks and reads of each attempt: what changes. The rest is the attempt's
+ * facts (attempt-facts.ts), which never change once dispatch wrote them.
+ */
+interface AttemptNow {
   id: number;
-  recipient_id: number;
-  step: number;
-  channel: Channel;
   state: AttemptState;
-  phone: string;
-  sender: string;
-  parts: number;
-  country: number;
-  operator: number;
-  price_czk: number;
-  price_eur: number;
-  charged: number;
-  payer_kind: 'account' | 'key' | null;
-  payer_id: number | null;
-  charged_currency: 'CZK' | 'EUR' | null;
   refunded: boolean;
   reached_sent: boolean;
   ttl_expired: boolean;
-  public_id: string;
+  /** The recipient's step now (a fallback moves it on). */
   current_step: number;
-  account_id: number;
-  key_id: number;
-  message_id: string;
+  /** The key's, read when the event is written (D4). */
   default_callback_url: string | null;
 }
 
@@ -106,24 +95,32 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
     return { transitions: 0, events: [] as OutboxEvent[], nextSteps: [] as NextStep[], delivered: [] as number[], sources: [] as string[] };
   }
   const ids = attemptIdsOf(moves);
-  // The message's facts come from the process's cache (see message-facts.ts), not from a join.
-  const { rows } = await tx.query<AttemptRow>(prepared(
-    `SELECT a.id, a.recipient_id, a.step, a.channel, a.state, a.phone, a.sender, a.parts, a.country, a.operator,
-            a.price_czk, a.price_eur, a.charged, a.payer_kind, a.payer_id, a.charged_currency, a.refunded, a.reached_sent,
-            a.ttl_expired, r.public_id, r.step AS current_step, r.account_id, r.key_id, r.message_id, k.default_callback_url
-       FROM attempts a
-       JOIN recipients r ON r.id = a.recipient_id
-       JOIN api_keys k ON k.id = r.key_id
-      WHERE a.id = ANY($1)
-      ORDER BY a.id
-        FOR UPDATE OF a`,
-    [numberArray(ids)]),
-  );
-  const attempts = new Map<number, AttemptRow>();
+  const attempts = new Map<number, AttemptNow>();
+  let facts: Map<number, AttemptFacts>;
+  if (deps.attemptFacts.knowsAny(ids)) {
+    // As a rule: this process dispatched them. Lock and read what changes; the rest is known.
+    const { rows } = await tx.query<AttemptNow>(prepared(LOCK_ATTEMPTS_SQL, [numberArray(ids)]));
+    const rowIds: number[] = [];
+    for (const row of rows) {
+      attempts.set(row.id, row);
+      rowIds.push(row.id);
+    }
+    facts = await deps.attemptFacts.load(tx, rowIds);
+  } else {
+    // Dispatched elsewhere (the web process's callbacks, the status pool, a restart): the whole
+    // rows in the same round trip, their facts remembered for the attempts' next reports.
+    const { rows } = await tx.query<AttemptNow & AttemptFacts>(prepared(LOCK_ATTEMPTS_WITH_FACTS_SQL, [numberArray(ids)]));
+    facts = new Map();
+    for (const row of rows) {
+      attempts.set(row.id, row);
+      facts.set(row.id, row);
+      deps.attemptFacts.remember(factsOf(row));
+    }
+  }
+  // The messages' facts come from the process's cache too (see message-facts.ts), not from a join.
   const messageIds = new Set<string>();
-  for (const row of rows) {
-    attempts.set(row.id, row);
-    messageIds.add(row.message_id);
+  for (const f of facts.values()) {
+    messageIds.add(f.message_id);
   }
   const messages = await deps.messageFacts.load(tx, messageIds);
   // Apply each attempt's moves along the state path (a parked receipt can carry an earlier
@@ -136,17 +133,18 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
   /** Recipients moving on to their next flow step. */
   const fallbacks = new Map<number, { step: number; due: Date }>();
   const nextSteps: NextStep[] = [];
-  const refunds: AttemptRow[] = [];
+  const refunds: AttemptFacts[] = [];
   const delivered: number[] = [];
   const sources: string[] = [];
 
   for (const move of moves) {
     const a = attempts.get(move.attemptId);
-    const m = a && messages.get(a.message_id);
-    if (!a || !m) {
+    const f = a && facts.get(a.id);
+    const m = f && messages.get(f.message_id);
+    if (!a || !f || !m) {
       continue;
     }
-    if (move.ttl && !ttlExpiryApplies(a.channel, a.state)) {
+    if (move.ttl && !ttlExpiryApplies(f.channel, a.state)) {
       continue;
     }
     const path = planTransition(a.state, move.state, a.ttl_expired);
@@ -161,12 +159,12 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
       a.state = state;
       const resultInfo = state === move.state ? move.resultInfo : defaultResultInfo(state);
       events.push({
-        accountId: a.account_id, keyId: a.key_id, callbackUrl: m.callback ?? a.default_callback_url,
-        recipientId: a.recipient_id, kind: 'sentMessage',
+        accountId: f.account_id, keyId: f.key_id, callbackUrl: m.callback ?? a.default_callback_url,
+        recipientId: f.recipient_id, kind: 'sentMessage',
         body: new SentMessageBody({
-          requestId: m.request_id, publicId: a.public_id, channel: a.channel, payload: m.payload, phone: a.phone,
-          state, resultInfo, at: move.at, sender: a.sender, country: a.country, operator: a.operator,
-          priceCzk: a.price_czk, priceEur: a.price_eur, count: a.parts, smsGateway: a.channel === 'sms' ? smsGatewayOf(m.flow[a.step]) : null,
+          requestId: m.request_id, publicId: f.public_id, channel: f.channel, payload: m.payload, phone: f.phone,
+          state, resultInfo, at: move.at, sender: f.sender, country: f.country, operator: f.operator,
+          priceCzk: f.price_czk, priceEur: f.price_eur, count: f.parts, smsGateway: f.channel === 'sms' ? smsGatewayOf(m.flow[f.step]) : null,
         }),
       });
       change.resultInfo = resultInfo;
@@ -180,22 +178,26 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
     if (a.state === 'sent' || a.state === 'delivered' || a.state === 'seen') {
       a.reached_sent = true;
     }
-    if (isRefunded(a.state, a.reached_sent, move.ttl) && !a.refunded && a.charged > 0) {
+    if (isRefunded(a.state, a.reached_sent, move.ttl) && !a.refunded && f.charged > 0) {
       a.refunded = true;
-      refunds.push(a);
+      refunds.push(f);
     }
     if (a.state === 'delivered') {
-      delivered.push(a.recipient_id);
+      delivered.push(f.recipient_id);
       sources.push(m.source);
     }
-    if (a.step !== a.current_step) {
+    if (a.state === 'delivered' || FINAL_STATES.has(a.state)) {
+      // Its reports are done as a rule; a later one (a repeat, `seen`) reads the facts again.
+      deps.attemptFacts.forget(a.id);
+    }
+    if (f.step !== a.current_step) {
       continue; // an abandoned step: reported above, never moves the recipient (D3)
     }
-    const nextStep = m.flow[a.step + 1];
+    const nextStep = m.flow[f.step + 1];
     if (isStepFailure(a.state) && nextStep !== undefined && nextStep !== null) {
-      fallbacks.set(a.recipient_id, { step: a.step + 1, due: new Date(now) });
-      a.current_step = a.step + 1;
-      nextSteps.push({ messageId: a.message_id, step: a.step + 1, recipientId: a.recipient_id, lane: m.lane, channel: stepOf(nextStep).channel });
+      fallbacks.set(f.recipient_id, { step: f.step + 1, due: new Date(now) });
+      a.current_step = f.step + 1;
+      nextSteps.push({ messageId: f.message_id, step: f.step + 1, recipientId: f.recipient_id, lane: m.lane, channel: stepOf(nextStep).channel });
     }
   }
 
@@ -227,6 +229,21 @@ function attemptIdsOf(moves: Move[]): number[] {
 /** Moves along the state path; ttl expiries last. */
 const byStateRank = (a: Move, b: Move): number => (a.ttl ? 9 : STATE_RANK[a.state]) - (b.ttl ? 9 : STATE_RANK[b.state]);
 
+/** What may change of a locked attempt: its state and flags, its recipient's step, its key's default callback URL. */
+const ATTEMPT_NOW_COLUMNS = 'a.state, a.refunded, a.reached_sent, a.ttl_expired, r.step AS current_step, k.default_callback_url';
+/** The batch's attempts locked in id order (`$1`: their ids, ascending). */
+const LOCKED_ATTEMPTS = `FROM attempts a
+       JOIN recipients r ON r.id = a.recipient_id
+       JOIN api_keys k ON k.id = r.key_id
+      WHERE a.id = ANY($1)
+      ORDER BY a.id
+        FOR UPDATE OF a`;
+const LOCK_ATTEMPTS_SQL = `SELECT a.id, ${ATTEMPT_NOW_COLUMNS}
+       ${LOCKED_ATTEMPTS}`;
+/** The same with the attempts' facts, for attempts this process knows nothing of. */
+const LOCK_ATTEMPTS_WITH_FACTS_SQL = `SELECT ${ATTEMPT_FACT_COLUMNS}, ${ATTEMPT_NOW_COLUMNS}
+       ${LOCKED_ATTEMPTS}`;
+
 const CHANGE_PARAMS = ['id', 'state', 'result_info', 'reached_sent', 'refunded', 'ttl_expired', 'sent_at', 'delivered_at'] as const;
 const FALLBACK_PARAMS = ['fallback_id', 'fallback_step', 'fallback_due'] as const;
 const APPLY = namedParams([...CHANGE_PARAMS, ...FALLBACK_PARAMS, ...EVENT_PARAMS]);
@@ -251,7 +268,7 @@ const APPLY_SQL = `WITH attempts_up AS (
 
 /** The update's values for each changed attempt's new state, in the order of `changed`. */
 function changeColumns(
-  changed: Map<number, { resultInfo: string; sent: Date | null; delivered: Date | null }>, attempts: Map<number, AttemptRow>,
+  changed: Map<number, { resultInfo: string; sent: Date | null; delivered: Date | null }>, attempts: Map<number, AttemptNow>,
 ): Record<(typeof CHANGE_PARAMS)[number], string> {
   const id: number[] = [], state: string[] = [], resultInfo: string[] = [], sent: Array<Date | null> = [], delivered: Array<Date | null> = [];
   const reachedSent: boolean[] = [], refunded: boolean[] = [], ttlExpired: boolean[] = [];
@@ -458,7 +475,7 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
 }
 
 /** Give the charge of each refunded attempt back to its payer, summed per payer, in the payers' key order (`PayerSums`). */
-async function refund(tx: Tx, attempts: AttemptRow[]): Promise<void> {
+async function refund(tx: Tx, attempts: AttemptFacts[]): Promise<void> {
   const sums = new PayerSums();
   for (const a of attempts) {
     if (!a.payer_kind || a.payer_id === null || !a.charged_currency) {

@@ -10,6 +10,7 @@ import type { InboundReport } from '../carriers/types.js';
 import type { Queues } from '../queues.js';
 import type { CarrierRegistry } from './routing.js';
 import type { MessageFactsCache } from './message-facts.js';
+import type { AttemptFactsCache } from './attempt-facts.js';
 
 /** Extension points for features that ride on the engine (verification codes). */
 export interface EngineHooks {
@@ -42,6 +43,8 @@ export interface EngineDeps {
   hooks: EngineHooks;
   /** Immutable message facts, remembered by dispatch and read by status batches (one per process). */
   messageFacts: MessageFactsCache;
+  /** Immutable attempt facts, remembered by dispatch once committed and read by status batches (one per process). */
+  attemptFacts: AttemptFactsCache;
   enqueueNextSteps(steps: NextStep[]): Promise<void>;
   /** A message of a combined job that may not run yet gets a delayed job of its own. */
   enqueueLater(step: Omit<NextStep, 'recipientId'> & { recipientIds: number[] }, at: Date): Promise<void>;
