@@ -241,7 +241,9 @@ function start(name: string, command: string, args: string[], env: Record<string
   child.stderr!.on('data', (d: Buffer) => {
     output += d.toString();
   });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  // 'close', not 'exit': a process's last lines (a drained shutdown's) may still be in the pipe when
+  // it has exited; 'close' comes once its output has ended too.
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
   return { name, child, output: () => output, exited };
 }
 

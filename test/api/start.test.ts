@@ -83,7 +83,8 @@ function startSupervisor(env: Record<string, string>): Supervisor {
   child.stderr!.setEncoding('utf8').on('data', (d: string) => {
     stderr += d;
   });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  // 'close', not 'exit': the supervisor's last lines may still be in the pipe when it has exited.
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
   const sup: Supervisor = {
     child, lines, exited,
     stderr: () => stderr,
