@@ -1,7 +1,8 @@
 /**
  * The benchmark harness still works: `scripts/bench/run.ts --quick` for one short scenario
  * (e2e-smpp with a few hundred recipients) builds, starts the compiled service, the simulator and
- * the webhook receiver, prints its JSON, and every recipient got exactly its expected events.
+ * the webhook receiver, prints its JSON (with the machine probe taken before it), and every
+ * recipient got exactly its expected events.
  * No timing is asserted (issue 9: "no test asserts a time"). Then e2e-kannel, the same workload
  * through Kannel (issue 23's reference): every report arrives, no number is submitted twice.
  * Kannel must be installed (Debian's `kannel`; .ci/run installs it).
@@ -58,6 +59,13 @@ test('npm run bench -- --quick produces its JSON and every expected event arrive
   assert.equal(check.receivedEvents, check.expectedEvents, detail);
   assert.equal(check.ok, check.recipients, detail);
   assert.match(stdout, /\| e2e-smpp/, 'the summary table is printed');
+  // The machine's speed before the scenario (scripts/bench/machine-probe.ts), measured, not left out.
+  const probe = e2e.machineProbe as Record<string, unknown> | null;
+  assert.ok(probe, `no machine probe in the result: ${stderr.slice(-2000)}`);
+  for (const field of ['jsMs', 'pageUs', 'pgRoundTripUs', 'pgCommitUs']) {
+    assert.ok(typeof probe[field] === 'number' && probe[field] > 0, `machineProbe.${field}: ${JSON.stringify(probe)}`);
+  }
+  assert.match(stdout, /JS [\d.]+ ms · page [\d.]+ µs · pg [\d.]+ µs · commit [\d,]+ µs/, 'the table shows the probe');
 });
 
 /** Redis keys and Postgres databases of run `id` that are still there. */

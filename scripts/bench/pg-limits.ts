@@ -28,6 +28,7 @@
  * is never touched: nothing here enqueues (the functions that would are given no-ops, and the
  * relay's direct delivery takes every batch). Each run's database is dropped at its end (also on
  * errors and Ctrl-C). Prints one JSON line per run and stage, then a Markdown table of the ranges.
+ * Before each run it logs the machine probe (machine-probe.ts: the VM's speed at that moment).
  */
 import { randomUUID, randomBytes } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
@@ -55,6 +56,7 @@ import { lookupMessage } from '../../shared/lookup/timeline.js';
 import { listMessages } from '../../shared/rest/messages.js';
 import type { DispatchJob, Queues } from '../../shared/queues.js';
 import { machineCpuSeconds, postgresProcesses } from './procs.js';
+import { describeProbe, probeMachine } from './machine-probe.js';
 
 const BASE_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://root@127.0.0.1:5432/postgres';
 const OBJECTS_PER_CALL = 10;
@@ -430,6 +432,7 @@ async function main(): Promise<void> {
   const runs: StageResult[][] = [];
   for (let run = 1; run <= opts.runs; run++) {
     if (opts.waitQuiet > 0) log(`run ${run}: machine busy ${(await waitQuiet(opts.waitQuiet)).toFixed(2)} cores before it`);
+    log(`run ${run}: machine probe ${describeProbe(await probeMachine(BASE_URL, log))}`);
     runs.push(await oneRun(opts, run));
   }
   const lines = [

@@ -1,6 +1,7 @@
 /** The short table printed at the end of a run (Markdown, so it can go into docs/benchmarks.md as is). */
 import type { ScenarioResult } from './scenarios.js';
 import { describeCopies } from './copies.js';
+import { describeProbe, type MachineProbe } from './machine-probe.js';
 
 type Any = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- results are plain JSON
 
@@ -18,7 +19,7 @@ const rss = (list: Any[] | undefined) => {
 function row(r: ScenarioResult): string[] {
   const x = r as Any;
   const noise = typeof x.cpu?.cores?.otherOnMachine === 'number' ? String(x.cpu.cores.otherOnMachine) : '-';
-  return [...cells(r, x), noise];
+  return [...cells(r, x), noise, describeProbe(x.machineProbe as MachineProbe | null | undefined)];
 }
 
 /** `smpp; window=50&tps=100000, dec ids; copies 2 each; …`: the configuration a figure is for. */
@@ -94,7 +95,8 @@ function cells(r: ScenarioResult, x: Any): string[] {
 
 export function formatTable(results: ScenarioResult[], env: Record<string, unknown>): string {
   const head = ['scenario', 'throughput', 'latency p50 / p99 ms', 'CPU µs per unit: service + postgres + redis = total',
-    'service RSS 1st → last quarter (largest growth)', 'check', 'other load (cores)'];
+    'service RSS 1st → last quarter (largest growth)', 'check', 'other load (cores)',
+    'machine probe before (scripts/bench/machine-probe.ts)'];
   const rows = results.map(row);
   const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
   return [

@@ -24,6 +24,7 @@ import { Meter } from './meter.js';
 import { acceptScenario, defaultE2eRun, e2eScenario, verifyScenario, webhooksScenario, type E2eRun, type ScenarioResult } from './scenarios.js';
 import { copiesByRole, describeCopies, hasCopies, unknownRoles, withTps } from './copies.js';
 import { formatTable } from './report.js';
+import { describeProbe, probeMachine } from './machine-probe.js';
 import { e2eWhatsappScenario } from './whatsapp.js';
 import { e2eViberScenario } from './viber.js';
 import { e2eKannelScenario } from './kannel.js';
@@ -196,12 +197,14 @@ async function main(): Promise<number> {
   };
   const run = async (name: string, fn: () => Promise<ScenarioResult | ScenarioResult[]>) => {
     const busyBefore = await otherLoad(opts.waitQuietS, opts.quick ? 300 : 1000);
-    log(`scenario ${name} (machine busy ${busyBefore} cores before it started)`);
+    const probe = await probeMachine(opts.pgUrl, log);
+    log(`scenario ${name} (machine busy ${busyBefore} cores before it started; probe: ${describeProbe(probe)})`);
     const t = Date.now();
     try {
       const out = await fn();
       for (const r of Array.isArray(out) ? out : [out]) {
         r.machineBusyBeforeCores = busyBefore;
+        r.machineProbe = probe;
         emit(r);
       }
     } catch (err) {
