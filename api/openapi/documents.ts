@@ -67,7 +67,7 @@ const attemptView = required({
   receipt_at: nullable(iso), carrier_refs: Joi.array().items(carrierRef), end_reason: nullable(str.valid(...END_REASONS)), fell_back_to: nullable(str.valid(...CHANNELS)),
 });
 const webhookView = Joi.object({
-  status: str.valid('none', 'queued', 'pending', 'delivered', 'dead').required(), url: str, batch_id: int, attempts: int, last_status: nullable(int),
+  status: str.valid('none', 'queued', 'pending', 'delivered', 'dead', 'unknown').required(), url: str, batch_id: int, attempts: int, last_status: nullable(int),
   delivered_at: nullable(iso), dead_at: nullable(iso),
 });
 const eventView = required({

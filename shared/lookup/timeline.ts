@@ -219,7 +219,7 @@ export async function lookupMessage(db: Queryable, key: KeyRef, id: string): Pro
   const [refs, webhooks] = await Promise.all([
     attemptIds.length === 0 ? { rows: [] } : db.query<{ attempt_id: number; ref: string; part: number; state: string }>(
       'SELECT attempt_id, ref, part, state FROM carrier_refs WHERE attempt_id = ANY($1::bigint[]) ORDER BY attempt_id, part', [attemptIds]),
-    webhookStatuses(db, events.rows.map((e) => ({ id: e.id, createdAt: e.created_at, callbackUrl: e.callback_url }))),
+    webhookStatuses(db, events.rows.map((e) => ({ id: e.id, callbackUrl: e.callback_url }))),
   ]);
   return {
     message_id: id,

@@ -140,6 +140,8 @@ export async function relayOnce(
     if (batches.length === 0) {
       return { created: [], doneThrough, readAt };
     }
+    // Each batch's ids ascend (the rows were sorted above): the message lookup finds an event's
+    // batch by the span from its first id to its last (migration 024, lookup/webhooks.ts).
     const webhookIds = batches.map(() => `msg_${randomUUID().replace(/-/g, '')}`);
     const { rows: inserted } = await tx.query<{ id: number; url: string; webhook_id: string }>(prepared(
       `INSERT INTO webhook_batches (webhook_id, account_id, key_id, url, event_ids)
