@@ -99,8 +99,8 @@ export function eventsCtes($: Readonly<Record<EventParam, string>>, onlyRecipien
     body: `string_to_array(${$.event_bodies}::text, chr(1))`,
   });
   // The filter is a scalar subquery's array, computed once, not a join: the rows keep their order.
-  // The outbox row lists the ids as inserted, unsorted: the relay sorts what it claims, and an
-  // ordered aggregate would sort every statement's ids once more.
+  // The outbox row lists the ids ascending: the message lookup finds a queued event by the span
+  // from the row's first id to its last (migration 024, lookup/webhooks.ts).
   return `events_in AS (
        INSERT INTO events (account_id, key_id, callback_url, recipient_id, kind, body)
        SELECT u.account_id, u.key_id, u.callback_url, u.recipient_id, u.kind, u.body
@@ -108,7 +108,7 @@ export function eventsCtes($: Readonly<Record<EventParam, string>>, onlyRecipien
         WHERE u.recipient_id = ANY(ARRAY(SELECT recipient_id FROM ${onlyRecipientsOf}))` : ''}
        RETURNING id, callback_url),
      outbox_in AS (INSERT INTO outbox (event_ids)
-       SELECT array_agg(id) FROM events_in WHERE callback_url IS NOT NULL HAVING count(*) > 0)`;
+       SELECT array_agg(id ORDER BY id) FROM events_in WHERE callback_url IS NOT NULL HAVING count(*) > 0)`;
 }
 
 /**

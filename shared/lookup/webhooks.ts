@@ -3,7 +3,8 @@
  * (events not yet in a batch) and `webhook_batches` (each batch's event ids and status). Nothing
  * is written per event to find its batch: a batch's ids ascend, and one GiST entry per batch
  * indexes the span from its first id to its last (migration 024), so each event's batch is an
- * index probe, confirmed against the batch's ids, however many batches the service writes.
+ * index probe, confirmed against the batch's ids, however many batches the service writes. An
+ * event not batched yet is found in the outbox the same way, however long its backlog.
  */
 import type { Queryable } from '../db/pool.js';
 import { stripCredentials } from '../webhooks/deliver.js';
@@ -27,10 +28,11 @@ export type WebhookStatus =
   | { status: 'unknown'; url: string };
 
 /**
- * A batch's span of event ids: the expression migration 024 indexes, word for word (the planner
- * uses the index only for the same expression).
+ * The span of a row's event ids (a batch's, `b`, or an outbox row's, `o`): the expression migration
+ * 024 indexes, word for word (the planner uses an index only for the same expression).
  */
-const SPAN = `int8range(least(b.event_ids[1], b.event_ids[cardinality(b.event_ids)]), greatest(b.event_ids[1], b.event_ids[cardinality(b.event_ids)]), '[]')`;
+const span = (t: 'b' | 'o'): string =>
+  `int8range(least(${t}.event_ids[1], ${t}.event_ids[cardinality(${t}.event_ids)]), greatest(${t}.event_ids[1], ${t}.event_ids[cardinality(${t}.event_ids)]), '[]')`;
 
 /**
  * Each event's batch, or its outbox row. `$1`: the event ids. One statement, so one snapshot: a
@@ -38,11 +40,11 @@ const SPAN = `int8range(least(b.event_ids[1], b.event_ids[cardinality(b.event_id
  */
 export const WHERE_EVENTS_WENT_SQL = `SELECT e.id AS event_id, 'batch' AS kind, b.id, b.status, b.url, b.attempts, b.last_status, b.delivered_at, b.dead_at
        FROM unnest($1::bigint[]) AS e(id)
-       JOIN webhook_batches b ON ${SPAN} @> e.id AND e.id = ANY(b.event_ids)
+       JOIN webhook_batches b ON ${span('b')} @> e.id AND e.id = ANY(b.event_ids)
      UNION ALL
-     SELECT q.id, 'queued', NULL, NULL, NULL, NULL, NULL, NULL, NULL
-       FROM (SELECT unnest(o.event_ids) AS id FROM outbox o WHERE o.event_ids && $1::bigint[]) AS q
-      WHERE q.id = ANY($1::bigint[])`;
+     SELECT e.id, 'queued', NULL, NULL, NULL, NULL, NULL, NULL, NULL
+       FROM unnest($1::bigint[]) AS e(id)
+       JOIN outbox o ON ${span('o')} @> e.id AND e.id = ANY(o.event_ids)`;
 
 interface WhereRow {
   event_id: number;

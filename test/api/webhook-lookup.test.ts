@@ -2,8 +2,8 @@
  * Where each event's webhook went (lookup/webhooks.ts), against a real database: batches written
  * by the real relay for receivers whose events interleave (their id spans overlap), every status a
  * batch can have, an event still in the outbox, one without a callback URL, one nowhere, and a
- * batch written long after its events (the relay was down). The lookup must use the span index of
- * migration 024.
+ * batch written long after its events (the relay was down). The lookup must use the span indexes
+ * of migration 024.
  */
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
@@ -118,13 +118,14 @@ test('a batch written long after its events (a relay that was down for an hour) 
   }
 });
 
-test('a batch without events is refused (its span would cover every id)', async () => {
+test('a batch or an outbox row without events is refused (its span would cover every id)', async () => {
   await assert.rejects(
     db.query(`INSERT INTO webhook_batches (webhook_id, account_id, key_id, url, event_ids) VALUES ('msg_empty', 1, 1, 'https://x.example.test', '{}')`),
     /webhook_batches_some_events/);
+  await assert.rejects(db.query(`INSERT INTO outbox (event_ids) VALUES ('{}')`), /outbox_some_events/);
 });
 
-test('the lookup finds batches through the span index of migration 024', async () => {
+test('the lookup finds batches and outbox rows through the span indexes of migration 024', async () => {
   const client = await db.connect();
   try {
     // Planned as for a large table (this one is small enough to scan): the statement's span must
@@ -133,6 +134,7 @@ test('the lookup finds batches through the span index of migration 024', async (
     const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${WHERE_EVENTS_WENT_SQL}`, [[1, 2, 3]]);
     const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
     assert.match(plan, /Index Scan (using|on) webhook_batches_event_span/, plan);
+    assert.match(plan, /Index Scan (using|on) outbox_event_span/, plan);
     await client.query('ROLLBACK');
   } finally {
     client.release();
