@@ -100,7 +100,7 @@ export function eventsCtes($: Readonly<Record<EventParam, string>>, onlyRecipien
   });
   // The filter is a scalar subquery's array, computed once, not a join: the rows keep their order.
   // The outbox row lists the ids ascending: the message lookup finds a queued event by the span
-  // from the row's first id to its last (migration 024, lookup/webhooks.ts).
+  // from the row's first id to its last (migration 025, lookup/webhooks.ts).
   return `events_in AS (
        INSERT INTO events (account_id, key_id, callback_url, recipient_id, kind, body)
        SELECT u.account_id, u.key_id, u.callback_url, u.recipient_id, u.kind, u.body

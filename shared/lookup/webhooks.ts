@@ -4,7 +4,8 @@
  * is written per event to find its batch: a batch's ids ascend, and one GiST entry per batch
  * indexes the span from its first id to its last (migration 024), so each event's batch is an
  * index probe, confirmed against the batch's ids, however many batches the service writes. An
- * event not batched yet is found in the outbox the same way, however long its backlog.
+ * event not batched yet is found in the outbox the same way (migration 025), however long its
+ * backlog.
  */
 import type { Queryable } from '../db/pool.js';
 import { stripCredentials } from '../webhooks/deliver.js';
@@ -28,8 +29,9 @@ export type WebhookStatus =
   | { status: 'unknown'; url: string };
 
 /**
- * The span of a row's event ids (a batch's, `b`, or an outbox row's, `o`): the expression migration
- * 024 indexes, word for word (the planner uses an index only for the same expression).
+ * The span of a row's event ids (a batch's, `b`, or an outbox row's, `o`): the expression
+ * migrations 024 and 025 index, word for word (the planner uses an index only for the same
+ * expression).
  */
 const span = (t: 'b' | 'o'): string =>
   `int8range(least(${t}.event_ids[1], ${t}.event_ids[cardinality(${t}.event_ids)]), greatest(${t}.event_ids[1], ${t}.event_ids[cardinality(${t}.event_ids)]), '[]')`;

@@ -131,7 +131,7 @@ export async function relayOnce(
       }
     }
     // The claimed rows go; events still lingering come back in one new row (above every claimed
-    // one), their ids ascending like every outbox row's (migration 024: the lookup's span index).
+    // one), their ids ascending like every outbox row's (migration 025: the lookup's span index).
     await tx.query(prepared(
       `WITH gone AS (DELETE FROM outbox WHERE id = ANY($1))
        INSERT INTO outbox (event_ids) SELECT $2::bigint[] WHERE cardinality($2::bigint[]) > 0`,

@@ -3,7 +3,7 @@
  * by the real relay for receivers whose events interleave (their id spans overlap), every status a
  * batch can have, an event still in the outbox, one without a callback URL, one nowhere, and a
  * batch written long after its events (the relay was down). The lookup must use the span indexes
- * of migration 024.
+ * of migrations 024 and 025.
  */
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
@@ -125,7 +125,7 @@ test('a batch or an outbox row without events is refused (its span would cover e
   await assert.rejects(db.query(`INSERT INTO outbox (event_ids) VALUES ('{}')`), /outbox_some_events/);
 });
 
-test('the lookup finds batches and outbox rows through the span indexes of migration 024', async () => {
+test('the lookup finds batches and outbox rows through the span indexes of migrations 024 and 025', async () => {
   const client = await db.connect();
   try {
     // Planned as for a large table (this one is small enough to scan): the statement's span must
