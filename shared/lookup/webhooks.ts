@@ -37,20 +37,21 @@ const span = (t: 'b' | 'o'): string =>
   `int8range(least(${t}.event_ids[1], ${t}.event_ids[cardinality(${t}.event_ids)]), greatest(${t}.event_ids[1], ${t}.event_ids[cardinality(${t}.event_ids)]), '[]')`;
 
 /**
- * Each event's batch, or its outbox row. `$1`: the event ids. One statement, so one snapshot: a
- * relay pass that moves an event from the outbox into a batch is seen wholly or not at all.
+ * Each event's batch, or its outbox row (a row with a null batch id). `$1`: the event ids. One
+ * statement, so one snapshot: a relay pass that moves an event from the outbox into a batch is
+ * seen wholly or not at all.
  */
-export const WHERE_EVENTS_WENT_SQL = `SELECT e.id AS event_id, 'batch' AS kind, b.id, b.status, b.url, b.attempts, b.last_status, b.delivered_at, b.dead_at
+export const WHERE_EVENTS_WENT_SQL = `SELECT e.id AS event_id, b.id, b.status, b.url, b.attempts, b.last_status, b.delivered_at, b.dead_at
        FROM unnest($1::bigint[]) AS e(id)
        JOIN webhook_batches b ON ${span('b')} @> e.id AND e.id = ANY(b.event_ids)
      UNION ALL
-     SELECT e.id, 'queued', NULL, NULL, NULL, NULL, NULL, NULL, NULL
+     SELECT e.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL
        FROM unnest($1::bigint[]) AS e(id)
        JOIN outbox o ON ${span('o')} @> e.id AND e.id = ANY(o.event_ids)`;
 
 interface WhereRow {
   event_id: number;
-  kind: 'batch' | 'queued';
+  /** The batch's id; null: the event is in the outbox. */
   id: number | null;
   status: 'pending' | 'delivered' | 'dead' | null;
   url: string | null;
@@ -78,7 +79,7 @@ export async function webhookStatuses(db: Queryable, events: readonly EventRef[]
   for (const row of rows) {
     const event = sent.get(row.event_id);
     if (!event) continue;
-    out.set(event.id, row.kind === 'queued' || row.id === null
+    out.set(event.id, row.id === null
       ? { status: 'queued', url: stripCredentials(event.callbackUrl!) }
       : {
         status: row.status!, url: stripCredentials(row.url!), batch_id: row.id, attempts: row.attempts ?? 0,
