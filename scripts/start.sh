@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# `npm start`: install dependencies when missing, compile when the sources are newer than dist/,
-# then run the compiled service (production mode code path; NODE_ENV decides the defaults):
-# `switchboard start`, which migrates and runs the Procfile's roles each in a child process of its
-# own (they run with the node flags given here); `npm run start:web` etc. start one role.
+# `npm start`: install dependencies when missing, compile when dist/ is not the sources' build
+# (scripts/build-is-stale.sh), then run the compiled service (production mode code path; NODE_ENV
+# decides the defaults): `switchboard start`, which migrates and runs the Procfile's roles each in a
+# child process of its own (they run with the node flags given here); `npm run start:web` etc.
+# start one role.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 role="${1:-start}"; shift || true
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund >&2
 fi
-if [ ! -f dist/bin/switchboard.js ] || [ -n "$(find api workers services shared bin scripts -newer dist/bin/switchboard.js -type f 2>/dev/null | head -n 1)" ]; then
+if bash scripts/build-is-stale.sh; then
   npm run --silent build >&2
 fi
 # Node flags live in scripts/node-flags (the benchmark starts the service with the same ones): a
