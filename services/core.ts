@@ -199,7 +199,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   // In the all-in-one process the HTTP API gets connections of its own, so an accept never waits
   // for the workers' transactions (and a priority message's accept is not queued behind them).
   const apiDb = opts.role === 'all' ? createPool(config.databaseUrl, 10) : db;
-  const engine = new Engine({ db, queues, config, logger, carriers: registry }, {}, enginePools);
+  const engine = new Engine({ db, queues, redis, config, logger, carriers: registry }, {}, enginePools);
   engine.setHooks(verificationHooks(db, config));
   engine.onInbound(async (message) => {
     await ingestInbound(db, message);

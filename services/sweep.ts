@@ -9,7 +9,7 @@ export interface SweepRole {
 
 export function startSweep(core: Core): SweepRole {
   const { config } = core;
-  const sweep = new RecoverySweep(core.db, core.redis, core.queues, {
+  const sweep = new RecoverySweep(core.db, core.redis, core.queues, core.engine.ttlTimers, {
     intervalMs: config.recoverySweepMs, graceMs: Math.max(config.recoverySweepMs, 30_000), webhookRetries: config.webhookRetryScheduleMs.length,
     receiptWaitMs: config.receiptWaitHours * 3_600_000, redisPrefix: config.redisPrefix,
   }, core.logger);

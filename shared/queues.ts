@@ -35,7 +35,10 @@ export interface DispatchJob {
   messages: Array<{ messageId: string; recipientIds: number[] }>;
 }
 
-/** Carrier reports in a batch, or a step's ttl timer. */
+/**
+ * Carrier reports in a batch, or a step's ttl timer as a version before ttl-timers.ts scheduled it
+ * (a delayed job per attempt; none are added now, those still waiting fire as before).
+ */
 export type StatusJob =
   | { kind: 'reports'; reports: StatusReport[] }
   | { kind: 'ttl'; attemptId: number };
@@ -151,7 +154,7 @@ export class Queues {
     return [...this.dispatch.values(), ...this.status, this.webhooks] as Queue[];
   }
 
-  /** The status queue of an attempt's partition (its reports and its ttl timer). */
+  /** The status queue of an attempt's partition (its reports). */
   statusQueueFor(attemptId: number): Queue<StatusJob> {
     return this.status[attemptId % this.statusPartitions]!;
   }

@@ -7,7 +7,8 @@
 import type { Db } from '../shared/db/pool.js';
 import type { Logger } from '../shared/logger.js';
 import type { Redis } from '../shared/redis.js';
-import { STATUS_JOB_OPTIONS, ttlJobId, type Queues, type StatusJob } from '../shared/queues.js';
+import { STATUS_JOB_OPTIONS, type Queues, type StatusJob } from '../shared/queues.js';
+import type { TtlTimers } from '../shared/engine/ttl-timers.js';
 import { CHANNEL_MODULES, isChannel, stepOf, type AttemptState, type FlowStep } from '../shared/channels/index.js';
 import { defaultTtlMinutes } from '../shared/engine/transitions.js';
 import { addDispatchJobs, callJob, messageJob, recipientJob } from '../shared/engine/dispatch-jobs.js';
@@ -114,15 +115,16 @@ interface WaitingAttempt {
  * never answered. Walks the attempts by id from a cursor kept in Redis, up to `limit` per sweep and
  * never past one made less than `boundMs` ago (default 72 h: RECEIPT_WAIT_HOURS):
  * - a step that succeeds at `delivered` (Viber, WhatsApp) still `sending` or `sent`: its ttl timer
- *   is added again under its id (a no-op when it still exists; replaced when it failed for good),
- *   due when the ttl ends, so the step ends `undelivered` (`[1] TTL expired`) and the flow moves on;
+ *   is set again (one that still exists is kept), due when the ttl ends, so the step ends
+ *   `undelivered` (`[1] TTL expired`) and the flow moves on;
  * - an SMS still `sending` (its submit was never answered): `failed`, `[3] No answer from the
  *   carrier`, refunded (D3);
  * - an SMS `sent` without a receipt stays `sent`: its step succeeded (D3) and the spec allows that
  *   no final state ever comes; nothing waits for it any more.
  */
 export async function sweepWaitingAttempts(
-  db: Db, redis: Redis, queues: Queues, opts: { boundMs: number; cursorKey: string; limit?: number; now?: number },
+  db: Db, redis: Redis, queues: Queues, timers: Pick<TtlTimers, 'set'>,
+  opts: { boundMs: number; cursorKey: string; limit?: number; now?: number },
 ): Promise<{ checked: number; ttlTimers: number; failed: number }> {
   const now = opts.now ?? Date.now();
   const cursor = Number(await redis.get(opts.cursorKey) ?? 0);
@@ -149,10 +151,7 @@ export async function sweepWaitingAttempts(
     const step = a.flow[a.step];
     const ttlMinutes = (step ? stepOf(step).config.ttl : undefined) ?? defaultTtlMinutes(a.step, a.flow.length);
     const due = (a.handed_ms ?? a.created_ms) + ttlMinutes * 60_000;
-    const queue = queues.statusQueueFor(a.id);
-    const id = ttlJobId(a.id);
-    if ((await queue.getJobState(id)) === 'failed') await queue.remove(id);
-    await queue.add('ttl', { kind: 'ttl', attemptId: a.id } satisfies StatusJob, { ...STATUS_JOB_OPTIONS, jobId: id, delay: Math.max(0, due - now) });
+    await timers.set([a.id], due, 'keep');
     ttlTimers++;
   }
   // Each in its attempt's status partition (one attempt's reports are applied in one order).
@@ -171,6 +170,7 @@ export class RecoverySweep {
     private readonly db: Db,
     private readonly redis: Redis,
     private readonly queues: Queues,
+    private readonly timers: Pick<TtlTimers, 'set'>,
     private readonly opts: { intervalMs: number; graceMs: number; webhookRetries: number; receiptWaitMs: number; redisPrefix: string },
     private readonly logger: Logger,
   ) {}
@@ -182,7 +182,7 @@ export class RecoverySweep {
         if (result.dispatch + result.webhooks > 0) {
           this.logger.info(result, 'recovery sweep re-enqueued work');
         }
-        const waiting = await sweepWaitingAttempts(this.db, this.redis, this.queues, {
+        const waiting = await sweepWaitingAttempts(this.db, this.redis, this.queues, this.timers, {
           boundMs: this.opts.receiptWaitMs, cursorKey: `${this.opts.redisPrefix}:sweep:waiting-attempts`,
         });
         if (waiting.ttlTimers + waiting.failed > 0) {

@@ -1,5 +1,6 @@
 /**
- * The status-update pool: applies batches of carrier reports and fires ttl timers. One worker per
+ * The status-update pool: applies batches of carrier reports (and the ttl jobs of earlier versions;
+ * ttl timers are fired by TtlExpiry, shared/engine/ttl-timers.ts). One worker per
  * status partition; each partition is limited to one job at a time across every process (BullMQ
  * global concurrency), so one attempt's reports are applied in the order they arrived.
  */

@@ -273,7 +273,8 @@ async function oneRun(opts: Options, run: number): Promise<StageResult[]> {
     carriers.setDefault(quietCarrier);
     const deps: EngineDeps = {
       db: engine, queues: noQueues, config, logger, carriers, hooks: {}, messageFacts: new MessageFactsCache(), attemptFacts: new AttemptFactsCache(),
-      enqueueNextSteps: async () => undefined, enqueueLater: async () => undefined, scheduleTtl: async () => undefined,
+      enqueueNextSteps: async () => undefined, enqueueLater: async () => undefined,
+      ttlTimers: { set: async () => undefined, clear: async () => undefined },
     };
     const results: StageResult[] = [];
     const c = opts.concurrency;

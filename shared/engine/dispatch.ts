@@ -25,6 +25,7 @@ import { inPayerOrder, payerKey, payerOf, PayerSums, type Payer, type PayerSum }
 import { fromUnits, round4, toUnits } from '../domain/money.js';
 import { isInsideWindow, nextSendInstant, type DeliveryWindow } from '../schedule/window.js';
 import { defaultTtlMinutes } from './transitions.js';
+import { needsTtlTimer } from './ttl-timers.js';
 import { EVENT_PARAMS, eventsCtes, eventParams, SentMessageBody, type OutboxEvent } from './events.js';
 import type { EngineDeps, NextStep } from './types.js';
 import { pushTo } from '../collections.js';
@@ -651,17 +652,15 @@ async function handOver(deps: EngineDeps, toHand: ToHand[], marks: SweepMarks): 
       await deps.hooks.afterHanded(source, attempts);
     }
   }
-  // A step's ttl timer only matters while its success condition can still be missed: an SMS whose
-  // carrier settles every attempt at hand-over (SMPP: the submit response arrived) needs none.
+  // A step's ttl timer only matters while its success condition can still be missed (needsTtlTimer).
+  const now = Date.now();
   const byTtl = new Map<number, number[]>();
   for (const t of toHand) {
-    if (channelModule(t.part.step.channel).succeedsAt === 'sent' && t.carrier.settlesOnSend) {
-      continue;
+    if (needsTtlTimer(t.part.step.channel, t.carrier.settlesOnSend === true)) {
+      pushTo(byTtl, t.part.ttlMinutes * 60_000, t.attempt.attemptId);
     }
-    const ms = t.part.ttlMinutes * 60_000;
-    pushTo(byTtl, ms, t.attempt.attemptId);
   }
   for (const [ms, ids] of byTtl) {
-    await deps.scheduleTtl(ids, ms);
+    await deps.ttlTimers.set(ids, now + ms);
   }
 }

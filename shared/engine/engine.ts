@@ -6,7 +6,9 @@ import type { Db } from '../db/pool.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { CarrierSink, StatusReport } from '../carriers/types.js';
-import { Queues, STATUS_JOB_OPTIONS, ttlJobId, statusPartitionOf, type DispatchJob, type StatusJob, type Lane } from '../queues.js';
+import { Queues, STATUS_JOB_OPTIONS, statusPartitionOf, type DispatchJob, type StatusJob, type Lane } from '../queues.js';
+import type { Redis } from '../redis.js';
+import { TtlTimers } from './ttl-timers.js';
 import type { CarrierRegistry } from './routing.js';
 import { dispatchStep, type DispatchOutcome } from './dispatch.js';
 import { applyReports, matchWaitingRefs, type ApplyOutcome } from './status.js';
@@ -21,6 +23,8 @@ export type { EngineDeps, EngineHooks, EnginePools, InboundHandler, NextStep } f
 
 export class Engine {
   readonly deps: EngineDeps;
+  /** The attempts' ttl timers; the status role fires them (TtlExpiry). */
+  readonly ttlTimers: TtlTimers;
   readonly sink: CarrierSink;
   private readonly intake: StatusIntake;
   private readonly priorityIntake: StatusIntake;
@@ -29,8 +33,12 @@ export class Engine {
   /** `deps` on the priority lane's own connections (see `EnginePools`). */
   private readonly priorityDeps: EngineDeps;
 
-  constructor(base: { db: Db; queues: Queues; config: Config; logger: Logger; carriers: CarrierRegistry }, hooks: EngineHooks = {}, pools: EnginePools = {}) {
+  constructor(
+    { redis, ...base }: { db: Db; queues: Queues; redis: Redis; config: Config; logger: Logger; carriers: CarrierRegistry },
+    hooks: EngineHooks = {}, pools: EnginePools = {},
+  ) {
     const queues = base.queues;
+    this.ttlTimers = new TtlTimers(redis, base.config.redisPrefix);
     this.deps = {
       ...base,
       hooks,
@@ -44,18 +52,7 @@ export class Engine {
       enqueueLater: async (s, at) => {
         await addDispatchJobs(queues, [messageJob(s, s.messageId, s.step, s.recipientIds, Math.max(0, at.getTime() - Date.now()))]);
       },
-      scheduleTtl: async (attemptIds, delayMs) => {
-        const byQueue = new Map<number, number[]>();
-        for (const attemptId of attemptIds) {
-          const p = attemptId % queues.statusPartitions;
-          pushTo(byQueue, p, attemptId);
-        }
-        await Promise.all([...byQueue.entries()].map(([p, ids]) => queues.status[p]!.addBulk(ids.map((attemptId) => ({
-          name: 'ttl',
-          data: { kind: 'ttl' as const, attemptId },
-          opts: { ...STATUS_JOB_OPTIONS, jobId: ttlJobId(attemptId), delay: delayMs },
-        })))));
-      },
+      ttlTimers: this.ttlTimers,
     };
     // The deps of status batches and priority dispatch: the same, on their own connections.
     const statusDeps = pools.status ? { ...this.deps, db: pools.status } : this.deps;
@@ -104,7 +101,13 @@ export class Engine {
   }
 
   applyStatusJob(job: StatusJob): Promise<ApplyOutcome> {
-    return job.kind === 'ttl' ? applyReports(this.deps, [], [job.attemptId]) : applyReports(this.deps, job.reports);
+    // A `ttl` job is a timer set by a version before ttl-timers.ts, still waiting in a status queue.
+    return job.kind === 'ttl' ? this.expire([job.attemptId]) : applyReports(this.deps, job.reports);
+  }
+
+  /** The attempts' ttl passed: each still waiting for its step's condition ends `undelivered` (D3). */
+  expire(attemptIds: number[]): Promise<ApplyOutcome> {
+    return applyReports(this.deps, [], attemptIds);
   }
 
   async flush(): Promise<void> {

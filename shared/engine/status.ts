@@ -14,6 +14,7 @@ import { smsGatewayOf, stepOf, type AttemptState } from '../channels/index.js';
 import { planTransition, isStepFailure, isRefunded, ttlExpiryApplies, defaultResultInfo, FINAL_STATES } from './transitions.js';
 import { ATTEMPT_FACT_COLUMNS, factsOf, type AttemptFacts } from './attempt-facts.js';
 import { EVENT_PARAMS, eventsCtes, eventParams, SentMessageBody, type OutboxEvent } from './events.js';
+import { mayHoldTtlTimer } from './ttl-timers.js';
 import type { EngineDeps, NextStep } from './types.js';
 import { ascending } from '../collections.js';
 import { PayerSums } from '../domain/payer.js';
@@ -66,6 +67,9 @@ export async function applyReports(deps: EngineDeps, reports: StatusReport[], tt
   // and due).
   deps.enqueueNextSteps(outcome.nextSteps).catch((err: unknown) =>
     deps.logger.error({ err: (err as Error).message, count: outcome.nextSteps.length }, 'next flow steps not enqueued; left to the recovery sweep'));
+  // Settled attempts need their timers no more. One left behind fires later and changes nothing.
+  deps.ttlTimers.clear(outcome.settled).catch((err: unknown) =>
+    deps.logger.warn({ err: (err as Error).message, count: outcome.settled.length }, 'ttl timers of settled attempts not removed; they fire as no-ops'));
   return { transitions: outcome.transitions, events: outcome.events.length };
 }
 
@@ -82,6 +86,8 @@ interface ApplyTxResult {
   nextSteps: NextStep[];
   delivered: number[];
   sources: string[];
+  /** Attempts that may hold a ttl timer and met their step's condition or ended (mayHoldTtlTimer). */
+  settled: number[];
 }
 
 // A module-level function, not an arrow per batch (see the helpers below).
@@ -92,7 +98,7 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
     moves.push({ attemptId, state: 'undelivered', resultInfo: '[1] TTL expired', at: now, ttl: true });
   }
   if (moves.length === 0) {
-    return { transitions: 0, events: [] as OutboxEvent[], nextSteps: [] as NextStep[], delivered: [] as number[], sources: [] as string[] };
+    return { transitions: 0, events: [] as OutboxEvent[], nextSteps: [] as NextStep[], delivered: [] as number[], sources: [] as string[], settled: [] as number[] };
   }
   const ids = attemptIdsOf(moves);
   const attempts = new Map<number, AttemptNow>();
@@ -136,6 +142,7 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
   const refunds: AttemptFacts[] = [];
   const delivered: number[] = [];
   const sources: string[] = [];
+  const settled: number[] = [];
 
   for (const move of moves) {
     const a = attempts.get(move.attemptId);
@@ -190,6 +197,9 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
       // Its reports are done as a rule; a later one (a repeat, `seen`) reads the facts again.
       deps.attemptFacts.forget(a.id);
     }
+    if (mayHoldTtlTimer(f.channel) && !ttlExpiryApplies(f.channel, a.state)) {
+      settled.push(a.id);
+    }
     if (f.step !== a.current_step) {
       continue; // an abandoned step: reported above, never moves the recipient (D3)
     }
@@ -202,7 +212,7 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
   }
 
   if (changed.size === 0) {
-    return { transitions: 0, events, nextSteps, delivered, sources };
+    return { transitions: 0, events, nextSteps, delivered, sources, settled };
   }
   // Attempts, fallbacks and events in one statement: one round trip for the whole batch. The
   // transaction's client is idle here, so the bodies' buffer may be lent (see eventParams).
@@ -211,7 +221,7 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
   if (deps.hooks.onDelivered && delivered.length > 0) {
     await deps.hooks.onDelivered(tx, delivered, sources);
   }
-  return { transitions: changed.size, events, nextSteps, delivered, sources };
+  return { transitions: changed.size, events, nextSteps, delivered, sources, settled };
 }
 
 // Module-level helpers and loops instead of per-call arrows on this path (docs/architecture.md,

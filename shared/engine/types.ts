@@ -11,6 +11,7 @@ import type { Queues } from '../queues.js';
 import type { CarrierRegistry } from './routing.js';
 import type { MessageFactsCache } from './message-facts.js';
 import type { AttemptFactsCache } from './attempt-facts.js';
+import type { TtlTimers } from './ttl-timers.js';
 
 /** Extension points for features that ride on the engine (verification codes). */
 export interface EngineHooks {
@@ -48,7 +49,8 @@ export interface EngineDeps {
   enqueueNextSteps(steps: NextStep[]): Promise<void>;
   /** A message of a combined job that may not run yet gets a delayed job of its own. */
   enqueueLater(step: Omit<NextStep, 'recipientId'> & { recipientIds: number[] }, at: Date): Promise<void>;
-  scheduleTtl(attemptIds: number[], delayMs: number): Promise<void>;
+  /** The attempts' ttl timers (ttl-timers.ts): set at hand-over, removed as attempts settle. */
+  ttlTimers: Pick<TtlTimers, 'set' | 'clear'>;
 }
 
 /**

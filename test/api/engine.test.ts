@@ -1,13 +1,12 @@
 /**
  * The dispatch engine end to end: HTTP API → Postgres → BullMQ dispatch → sandbox carrier →
- * status pool → outbox events, with real Postgres and Redis. Timers (ttl, schedules) are
- * exercised by promoting the real delayed jobs or by dispatching with an explicit clock.
+ * status pool → outbox events, with real Postgres and Redis. Timers are exercised for real: a
+ * schedule's delayed job promoted, a ttl timer made due now, or dispatch given an explicit clock.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestService, waitFor, type TestService } from '../support/harness.js';
 import { recipientEvents, sendMessage, trailOf, waitForTrail } from '../support/trails.js';
-import { ttlJobId } from '../../shared/queues.js';
 import { messageJobId } from '../../shared/engine/dispatch-jobs.js';
 
 let svc: TestService;
@@ -93,11 +92,11 @@ test('ttl expiry moves to the next step; a late receipt of the abandoned step is
   const id = await send({ body: 'TTL', to: [{ phone_number: '420777000603' }], flow: [{ viber: { sender: 'Shop', ttl: 5 } }, { sms: {} }] });
   await waitTrail(`${id}-0`, ['viber:sending', 'viber:sent']);
   const [attempt] = await svc.sql<{ id: number }>(`SELECT a.id FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = $1 AND a.step = 0`, [`${id}-0`]);
-  const job = await svc.runtime.queues.statusQueueFor(attempt!.id).getJob(ttlJobId(attempt!.id));
-  assert.ok(job, 'the ttl timer is a delayed job');
-  const delay = job.opts.delay ?? 0;
-  assert.ok(delay >= 5 * 60_000 - 100 && delay <= 5 * 60_000, `ttl 5 minutes (${delay} ms)`);
-  await job.promote(); // fake time: the timer fires now
+  const timers = svc.runtime.engine.ttlTimers;
+  const deadline = await waitFor(() => timers.deadlineOf(attempt!.id), 5000, 'the ttl timer');
+  const left = deadline - Date.now();
+  assert.ok(left > 5 * 60_000 - 10_000 && left <= 5 * 60_000, `ttl 5 minutes (${left} ms left)`);
+  await timers.set([attempt!.id], Date.now()); // fake time: the timer is due now and fires within a second
   const evs = await waitTrail(`${id}-0`, ['viber:sending', 'viber:sent', 'viber:undelivered', 'sms:sending', 'sms:sent']);
   assert.equal(evs[2]!.result_info, '[1] TTL expired');
   // The Viber receipt arrives late: reported with gateway viber; the recipient stays on its sms step.
@@ -113,7 +112,10 @@ test('a ttl that fires after its step succeeded changes nothing', async () => {
   const id = await send({ body: 'ok', to: [{ phone_number: '420777000700' }], flow: [{ viber: { sender: 'Shop' } }, { sms: {} }] });
   await waitTrail(`${id}-0`, ['viber:sending', 'viber:sent', 'viber:delivered', 'viber:seen']);
   const [viber] = await svc.sql<{ id: number }>(`SELECT a.id FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = $1 AND a.step = 0`, [`${id}-0`]);
-  await (await svc.runtime.queues.statusQueueFor(viber!.id).getJob(ttlJobId(viber!.id)))!.promote();
+  // Delivered: its timer went with the status batch that recorded it (Redis holds only waiting attempts' timers).
+  await waitFor(async () => (await svc.runtime.engine.ttlTimers.deadlineOf(viber!.id)) === null, 5000, 'the settled attempt\'s timer removed');
+  // A timer that fires anyway (set again by the recovery sweep, or left by a Redis failure): nothing changes.
+  await svc.runtime.engine.expire([viber!.id]);
   await new Promise((r) => setTimeout(r, 400));
   assert.deepEqual(trail(await events(`${id}-0`)), ['viber:sending', 'viber:sent', 'viber:delivered', 'viber:seen']);
   await svc.runtime.engine.sink.report([{ attemptId: viber!.id, state: 'failed', resultInfo: '[3] Failed', at: Date.now() }]);

@@ -12,7 +12,6 @@ import { startTestService, waitFor, type TestService } from '../support/harness.
 import { recipientEvents, sendMessage, trailOf, waitForTrail } from '../support/trails.js';
 import { startViberSimulator, type ViberSimulator } from '../../scripts/sim/viber/simulator.js';
 import { createLogger } from '../../shared/logger.js';
-import { ttlJobId } from '../../shared/queues.js';
 
 const TOKEN_O = 'tok-official-0123456789abcdef';
 const TOKEN_P = 'tok-partner-0123456789abcdefgh';
@@ -206,8 +205,9 @@ test('a delivered receipt after the ttl fallback is reported and starts nothing'
   await waitTrail(`${id}-0`, ['viber:sending', 'viber:sent']);
   const [viber] = await attempts(`${id}-0`);
   // The ttl timer is set once the hand-over is recorded (just after the `sent` report).
-  const timer = await waitFor(() => svc.runtime.queues.statusQueueFor(viber!.id).getJob(ttlJobId(viber!.id)), 5000, 'the ttl timer');
-  await timer.promote();
+  const timers = svc.runtime.engine.ttlTimers;
+  await waitFor(() => timers.deadlineOf(viber!.id), 5000, 'the ttl timer');
+  await timers.set([viber!.id], Date.now()); // fake time: due now, fired within a second
   await waitTrail(`${id}-0`, ['viber:sending', 'viber:sent', 'viber:undelivered', 'sms:sending', 'sms:sent']);
   // Viber delivers after all: posted as Viber would, naming the message by its token only.
   const token = sim.messages({ to: '420777100703' })[0]!.id;

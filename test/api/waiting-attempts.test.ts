@@ -8,7 +8,6 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestService, waitFor, type TestService } from '../support/harness.js';
 import { sweepWaitingAttempts } from '../../workers/recovery.js';
-import { ttlJobId } from '../../shared/queues.js';
 
 let svc: TestService;
 let apiKey: string;
@@ -38,11 +37,11 @@ test('attempts that waited too long are settled; their timers come back', { time
     && (await attemptOf(smsUnanswered))?.state === 'sent', 10_000, 'sent');
   const v = (await attemptOf(viber))!;
   // Redis lost the viber step's ttl timer; the third SMS never got its submit answered.
-  await svc.runtime.queues.statusQueueFor(v.id).remove(ttlJobId(v.id));
+  await svc.runtime.engine.ttlTimers.clear([v.id]);
   await svc.sql(`UPDATE attempts SET handed_at = now() - interval '2 minutes' WHERE id = $1`, [v.id]);
   await svc.sql(`UPDATE attempts SET state = 'sending', reached_sent = false WHERE id = $1`, [(await attemptOf(smsUnanswered))!.id]);
 
-  const swept = await sweepWaitingAttempts(svc.runtime.db, svc.runtime.redis, svc.runtime.queues, { boundMs: 0, cursorKey: `${svc.prefix}:test-cursor` });
+  const swept = await sweepWaitingAttempts(svc.runtime.db, svc.runtime.redis, svc.runtime.queues, svc.runtime.engine.ttlTimers, { boundMs: 0, cursorKey: `${svc.prefix}:test-cursor` });
   assert.equal(swept.ttlTimers, 1);
   assert.equal(swept.failed, 1);
   await waitFor(async () => (await attemptOf(viber))?.state === 'undelivered', 10_000, 'viber step expired');
@@ -54,6 +53,6 @@ test('attempts that waited too long are settled; their timers come back', { time
   assert.equal(unanswered.refunded, true);
   assert.equal((await attemptOf(smsSent))!.state, 'sent', 'a sent SMS stays sent');
   // The cursor moved past them: a second sweep finds nothing new.
-  const again = await sweepWaitingAttempts(svc.runtime.db, svc.runtime.redis, svc.runtime.queues, { boundMs: 0, cursorKey: `${svc.prefix}:test-cursor` });
+  const again = await sweepWaitingAttempts(svc.runtime.db, svc.runtime.redis, svc.runtime.queues, svc.runtime.engine.ttlTimers, { boundMs: 0, cursorKey: `${svc.prefix}:test-cursor` });
   assert.equal(again.failed + again.ttlTimers, 0);
 });

@@ -1,0 +1,105 @@
+/**
+ * Ttl timers (shared/engine/ttl-timers.ts): Redis holds a timer only while its attempt waits. A
+ * Viber or WhatsApp step's timer is set at hand-over and goes with the status batch that settles
+ * the attempt; one still waiting at its deadline is fired (the step expires, the flow moves on)
+ * and goes then. Firing is at least once: a round whose expiry fails keeps its timers.
+ */
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startTestService, waitFor, type TestService } from '../support/harness.js';
+import { needsTtlTimer, mayHoldTtlTimer, TtlExpiry, TtlTimers } from '../../shared/engine/ttl-timers.js';
+import { createLogger } from '../../shared/logger.js';
+import type { Channel } from '../../shared/channels/index.js';
+
+let svc: TestService;
+let apiKey: string;
+before(async () => {
+  svc = await startTestService();
+  ({ apiKey } = await svc.createAccount());
+  await svc.admin('PUT', '/prices', [
+    { channel: 'sms', prefix: '', price_czk: 1, price_eur: 0.04 }, { channel: 'viber', prefix: '', price_czk: 0.5, price_eur: 0.02 },
+    { channel: 'whatsapp_template', prefix: '', price_czk: 0.5, price_eur: 0.02 },
+  ]);
+});
+after(async () => {
+  await svc.stop();
+});
+
+const attemptOf = async (id: string, step = 0) => (await svc.sql<{ id: number; state: string; result_info: string }>(
+  'SELECT a.id, a.state, a.result_info FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = $1 AND a.step = $2', [id, step]))[0];
+
+async function send(body: unknown): Promise<string> {
+  const res = await svc.request('POST', '/v2/message', { headers: { 'x-api-key': apiKey }, body });
+  assert.equal(res.status, 200, res.text);
+  return res.body.accepted[0].message_id as string;
+}
+
+test('who gets a timer, and whose a status batch removes', () => {
+  const table: Array<[Channel, boolean, boolean, boolean]> = [
+    // channel, carrier settles on send, needs a timer, may hold one when settled
+    ['sms', true, false, false], // SMPP: the submit response settles the step
+    ['sms', false, true, false], // a carrier that does not settle on send: fired as a no-op later
+    ['viber', false, true, true],
+    ['whatsapp_template', false, true, true],
+    ['whatsapp_text', false, true, true],
+  ];
+  for (const [channel, settles, needs, mayHold] of table) {
+    assert.equal(needsTtlTimer(channel, settles), needs, `${channel} needs (settles ${settles})`);
+    assert.equal(mayHoldTtlTimer(channel), mayHold, `${channel} may hold`);
+  }
+});
+
+test('settled attempts leave no timer; a waiting one keeps its own until it fires, then it goes too', { timeout: 60_000 }, async () => {
+  const timers = svc.runtime.engine.ttlTimers;
+  // Sandbox: a number ending in 00 is delivered (and seen); one ending in 03 is sent with no receipt.
+  const delivered = await Promise.all([0, 1, 2].map((i) => send({ body: 'D', to: [{ phone_number: `42077760${i}100` }], flow: [{ viber: { sender: 'Shop' } }, { sms: {} }] })));
+  const template = await send({ body: 'T', to: [{ phone_number: '420777603100' }], flow: [{ whatsapp_template: { template_name: 'hi', sender: '111' } }] });
+  const waiting = await send({ body: 'W', to: [{ phone_number: '420777604103' }], flow: [{ viber: { sender: 'Shop', ttl: 5 } }, { sms: {} }] });
+  await waitFor(async () => {
+    const states = await Promise.all([...delivered, template].map(async (id) => (await attemptOf(id))?.state));
+    return states.every((s) => s === 'delivered' || s === 'seen') && (await attemptOf(waiting))?.state === 'sent';
+  }, 15_000, 'delivered and sent');
+  const w = (await attemptOf(waiting))!;
+  const deadline = await waitFor(() => timers.deadlineOf(w.id), 5000, 'the waiting attempt\'s timer');
+  assert.ok(deadline - Date.now() > 4 * 60_000, 'due when its 5 minutes end');
+  for (const id of [...delivered, template]) {
+    const a = (await attemptOf(id))!;
+    await waitFor(async () => (await timers.deadlineOf(a.id)) === null, 5000, `the timer of ${id} removed`);
+  }
+  assert.equal(await timers.size(), 1, 'only the waiting attempt holds a timer');
+
+  await timers.set([w.id], Date.now()); // fake time: due now
+  await waitFor(async () => (await attemptOf(waiting))?.state === 'undelivered', 10_000, 'the step expired');
+  assert.equal((await attemptOf(waiting))!.result_info, '[1] TTL expired');
+  await waitFor(async () => (await attemptOf(waiting, 1))?.state === 'sent', 10_000, 'the flow moved on to SMS');
+  await waitFor(async () => (await timers.deadlineOf(w.id)) === null, 5000, 'the fired timer removed');
+  // The SMS step went to the sandbox, a carrier that does not settle on send: its timer stays until
+  // it fires (as a no-op, its step succeeded at `sent`), not removed by a status batch (mayHoldTtlTimer).
+  const sms = (await attemptOf(waiting, 1))!;
+  await waitFor(() => timers.deadlineOf(sms.id), 5000, 'the SMS step\'s timer');
+  assert.equal(await timers.size(), 1);
+});
+
+test('a timer set again is kept, not postponed; a round that fails keeps its timers for the next', async () => {
+  const timers = new TtlTimers(svc.runtime.redis, `${svc.prefix}:own`);
+  await timers.set([11, 12], 1_000);
+  await timers.set([11, 13], 5_000, 'keep');
+  assert.equal(await timers.deadlineOf(11), 1_000, 'kept');
+  assert.equal(await timers.deadlineOf(13), 5_000, 'set');
+  await timers.set([12], 9_000);
+  assert.equal(await timers.deadlineOf(12), 9_000, 'replaced');
+
+  const expired: number[][] = [];
+  let fail = true;
+  const expiry = new TtlExpiry(timers, async (ids) => {
+    if (fail) throw new Error('Postgres is down');
+    expired.push(ids);
+  }, createLogger('silent'));
+  await assert.rejects(expiry.fireDue(6_000), /Postgres is down/);
+  assert.equal(await timers.size(), 3, 'nothing removed');
+  fail = false;
+  assert.equal(await expiry.fireDue(6_000), 2);
+  assert.deepEqual(expired, [[11, 13]], 'due ones, earliest first');
+  assert.deepEqual([await timers.deadlineOf(11), await timers.deadlineOf(13), await timers.deadlineOf(12)], [null, null, 9_000]);
+  await timers.clear([12]);
+});
