@@ -87,7 +87,6 @@ export function queuePrefix(prefix: string, queue: string, cluster: boolean): st
   return cluster ? `{${prefix}:${queue}}` : prefix;
 }
 
-export const ttlJobId = (attemptId: number): string => `ttl.${attemptId}`;
 export const webhookJobId = (batchId: number): string => `wh.${batchId}`;
 
 const KEEP = { removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600, count: 10000 } } satisfies JobsOptions;
@@ -96,8 +95,8 @@ const KEEP = { removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600, count
  * Jobs retry through a dependency outage (Postgres or Redis down, a carrier link lost): 0.5 s
  * doubling, 16 attempts, about 9 h in all. Dispatch jobs are idempotent (a run writes nothing twice
  * and re-hands only what never reached a carrier); status jobs carry reports a carrier was told are
- * safe, and ttl timers. A job that fails for good anyway is replaced by the recovery sweep, which
- * finds its work in Postgres.
+ * safe. A job that fails for good anyway is replaced by the recovery sweep, which finds its work in
+ * Postgres.
  */
 const RETRY_THROUGH_OUTAGES = { attempts: 16, backoff: { type: 'exponential', delay: 500 } } satisfies JobsOptions;
 export const DISPATCH_JOB_OPTIONS: JobsOptions = { ...KEEP, ...RETRY_THROUGH_OUTAGES };

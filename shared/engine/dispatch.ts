@@ -661,6 +661,7 @@ async function handOver(deps: EngineDeps, toHand: ToHand[], marks: SweepMarks): 
     }
   }
   for (const [ms, ids] of byTtl) {
-    await deps.ttlTimers.set(ids, now + ms);
+    // `keep`: a re-handed attempt keeps its first deadline, as its `handed_at` keeps its first hand-over.
+    await deps.ttlTimers.set(ids, now + ms, 'keep');
   }
 }

@@ -12,9 +12,10 @@
  * (`sweepWaitingAttempts`) from the attempt's row, and firing one that is no longer needed (its
  * attempt settled meanwhile) changes nothing (`ttlExpiryApplies`).
  */
-import type { Redis } from '../redis.js';
+import { luaScript, runScript, type Redis } from '../redis.js';
 import type { Logger } from '../logger.js';
 import { channelModule, type Channel } from '../channels/index.js';
+import { isStorageUnavailable } from '../storage-unavailable.js';
 
 /** The key of the set, under the deployment's Redis prefix. */
 export const ttlTimersKey = (redisPrefix: string): string => `${redisPrefix}:ttl-timers`;
@@ -38,21 +39,50 @@ export function mayHoldTtlTimer(channel: Channel): boolean {
   return channelModule(channel).succeedsAt !== 'sent';
 }
 
+/**
+ * Claims due timers for one firing round.
+ *
+ * KEYS[1]   the timers' sorted set (member: attempt id; score: deadline, ms since the epoch)
+ * ARGV[1]   now, ms since the epoch: timers scored at or below it are due
+ * ARGV[2]   at most this many, earliest first
+ * ARGV[3]   lease, ms: each claimed timer is moved to now + lease, so another process's round
+ *           does not take it meanwhile, and it fires again then if its round never finishes
+ * Returns   the claimed members
+ */
+const CLAIM_DUE = luaScript(`
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+local until_ms = tonumber(ARGV[1]) + tonumber(ARGV[3])
+for _, id in ipairs(ids) do
+  redis.call('ZADD', KEYS[1], 'XX', until_ms, id)
+end
+return ids
+`);
+
+/** How long a settled attempt's id is remembered, so that a timer set after it settled is not set (see `set`). */
+const CLEARED_MEMORY_MS = 60_000;
+
 export class TtlTimers {
   private readonly key: string;
+  /** Attempt id → when this process removed its timer (settled), oldest first. */
+  private readonly cleared = new Map<number, number>();
 
   constructor(private readonly redis: Redis, redisPrefix: string) {
     this.key = ttlTimersKey(redisPrefix);
   }
 
   /**
-   * Sets the attempts' deadline. `keep`: an attempt that has one keeps it (the recovery sweep sets
-   * timers Redis lost, and must not postpone one that exists).
+   * Sets the attempts' deadline. `keep`: an attempt that has one keeps it (a re-handed attempt
+   * keeps its first deadline; the recovery sweep must not postpone one that exists). An attempt
+   * this process saw settle in the last minute gets none: its carrier reported it during the
+   * hand-over (not a Viber user, a receipt faster than the hand-over's record), before the timer.
    */
   async set(attemptIds: readonly number[], dueAtMs: number, mode: 'replace' | 'keep' = 'replace'): Promise<void> {
-    if (attemptIds.length === 0) return;
+    this.forgetOldClears(Date.now());
     const args: Array<string | number> = [];
-    for (const id of attemptIds) args.push(dueAtMs, id);
+    for (const id of attemptIds) {
+      if (!this.cleared.has(id)) args.push(dueAtMs, id);
+    }
+    if (args.length === 0) return;
     if (mode === 'keep') {
       await this.redis.zadd(this.key, 'NX', ...args);
     } else {
@@ -63,12 +93,15 @@ export class TtlTimers {
   /** Removes the attempts' timers (settled, or fired). */
   async clear(attemptIds: readonly number[]): Promise<void> {
     if (attemptIds.length === 0) return;
+    const now = Date.now();
+    this.forgetOldClears(now);
+    for (const id of attemptIds) this.cleared.set(id, now);
     await this.redis.zrem(this.key, ...attemptIds);
   }
 
-  /** Up to `limit` attempts whose deadline is at or before `nowMs`, earliest first. */
-  async due(nowMs: number, limit: number): Promise<number[]> {
-    const members = await this.redis.zrangebyscore(this.key, '-inf', nowMs, 'LIMIT', 0, limit);
+  /** Up to `limit` due timers, earliest first, claimed for `leaseMs` (see CLAIM_DUE). */
+  async claimDue(nowMs: number, limit: number, leaseMs: number): Promise<number[]> {
+    const members = await runScript(this.redis, CLAIM_DUE, [this.key], [nowMs, limit, leaseMs]) as string[];
     return members.map(Number);
   }
 
@@ -82,21 +115,32 @@ export class TtlTimers {
   async size(): Promise<number> {
     return this.redis.zcard(this.key);
   }
+
+  private forgetOldClears(now: number): void {
+    for (const [id, at] of this.cleared) {
+      if (now - at < CLEARED_MEMORY_MS) break;
+      this.cleared.delete(id);
+    }
+  }
 }
 
 /** Timers fired per round; rounds follow each other until fewer are due. */
 const FIRE_BATCH = 500;
+/** A claimed timer whose round did not finish fires again after this long. */
+const CLAIM_LEASE_MS = 60_000;
 
 /**
- * Fires due timers about every `intervalMs`: each round expires its attempts in one status batch
- * (`expire`), then removes their timers, so a timer outlives a failed round and fires again (at
- * least once; a second firing finds its attempt settled and changes nothing). Several processes
- * may run one: they may fire a timer twice, never lose one.
+ * Fires due timers about every `intervalMs`. A round claims up to FIRE_BATCH due timers (others'
+ * rounds skip them for CLAIM_LEASE_MS), expires their attempts in one status batch (`expire`),
+ * then removes them: at least once, as a second firing finds its attempt settled and changes
+ * nothing, and several processes share the work. A batch whose expiry fails (other than for a
+ * store that is down) is halved and tried again down to single attempts; one that still fails is
+ * left to fire after the lease, so one bad attempt never holds up the others.
  */
 export class TtlExpiry {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
-  private stopped = false;
+  private stopped = true;
 
   constructor(
     private readonly timers: TtlTimers,
@@ -106,19 +150,18 @@ export class TtlExpiry {
   ) {}
 
   start(): void {
+    if (!this.stopped) return;
     this.stopped = false;
     this.schedule();
   }
 
-  /** Fires what is due now (one call at a time), until fewer than a round's worth are due. */
+  /** Fires what is due at `now` (one call at a time), until fewer than a round's worth are due. */
   async fireDue(now = Date.now()): Promise<number> {
     let fired = 0;
     for (;;) {
-      const ids = await this.timers.due(now, FIRE_BATCH);
+      const ids = await this.timers.claimDue(now, FIRE_BATCH, CLAIM_LEASE_MS);
       if (ids.length === 0) return fired;
-      await this.expire(ids);
-      await this.timers.clear(ids);
-      fired += ids.length;
+      fired += await this.fire(ids);
       if (ids.length < FIRE_BATCH || this.stopped) return fired;
     }
   }
@@ -128,6 +171,27 @@ export class TtlExpiry {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     await this.running;
+  }
+
+  /**
+   * Expires `ids` and removes their timers; when that fails for a reason other than a store that
+   * cannot be reached, each half on its own. Returns how many fired. (During an outage every call
+   * fails alike: the round's timers wait for their lease instead of being tried one by one.)
+   */
+  private async fire(ids: number[]): Promise<number> {
+    try {
+      await this.expire(ids);
+    } catch (err) {
+      if (isStorageUnavailable(err)) throw err;
+      if (ids.length === 1) {
+        this.logger.error({ err: (err as Error).message, attemptId: ids[0] }, 'ttl timer not fired; it fires again later');
+        return 0;
+      }
+      const half = Math.ceil(ids.length / 2);
+      return (await this.fire(ids.slice(0, half))) + (await this.fire(ids.slice(half)));
+    }
+    await this.timers.clear(ids);
+    return ids.length;
   }
 
   private schedule(): void {

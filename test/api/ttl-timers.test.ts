@@ -80,7 +80,7 @@ test('settled attempts leave no timer; a waiting one keeps its own until it fire
   assert.equal(await timers.size(), 1);
 });
 
-test('a timer set again is kept, not postponed; a round that fails keeps its timers for the next', async () => {
+test('set again: kept or replaced; a settled attempt gets none; rounds claim, fire at least once, and one bad attempt holds up no other', async () => {
   const timers = new TtlTimers(svc.runtime.redis, `${svc.prefix}:own`);
   await timers.set([11, 12], 1_000);
   await timers.set([11, 13], 5_000, 'keep');
@@ -90,16 +90,26 @@ test('a timer set again is kept, not postponed; a round that fails keeps its tim
   assert.equal(await timers.deadlineOf(12), 9_000, 'replaced');
 
   const expired: number[][] = [];
-  let fail = true;
+  let failure: (ids: number[]) => Error | null = (ids) => (ids.includes(13) ? new Error('a row this code cannot handle') : null);
   const expiry = new TtlExpiry(timers, async (ids) => {
-    if (fail) throw new Error('Postgres is down');
+    const err = failure(ids);
+    if (err) throw err;
     expired.push(ids);
   }, createLogger('silent'));
-  await assert.rejects(expiry.fireDue(6_000), /Postgres is down/);
-  assert.equal(await timers.size(), 3, 'nothing removed');
-  fail = false;
-  assert.equal(await expiry.fireDue(6_000), 2);
-  assert.deepEqual(expired, [[11, 13]], 'due ones, earliest first');
-  assert.deepEqual([await timers.deadlineOf(11), await timers.deadlineOf(13), await timers.deadlineOf(12)], [null, null, 9_000]);
-  await timers.clear([12]);
+  // 11 and 13 are due at 6 s; 13 fails alone: 11 fires all the same, 13 waits out its claim's minute.
+  assert.equal(await expiry.fireDue(6_000), 1);
+  assert.deepEqual(expired, [[11]]);
+  assert.deepEqual([await timers.deadlineOf(11), await timers.deadlineOf(13), await timers.deadlineOf(12)], [null, 66_000, 9_000]);
+  await timers.set([11], 1);
+  assert.equal(await timers.deadlineOf(11), null, 'a timer set after its attempt settled here is not set');
+
+  // Postgres down: the round stops, nothing is removed, and the claimed timers are not due for another round meanwhile.
+  failure = () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+  await assert.rejects(expiry.fireDue(70_000), /ECONNREFUSED/);
+  assert.deepEqual(await timers.claimDue(70_000, 10, 1), [], 'claimed by the failed round');
+  assert.equal(await timers.size(), 2);
+  failure = () => null;
+  assert.equal(await expiry.fireDue(140_000), 2, 'fired once their claim ran out');
+  assert.deepEqual(expired, [[11], [12, 13]]);
+  assert.equal(await timers.size(), 0);
 });

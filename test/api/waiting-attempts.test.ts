@@ -8,6 +8,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestService, waitFor, type TestService } from '../support/harness.js';
 import { sweepWaitingAttempts } from '../../workers/recovery.js';
+import { ttlTimersKey } from '../../shared/engine/ttl-timers.js';
 
 let svc: TestService;
 let apiKey: string;
@@ -36,8 +37,10 @@ test('attempts that waited too long are settled; their timers come back', { time
   await waitFor(async () => (await attemptOf(viber))?.state === 'sent' && (await attemptOf(smsSent))?.state === 'sent'
     && (await attemptOf(smsUnanswered))?.state === 'sent', 10_000, 'sent');
   const v = (await attemptOf(viber))!;
-  // Redis lost the viber step's ttl timer; the third SMS never got its submit answered.
-  await svc.runtime.engine.ttlTimers.clear([v.id]);
+  // Redis lost the viber step's ttl timer (set just after the hand-over's record); the third SMS
+  // never got its submit answered.
+  await waitFor(() => svc.runtime.engine.ttlTimers.deadlineOf(v.id), 5000, 'the ttl timer');
+  await svc.runtime.redis.zrem(ttlTimersKey(svc.config.redisPrefix), String(v.id));
   await svc.sql(`UPDATE attempts SET handed_at = now() - interval '2 minutes' WHERE id = $1`, [v.id]);
   await svc.sql(`UPDATE attempts SET state = 'sending', reached_sent = false WHERE id = $1`, [(await attemptOf(smsUnanswered))!.id]);
 
