@@ -14,7 +14,7 @@ import { arrayRows, numberArray, textArray, timestampArray } from '../db/arrays.
 import { namedParams } from '../db/params.js';
 import type { Carrier } from '../carriers/types.js';
 import {
-  channelModule, familyOf, planAttempt as planChannelAttempt, stepBody, stepOf, type Channel, type ChannelStep, type FlowStep,
+  channelModule, familyOf, planAttempt as planChannelAttempt, stepBody, stepOf, type AttemptState, type Channel, type ChannelStep, type FlowStep,
   type OutboundAttempt,
 } from '../channels/index.js';
 import { LANE_NUMBER, type DispatchJob } from '../queues.js';
@@ -24,7 +24,7 @@ import { findPrice, currentPrices } from '../domain/prices.js';
 import { inPayerOrder, payerKey, payerOf, PayerSums, type Payer, type PayerSum } from '../domain/payer.js';
 import { fromUnits, round4, toUnits } from '../domain/money.js';
 import { isInsideWindow, nextSendInstant, type DeliveryWindow } from '../schedule/window.js';
-import { defaultTtlMinutes } from './transitions.js';
+import { defaultTtlMinutes, ttlExpiryApplies } from './transitions.js';
 import { needsTtlTimer } from './ttl-timers.js';
 import { EVENT_PARAMS, eventsCtes, eventParams, SentMessageBody, type OutboxEvent } from './events.js';
 import type { EngineDeps, NextStep } from './types.js';
@@ -627,21 +627,40 @@ async function handOver(deps: EngineDeps, toHand: ToHand[], marks: SweepMarks): 
   await Promise.all([...byCarrier.entries()].map(([carrier, attempts]) => carrier.send(attempts)));
   // A carrier that settles on send has had every attempt's report applied by now, which records
   // its hand-over; the others' is recorded here. A recipient that a fast report already moved on to
-  // its next step keeps that step's due_at (hence `step =`).
+  // its next step keeps that step's due_at (hence `step =`). The record returns the attempts' states
+  // as committed by then: an attempt its carrier settled meanwhile (not a Viber user, a receipt
+  // faster than this record, applied by any process) gets no ttl timer below.
   const unsettled: number[] = [];
   for (const t of toHand) {
     if (!t.carrier.settlesOnSend) unsettled.push(t.attempt.attemptId);
   }
+  const stateNow = new Map<number, AttemptState>();
   if (unsettled.length > 0 || marks.flaggedMessages.length > 0 || marks.dueRecipients.length > 0) {
-    await deps.db.query(prepared(
-      `WITH handed AS (UPDATE attempts SET handed_at = COALESCE(handed_at, now()) WHERE id = ANY($1)),
-            started AS (UPDATE recipients SET due_at = NULL WHERE id = ANY($3) AND step = $4 AND due_at IS NOT NULL)
-       UPDATE messages SET dispatch_pending = false WHERE id = ANY($2) AND dispatch_pending`,
+    const { rows } = await deps.db.query<{ id: number; state: AttemptState }>(prepared(
+      `WITH handed AS (UPDATE attempts SET handed_at = COALESCE(handed_at, now()) WHERE id = ANY($1) RETURNING id, state),
+            started AS (UPDATE recipients SET due_at = NULL WHERE id = ANY($3) AND step = $4 AND due_at IS NOT NULL),
+            flagged AS (UPDATE messages SET dispatch_pending = false WHERE id = ANY($2) AND dispatch_pending)
+       SELECT id, state FROM handed`,
       [numberArray(unsettled), textArray(marks.flaggedMessages), numberArray(marks.dueRecipients), marks.step]),
     );
+    for (const row of rows) stateNow.set(Number(row.id), row.state);
   }
   if (toHand.length === 0) {
     return;
+  }
+  // A step's ttl timer only matters while its success condition can still be missed (needsTtlTimer).
+  const now = Date.now();
+  const byTtl = new Map<number, number[]>();
+  for (const t of toHand) {
+    const channel = t.part.step.channel;
+    const state = stateNow.get(t.attempt.attemptId);
+    if (needsTtlTimer(channel, t.carrier.settlesOnSend === true) && (state === undefined || ttlExpiryApplies(channel, state))) {
+      pushTo(byTtl, t.part.ttlMinutes * 60_000, t.attempt.attemptId);
+    }
+  }
+  for (const [ms, ids] of byTtl) {
+    // `keep`: a re-handed attempt keeps its first deadline, as its `handed_at` keeps its first hand-over.
+    await deps.ttlTimers.set(ids, now + ms, 'keep');
   }
   if (deps.hooks.afterHanded) {
     const bySource = new Map<string, OutboundAttempt[]>();
@@ -651,17 +670,5 @@ async function handOver(deps: EngineDeps, toHand: ToHand[], marks: SweepMarks): 
     for (const [source, attempts] of bySource) {
       await deps.hooks.afterHanded(source, attempts);
     }
-  }
-  // A step's ttl timer only matters while its success condition can still be missed (needsTtlTimer).
-  const now = Date.now();
-  const byTtl = new Map<number, number[]>();
-  for (const t of toHand) {
-    if (needsTtlTimer(t.part.step.channel, t.carrier.settlesOnSend === true)) {
-      pushTo(byTtl, t.part.ttlMinutes * 60_000, t.attempt.attemptId);
-    }
-  }
-  for (const [ms, ids] of byTtl) {
-    // `keep`: a re-handed attempt keeps its first deadline, as its `handed_at` keeps its first hand-over.
-    await deps.ttlTimers.set(ids, now + ms, 'keep');
   }
 }

@@ -3,10 +3,13 @@
  * `undelivered` ("[1] TTL expired") and the flow moves on. One Redis sorted set holds every
  * waiting attempt's deadline (member: the attempt id; score: the deadline in ms since the epoch).
  *
- * The set holds only attempts still waiting: a status batch that settles an attempt removes its
- * timer, and firing a timer removes it, so its size follows the attempts in flight, ~70 bytes
- * each. (Each timer was a delayed BullMQ job before, ~870 bytes kept for the whole ttl, 24 hours
- * by default, settled or not: Redis grew with a day's traffic; docs/benchmarks.md.)
+ * The set holds attempts still waiting: the hand-over sets timers only for attempts not settled
+ * by the time it records the hand-over (dispatch.ts `handOver`), a status batch that settles an
+ * attempt removes its timer, and firing a timer removes it, so its size follows the attempts in
+ * flight, ~100 bytes each. (A report committed between the hand-over's record and its timer
+ * leaves a timer behind, which fires at its deadline as a no-op and goes.) Each timer was a
+ * delayed BullMQ job before, ~870 bytes kept for the whole ttl, 24 hours by default, settled or
+ * not: Redis grew with a day's traffic (docs/benchmarks.md).
  *
  * Postgres stays the truth: a timer Redis lost is set again by the recovery sweep
  * (`sweepWaitingAttempts`) from the attempt's row, and firing one that is no longer needed (its
@@ -58,13 +61,8 @@ end
 return ids
 `);
 
-/** How long a settled attempt's id is remembered, so that a timer set after it settled is not set (see `set`). */
-const CLEARED_MEMORY_MS = 60_000;
-
 export class TtlTimers {
   private readonly key: string;
-  /** Attempt id → when this process removed its timer (settled), oldest first. */
-  private readonly cleared = new Map<number, number>();
 
   constructor(private readonly redis: Redis, redisPrefix: string) {
     this.key = ttlTimersKey(redisPrefix);
@@ -72,17 +70,12 @@ export class TtlTimers {
 
   /**
    * Sets the attempts' deadline. `keep`: an attempt that has one keeps it (a re-handed attempt
-   * keeps its first deadline; the recovery sweep must not postpone one that exists). An attempt
-   * this process saw settle in the last minute gets none: its carrier reported it during the
-   * hand-over (not a Viber user, a receipt faster than the hand-over's record), before the timer.
+   * keeps its first deadline; the recovery sweep must not postpone one that exists).
    */
   async set(attemptIds: readonly number[], dueAtMs: number, mode: 'replace' | 'keep' = 'replace'): Promise<void> {
-    this.forgetOldClears(Date.now());
+    if (attemptIds.length === 0) return;
     const args: Array<string | number> = [];
-    for (const id of attemptIds) {
-      if (!this.cleared.has(id)) args.push(dueAtMs, id);
-    }
-    if (args.length === 0) return;
+    for (const id of attemptIds) args.push(dueAtMs, id);
     if (mode === 'keep') {
       await this.redis.zadd(this.key, 'NX', ...args);
     } else {
@@ -93,9 +86,6 @@ export class TtlTimers {
   /** Removes the attempts' timers (settled, or fired). */
   async clear(attemptIds: readonly number[]): Promise<void> {
     if (attemptIds.length === 0) return;
-    const now = Date.now();
-    this.forgetOldClears(now);
-    for (const id of attemptIds) this.cleared.set(id, now);
     await this.redis.zrem(this.key, ...attemptIds);
   }
 
@@ -114,13 +104,6 @@ export class TtlTimers {
   /** How many timers are set. */
   async size(): Promise<number> {
     return this.redis.zcard(this.key);
-  }
-
-  private forgetOldClears(now: number): void {
-    for (const [id, at] of this.cleared) {
-      if (now - at < CLEARED_MEMORY_MS) break;
-      this.cleared.delete(id);
-    }
   }
 }
 
