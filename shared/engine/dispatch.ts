@@ -3,8 +3,10 @@
  * attempt per recipient still at this step (the attempts' unique (recipient, step) is the guard:
  * an attempt already there is left alone), with its price and charge, its `sending`/`rejected`
  * event, and take the credit (one conditional update per payer, never below zero). After the
- * commit: hand the attempts to their carriers, set their ttl timers, and only then clear what lets
- * the recovery sweep find this work (the message's `dispatch_pending`, the recipients' `due_at`).
+ * commit: hand the attempts to their carriers, then record the hand-over, which clears what lets
+ * the recovery sweep find this work (the message's `dispatch_pending`, the recipients' `due_at`),
+ * and set the ttl timers of the attempts still waiting (one lost in between, with Redis or a
+ * crash, is set again by the sweep's waiting-attempts pass, `RECEIPT_WAIT_HOURS` later).
  * A second run of the same job writes nothing and only re-hands attempts that never reached a
  * carrier (a crash between commit and hand-over).
  */
@@ -611,7 +613,7 @@ interface SweepMarks {
 }
 
 /**
- * Give attempts to their carriers, record the hand-over and start the ttl timers. Recording it
+ * Give attempts to their carriers, record the hand-over and set the ttl timers. Recording it
  * clears the marks the recovery sweep would find this work by: only now, so that a crash anywhere
  * before leaves the work findable (the job that runs again re-hands what never reached a carrier).
  */
@@ -648,6 +650,15 @@ async function handOver(deps: EngineDeps, toHand: ToHand[], marks: SweepMarks): 
   if (toHand.length === 0) {
     return;
   }
+  if (deps.hooks.afterHanded) {
+    const bySource = new Map<string, OutboundAttempt[]>();
+    for (const t of toHand) {
+      pushTo(bySource, t.part.msg.source, t.attempt);
+    }
+    for (const [source, attempts] of bySource) {
+      await deps.hooks.afterHanded(source, attempts);
+    }
+  }
   // A step's ttl timer only matters while its success condition can still be missed (needsTtlTimer).
   const now = Date.now();
   const byTtl = new Map<number, number[]>();
@@ -661,14 +672,5 @@ async function handOver(deps: EngineDeps, toHand: ToHand[], marks: SweepMarks): 
   for (const [ms, ids] of byTtl) {
     // `keep`: a re-handed attempt keeps its first deadline, as its `handed_at` keeps its first hand-over.
     await deps.ttlTimers.set(ids, now + ms, 'keep');
-  }
-  if (deps.hooks.afterHanded) {
-    const bySource = new Map<string, OutboundAttempt[]>();
-    for (const t of toHand) {
-      pushTo(bySource, t.part.msg.source, t.attempt);
-    }
-    for (const [source, attempts] of bySource) {
-      await deps.hooks.afterHanded(source, attempts);
-    }
   }
 }

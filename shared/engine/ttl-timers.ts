@@ -46,20 +46,30 @@ export function mayHoldTtlTimer(channel: Channel): boolean {
  * Claims due timers for one firing round.
  *
  * KEYS[1]   the timers' sorted set (member: attempt id; score: deadline, ms since the epoch)
- * ARGV[1]   now, ms since the epoch: timers scored at or below it are due
+ * ARGV[1]   due by, ms since the epoch: timers scored at or below it are due
  * ARGV[2]   at most this many, earliest first
- * ARGV[3]   lease, ms: each claimed timer is moved to now + lease, so another process's round
- *           does not take it meanwhile, and it fires again then if its round never finishes
+ * ARGV[3]   claimed until, ms since the epoch: each claimed timer's new score, so another
+ *           process's round does not take it meanwhile, and it fires again then if its round
+ *           never finishes
  * Returns   the claimed members
  */
 const CLAIM_DUE = luaScript(`
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
-local until_ms = tonumber(ARGV[1]) + tonumber(ARGV[3])
 for _, id in ipairs(ids) do
-  redis.call('ZADD', KEYS[1], 'XX', until_ms, id)
+  redis.call('ZADD', KEYS[1], 'XX', ARGV[3], id)
 end
 return ids
 `);
+
+/**
+ * Errors that say "not now" rather than "not this attempt": a store that cannot be reached, a
+ * statement or lock timeout, a serialization failure or deadlock. A round stops on them (its
+ * timers fire after their claim) instead of trying its attempts one by one.
+ */
+function isTransient(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return isStorageUnavailable(err) || code === '57014' || code === '55P03' || code === '40001' || code === '40P01';
+}
 
 export class TtlTimers {
   private readonly key: string;
@@ -89,9 +99,9 @@ export class TtlTimers {
     await this.redis.zrem(this.key, ...attemptIds);
   }
 
-  /** Up to `limit` due timers, earliest first, claimed for `leaseMs` (see CLAIM_DUE). */
-  async claimDue(nowMs: number, limit: number, leaseMs: number): Promise<number[]> {
-    const members = await runScript(this.redis, CLAIM_DUE, [this.key], [nowMs, limit, leaseMs]) as string[];
+  /** Up to `limit` timers due by `dueByMs`, earliest first, claimed until `claimedUntilMs` (see CLAIM_DUE). */
+  async claimDue(dueByMs: number, limit: number, claimedUntilMs: number): Promise<number[]> {
+    const members = await runScript(this.redis, CLAIM_DUE, [this.key], [dueByMs, limit, claimedUntilMs]) as string[];
     return members.map(Number);
   }
 
@@ -116,14 +126,15 @@ const CLAIM_LEASE_MS = 60_000;
  * Fires due timers about every `intervalMs`. A round claims up to FIRE_BATCH due timers (others'
  * rounds skip them for CLAIM_LEASE_MS), expires their attempts in one status batch (`expire`),
  * then removes them: at least once, as a second firing finds its attempt settled and changes
- * nothing, and several processes share the work. A batch whose expiry fails (other than for a
- * store that is down) is halved and tried again down to single attempts; one that still fails is
- * left to fire after the lease, so one bad attempt never holds up the others.
+ * nothing, and several processes share the work. A batch whose expiry fails for this batch's sake
+ * (not `isTransient`) is halved and tried again down to single attempts; one that still fails is
+ * left to fire after its claim, so one bad attempt never holds up the others.
  */
 export class TtlExpiry {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
-  private stopped = true;
+  private started = false;
+  private stopping = false;
 
   constructor(
     private readonly timers: TtlTimers,
@@ -133,39 +144,45 @@ export class TtlExpiry {
   ) {}
 
   start(): void {
-    if (!this.stopped) return;
-    this.stopped = false;
+    if (this.started) return;
+    this.started = true;
+    this.stopping = false;
     this.schedule();
   }
 
-  /** Fires what is due at `now` (one call at a time), until fewer than a round's worth are due. */
+  /**
+   * Fires what is due by `now` (one call at a time), until fewer than a round's worth are due or
+   * a round fires none. Each round's claim runs CLAIM_LEASE_MS from the clock at its start.
+   */
   async fireDue(now = Date.now()): Promise<number> {
     let fired = 0;
     for (;;) {
-      const ids = await this.timers.claimDue(now, FIRE_BATCH, CLAIM_LEASE_MS);
+      const ids = await this.timers.claimDue(now, FIRE_BATCH, Date.now() + CLAIM_LEASE_MS);
       if (ids.length === 0) return fired;
-      fired += await this.fire(ids);
-      if (ids.length < FIRE_BATCH || this.stopped) return fired;
+      const round = await this.fire(ids);
+      fired += round;
+      if (ids.length < FIRE_BATCH || round === 0 || this.stopping) return fired;
     }
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
+    this.stopping = true;
+    this.started = false;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     await this.running;
   }
 
   /**
-   * Expires `ids` and removes their timers; when that fails for a reason other than a store that
-   * cannot be reached, each half on its own. Returns how many fired. (During an outage every call
-   * fails alike: the round's timers wait for their lease instead of being tried one by one.)
+   * Expires `ids` and removes their timers; when that fails for this batch's sake, each half on its
+   * own. Returns how many fired. (During an outage or a lock held too long every call fails alike:
+   * the round's timers wait for their claim to end instead of being tried one by one.)
    */
   private async fire(ids: number[]): Promise<number> {
     try {
       await this.expire(ids);
     } catch (err) {
-      if (isStorageUnavailable(err)) throw err;
+      if (isTransient(err) || this.stopping) throw err;
       if (ids.length === 1) {
         this.logger.error({ err: (err as Error).message, attemptId: ids[0] }, 'ttl timer not fired; it fires again later');
         return 0;
@@ -178,7 +195,7 @@ export class TtlExpiry {
   }
 
   private schedule(): void {
-    if (this.stopped) return;
+    if (this.stopping) return;
     this.timer = setTimeout(() => {
       this.running = this.fireDue().then(
         (fired) => { if (fired > 0) this.logger.debug({ fired }, 'ttl timers fired'); },
