@@ -6,7 +6,6 @@ import type { Core } from './core.js';
 
 export interface StatusRole {
   workers: Worker[];
-  expiry: TtlExpiry;
   stop(): Promise<void>;
 }
 
@@ -16,7 +15,6 @@ export async function startStatus(core: Core): Promise<StatusRole> {
   expiry.start();
   return {
     workers,
-    expiry,
     stop: async () => {
       await expiry.stop();
       await Promise.all(workers.map((w) => w.close()));

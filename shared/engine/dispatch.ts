@@ -645,7 +645,7 @@ async function handOver(deps: EngineDeps, toHand: ToHand[], marks: SweepMarks): 
        SELECT id, state FROM handed`,
       [numberArray(unsettled), textArray(marks.flaggedMessages), numberArray(marks.dueRecipients), marks.step]),
     );
-    for (const row of rows) stateNow.set(Number(row.id), row.state);
+    for (const row of rows) stateNow.set(row.id, row.state);
   }
   if (toHand.length === 0) {
     return;
