@@ -80,5 +80,12 @@ export interface Carrier {
    * marks them `rehand`).
    */
   send(attempts: OutboundAttempt[]): Promise<void>;
+  /**
+   * Called once the engine has recorded the hand-over of these attempts (`attempts.handed_at`,
+   * committed), for a carrier that does not settle on send: they will never be handed again, so
+   * what the carrier keeps to recognise a re-hand can go (WhatsApp: the accepted wamids in Redis).
+   * Must not throw: what it fails to drop should expire on its own.
+   */
+  handedOver?(attemptIds: number[]): Promise<void>;
   close(): Promise<void>;
 }

@@ -603,6 +603,18 @@ function debitsOf(written: Planned[]): PayerSum[] {
   return out;
 }
 
+/**
+ * The hand-over of the attempts of carriers that do not settle on send is committed: nothing
+ * hands them again, so their carriers may drop what guards a re-hand (`Carrier.handedOver`).
+ */
+async function forgetRehandGuards(toHand: ToHand[]): Promise<void> {
+  const byCarrier = new Map<Carrier, number[]>();
+  for (const t of toHand) {
+    if (!t.carrier.settlesOnSend && t.carrier.handedOver) pushTo(byCarrier, t.carrier, t.attempt.attemptId);
+  }
+  await Promise.all([...byCarrier.entries()].map(([carrier, ids]) => carrier.handedOver!(ids)));
+}
+
 /** What lets the recovery sweep find a job's work until it is handed over (see `handOver`). */
 interface SweepMarks {
   step: number;
@@ -646,6 +658,7 @@ async function handOver(deps: EngineDeps, toHand: ToHand[], marks: SweepMarks): 
       [numberArray(unsettled), textArray(marks.flaggedMessages), numberArray(marks.dueRecipients), marks.step]),
     );
     for (const row of rows) stateNow.set(row.id, row.state);
+    await forgetRehandGuards(toHand);
   }
   if (toHand.length === 0) {
     return;

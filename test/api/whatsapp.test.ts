@@ -321,6 +321,8 @@ describe('each error class', () => {
     const attempt = await attemptOf(`${id}-0`);
     assert.ok(tries.every((m) => m.biz_opaque_callback_data === `a${attempt.id}`), 'one attempt, tried three times');
     assert.ok(Date.parse(tries[2]!.at) - Date.parse(tries[0]!.at) >= 1500, 'with backoff');
+    // Taken after the hand-over was recorded: nothing hands it again, so no re-hand guard was kept.
+    assert.equal(await svc.runtime.redis.exists(`${svc.prefix}:wa:acc:${attempt.id}`), 0);
   });
 
   it('config (132015 paused template, 190 token) and request (131021): failed, refunded, SMS; warned once per number', T, async () => {
@@ -469,15 +471,18 @@ describe('handed again after a crash', () => {
     const attempt = await attemptOf(`${id}-0`);
     const wamid = graphSends(phone)[0]!.id!;
     const key = `${svc.prefix}:wa:acc:${attempt.id}`;
-    assert.equal(await svc.runtime.redis.get(key), wamid, 'remembered as soon as Meta answered');
+    assert.equal(await svc.runtime.redis.exists(key), 0, 'dropped once the engine recorded the hand-over');
     const carrier = svc.runtime.connections!.connection('main')!.carrier;
     const again: OutboundAttempt = {
       attemptId: attempt.id, recipientPublicId: `${id}-0`, accountId, to: phone, sender: PN, text: 'hello_world', ttlMinutes: 10,
       channel: 'whatsapp_template', template: { templateName: 'hello_world' }, rehand: true,
     };
+    // A crash after Meta's answer, before the hand-over was recorded, leaves the key.
+    await svc.runtime.redis.set(key, wamid, 'EX', 60);
     await carrier.send([again]);
     assert.equal(graphSends(phone).length, 1, 'found in Redis');
-    await svc.runtime.redis.del(key);
+    await carrier.handedOver!([attempt.id]);
+    assert.equal(await svc.runtime.redis.exists(key), 0);
     await carrier.send([again]);
     assert.equal(graphSends(phone).length, 1, 'found in carrier_refs');
     // Without either record (a crash between Meta's answer and the Redis write) it would go again:
@@ -487,6 +492,11 @@ describe('handed again after a crash', () => {
     await carrier.send([again]);
     assert.equal(graphSends(phone).length, 2);
     assert.equal(graphSends(phone)[1]!.biz_opaque_callback_data, `a${attempt.id}`);
+    // That send was not followed by a recorded hand-over (no engine here): its wamid stays in
+    // Redis until the step's ttl and an hour have passed, for the re-hand a crash would bring.
+    assert.equal(await svc.runtime.redis.get(key), graphSends(phone)[1]!.id, 'remembered as soon as Meta answered');
+    const ttl = await svc.runtime.redis.ttl(key);
+    assert.ok(ttl > 3600 && ttl <= 10 * 60 + 3600, `expires after the ttl and an hour (${ttl} s)`);
   });
 });
 

@@ -26,11 +26,12 @@
  * `send` resolves once every attempt's first outcome is durable (reported through the sink), so a
  * process that dies before that leaves the attempts to be handed again (`rehand`). Meta has no
  * idempotency key; an attempt is never sent again once Meta accepted it, because the wamid is
- * written to Redis (`<prefix>:wa:acc:<attempt id>`, kept for the step's ttl and an hour) as soon
- * as Meta answers, and registered in `carrier_refs` through the status path; a re-handed attempt
- * is looked up in both. What can still repeat a message: a crash in the moment between Meta's
- * answer and that Redis write, or a request Meta took but whose answer never came (a timeout is
- * retried).
+ * written to Redis (`<prefix>:wa:acc:<attempt id>`) as soon as Meta answers, and registered in
+ * `carrier_refs` through the status path; a re-handed attempt is looked up in both. The Redis key
+ * lives until the engine has recorded the hand-over (`handedOver`: nothing hands the attempt again
+ * after that), at most the step's ttl and an hour (a process that died before the record). What
+ * can still repeat a message: a crash in the moment between Meta's answer and that Redis write, or
+ * a request Meta took but whose answer never came (a timeout is retried).
  */
 import { getEach, isCluster, type Redis } from '../../redis.js';
 import type { Db } from '../../db/pool.js';
@@ -78,6 +79,8 @@ interface Job {
   /** After this (unix ms) the step's ttl has passed: no further try. */
   deadline: number;
   tries: number;
+  /** The engine recorded the hand-over while the job waited for a retry: a later acceptance needs no re-hand guard. */
+  handed?: boolean;
 }
 
 /** The connection closed while attempts waited: they go back to the engine, which hands them again. */
@@ -94,7 +97,7 @@ export class WhatsappCarrier implements Carrier {
   private readonly templates: TemplateCache;
   /** Attempts being sent by this process (the same job run twice at once sends each once). */
   private readonly inFlight = new Set<number>();
-  private readonly retries = new Map<number, NodeJS.Timeout>();
+  private readonly retries = new Map<number, { timer: NodeJS.Timeout; job: Job }>();
   private readonly warned = new Set<string>();
   /** Accepted sends waiting to be remembered in Redis (see `remember`). */
   private accepted: Array<{ key: string; wamid: string; ttlS: number; resolve: () => void }> = [];
@@ -276,13 +279,39 @@ export class WhatsappCarrier implements Carrier {
     return bucket;
   }
 
+  /**
+   * The hand-over is recorded: the accepted wamids' keys go (one UNLINK each, pipelined), and a
+   * retry still waiting here writes none when Meta takes it. A key that stays expires on its own.
+   */
+  async handedOver(attemptIds: number[]): Promise<void> {
+    const keys: string[] = [];
+    for (const id of attemptIds) {
+      const waiting = this.retries.get(id);
+      if (waiting) waiting.job.handed = true;
+      else keys.push(this.acceptedKey(id));
+    }
+    if (keys.length === 0) return;
+    try {
+      if (isCluster(this.o.redis)) {
+        // The keys are in different slots (nodes): one UNLINK each, sent together.
+        await Promise.all(keys.map((key) => this.o.redis.unlink(key)));
+      } else {
+        await this.o.redis.unlink(...keys);
+      }
+    } catch (err) {
+      this.o.logger.warn({ carrier: this.name, count: keys.length, err: (err as Error).message },
+        'accepted WhatsApp wamids not dropped from Redis after the hand-over; they expire on their own');
+    }
+  }
+
   private acceptedKey(attemptId: number): string {
     return `${this.o.redisPrefix}:wa:acc:${attemptId}`;
   }
 
   /**
-   * Writes `<prefix>:wa:acc:<attempt id>` = wamid (kept for the step's ttl and an hour). The
-   * answers that arrive together (one turn of the event loop) go to Redis in one pipeline.
+   * Writes `<prefix>:wa:acc:<attempt id>` = wamid (until `handedOver`; expires after the step's
+   * ttl and an hour). The answers that arrive together (one turn of the event loop) go to Redis in
+   * one pipeline.
    */
   private remember(attempt: WhatsappAttempt, wamid: string): Promise<void> {
     return new Promise((resolve) => {
@@ -329,7 +358,7 @@ export class WhatsappCarrier implements Carrier {
     }
     if (outcome.kind === 'accepted') {
       this.lastError = null;
-      await this.remember(job.attempt, outcome.carrierRef);
+      if (job.handed !== true) await this.remember(job.attempt, outcome.carrierRef);
     } else if (outcome.kind === 'retry') {
       if (outcome.code === 0) this.lastError = outcome.info;
       const pause = throttlePauseMs(outcome.code);
@@ -365,7 +394,7 @@ export class WhatsappCarrier implements Carrier {
         .finally(() => this.inFlight.delete(id));
     }, delayMs);
     timer.unref();
-    this.retries.set(id, timer);
+    this.retries.set(id, { timer, job });
   }
 
   /** The report of a final first answer (accepted, unreachable, failed). */
@@ -406,7 +435,7 @@ export class WhatsappCarrier implements Carrier {
     if (this.closed) return;
     this.closed = true;
     // Pending retries are left to their steps' ttl timers (kept by the engine in Redis).
-    for (const timer of this.retries.values()) clearTimeout(timer);
+    for (const { timer } of this.retries.values()) clearTimeout(timer);
     this.retries.clear();
     // Unspent leased tokens go back to the shared budget.
     await Promise.all([...this.buckets.values()].map((b) => b.close()));
