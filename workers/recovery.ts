@@ -10,7 +10,7 @@ import type { Redis } from '../shared/redis.js';
 import { STATUS_JOB_OPTIONS, type Queues, type StatusJob } from '../shared/queues.js';
 import type { TtlTimers } from '../shared/engine/ttl-timers.js';
 import { CHANNEL_MODULES, isChannel, stepOf, type AttemptState, type FlowStep } from '../shared/channels/index.js';
-import { defaultTtlMinutes } from '../shared/engine/transitions.js';
+import { stepTtlMinutes } from '../shared/engine/transitions.js';
 import { addDispatchJobs, callJob, messageJob, recipientJob } from '../shared/engine/dispatch-jobs.js';
 import { enqueueBatches } from '../shared/webhooks/jobs.js';
 
@@ -148,9 +148,7 @@ export async function sweepWaitingAttempts(
       if (a.state === 'sending') failed.push(a.id);
       continue;
     }
-    const step = a.flow[a.step];
-    const ttlMinutes = (step ? stepOf(step).config.ttl : undefined) ?? defaultTtlMinutes(a.step, a.flow.length);
-    const due = (a.handed_ms ?? a.created_ms) + ttlMinutes * 60_000;
+    const due = (a.handed_ms ?? a.created_ms) + stepTtlMinutes(a.flow, a.step) * 60_000;
     await timers.set([a.id], due, 'keep');
     ttlTimers++;
   }

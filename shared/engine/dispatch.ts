@@ -26,7 +26,7 @@ import { findPrice, currentPrices } from '../domain/prices.js';
 import { inPayerOrder, payerKey, payerOf, PayerSums, type Payer, type PayerSum } from '../domain/payer.js';
 import { fromUnits, round4, toUnits } from '../domain/money.js';
 import { isInsideWindow, nextSendInstant, type DeliveryWindow } from '../schedule/window.js';
-import { defaultTtlMinutes, ttlExpiryApplies } from './transitions.js';
+import { stepTtlMinutes, ttlExpiryApplies } from './transitions.js';
 import { needsTtlTimer } from './ttl-timers.js';
 import { EVENT_PARAMS, eventsCtes, eventParams, SentMessageBody, type OutboxEvent } from './events.js';
 import type { EngineDeps, NextStep } from './types.js';
@@ -177,8 +177,7 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
       }
       continue;
     }
-    const step = stepOf(msg.flow[job.step]!);
-    due.push({ msg, recipientIds: item.recipientIds, step, ttlMinutes: step.config.ttl ?? defaultTtlMinutes(job.step, msg.flow.length) });
+    due.push({ msg, recipientIds: item.recipientIds, step: stepOf(msg.flow[job.step]!), ttlMinutes: stepTtlMinutes(msg.flow, job.step) });
   }
   if (laterOnly) {
     return { delayUntil: laterOnly, handed: 0, rejected: 0 };

@@ -11,7 +11,7 @@
  * expects is still reported once, in order. A report that is not a move forward returns null:
  * duplicates and late reports change nothing.
  */
-import { isStepSuccess, type AttemptState, type Channel } from '../channels/index.js';
+import { isStepSuccess, stepOf, type AttemptState, type Channel, type FlowStep } from '../channels/index.js';
 import { assertUnreachable } from '../errors.js';
 
 const NEXT: Record<AttemptState, readonly AttemptState[]> = {
@@ -73,6 +73,12 @@ export function ttlExpiryApplies(channel: Channel, state: AttemptState): boolean
 /** D3 default ttl: 10 minutes for a step with a next step, 1440 for the last. */
 export function defaultTtlMinutes(stepIndex: number, stepCount: number): number {
   return stepIndex < stepCount - 1 ? 10 : 1440;
+}
+
+/** A step's ttl in minutes: its own `ttl`, else the D3 default for its place in the flow. */
+export function stepTtlMinutes(flow: readonly FlowStep[], stepIndex: number): number {
+  const step = flow[stepIndex];
+  return (step ? stepOf(step).config.ttl : undefined) ?? defaultTtlMinutes(stepIndex, flow.length);
 }
 
 /** `result_info` when the carrier gave none (spec Events examples). */

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { planTransition, isRefunded, ttlExpiryApplies, defaultTtlMinutes } from '../../shared/engine/transitions.js';
-import { isStepSuccess } from '../../shared/channels/index.js';
+import { planTransition, isRefunded, ttlExpiryApplies, defaultTtlMinutes, stepTtlMinutes } from '../../shared/engine/transitions.js';
+import { isStepSuccess, type FlowStep } from '../../shared/channels/index.js';
 import { sandboxScript } from '../../shared/carriers/sandbox/outcomes.js';
 import type { AttemptState } from '../../shared/carriers/types.js';
 
@@ -47,6 +47,10 @@ test('step success conditions and ttl expiry', () => {
   assert.equal(ttlExpiryApplies('viber', 'undelivered'), false);
   assert.equal(defaultTtlMinutes(0, 2), 10);
   assert.equal(defaultTtlMinutes(1, 2), 1440);
+  const flow = [{ viber: { sender: 'Shop', ttl: 5 } }, { whatsapp_text: { sender: '100' } }, { sms: { ttl: 30 } }] as unknown as FlowStep[];
+  const rows: Array<[number, number]> = [[0, 5], [1, 10], [2, 30]];
+  for (const [index, minutes] of rows) assert.equal(stepTtlMinutes(flow, index), minutes, `step ${index}`);
+  assert.equal(stepTtlMinutes(flow.slice(0, 2), 1), 1440, 'the last step without its own ttl');
 });
 
 test('the sandbox outcome table of D10', () => {
