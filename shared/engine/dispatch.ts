@@ -27,7 +27,7 @@ import { inPayerOrder, payerKey, payerOf, PayerSums, type Payer, type PayerSum }
 import { fromUnits, round4, toUnits } from '../domain/money.js';
 import { isInsideWindow, nextSendInstant, type DeliveryWindow } from '../schedule/window.js';
 import { stepTtlMinutes, ttlExpiryApplies } from './transitions.js';
-import { needsTtlTimer } from './ttl-timers.js';
+import { mayHoldTtlTimer, needsTtlTimer } from './ttl-timers.js';
 import { EVENT_PARAMS, eventsCtes, eventParams, SentMessageBody, type OutboxEvent } from './events.js';
 import type { EngineDeps, NextStep } from './types.js';
 import { pushTo } from '../collections.js';
@@ -224,6 +224,7 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
     deps.attemptFacts.remember(f);
   }
   await handOver(deps, result.toHand, { step: job.step, flaggedMessages, dueRecipients });
+  await rearmTimers(deps, result.rearm);
   await deps.enqueueNextSteps(result.nextSteps);
   return { delayUntil: null, handed: result.toHand.length, rejected: result.rejected };
 }
@@ -240,6 +241,14 @@ interface DispatchTxResult {
   rejected: number;
   /** The facts of the attempts written and handed, to remember once the transaction committed. */
   facts: AttemptFacts[];
+  /** Attempts of an earlier run that their carrier's reports moved on without the hand-over's timers (see `rearmTimers`). */
+  rearm: Rearm[];
+}
+
+/** A ttl timer to set again (`keep`): the attempt, and its deadline (ms since the epoch). */
+interface Rearm {
+  attemptId: number;
+  due: number;
 }
 
 interface DispatchTxInput {
@@ -352,15 +361,28 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
   }
 
   // Attempts of an earlier run that were charged and recorded but never reached a carrier (a
-  // crash before the hand-over, a carrier that failed): handed again.
+  // crash before the hand-over, a carrier that failed): handed again. Those its carrier's reports
+  // moved on meanwhile (the status path records the hand-over then) are not handed again; a step
+  // still waiting for its condition gets its ttl timer again, which the crashed run may never have
+  // set, due when it would have been (the recovery sweep does the same, but only days later).
+  const rearm: Rearm[] = [];
   if (written.length < recipients.length) {
-    const { rows } = await tx.query<{ id: number; recipient_id: number }>(
-      `SELECT id, recipient_id FROM attempts WHERE recipient_id = ANY($1) AND step = $2 AND state = 'sending' AND handed_at IS NULL`,
+    const { rows } = await tx.query<{ id: number; recipient_id: number; state: AttemptState; unhanded: boolean; since_ms: number }>(
+      `SELECT id, recipient_id, state, handed_at IS NULL AS unhanded, (extract(epoch FROM COALESCE(handed_at, created_at)) * 1000)::float8 AS since_ms
+         FROM attempts WHERE recipient_id = ANY($1) AND step = $2`,
       [numberArray(recipients.filter((r) => !attemptIdOf.has(r.id)).map((r) => r.id)), step],
     );
     const byId = new Map(recipients.map((r) => [r.id, r]));
     for (const row of rows) {
       const r = byId.get(row.recipient_id)!;
+      if (row.state !== 'sending' || !row.unhanded) {
+        const part = partOf.get(r.message_id)!;
+        const channel = part.step.channel;
+        if (mayHoldTtlTimer(channel) && ttlExpiryApplies(channel, row.state)) {
+          rearm.push({ attemptId: row.id, due: row.since_ms + part.ttlMinutes * 60_000 });
+        }
+        continue;
+      }
       const part = partOf.get(r.message_id)!;
       const resolved = deps.hooks.resolveTexts ? await deps.hooks.resolveTexts(tx, part.msg.source, [r.id]) : null;
       const p = planAttempt(deps, part, r, resolved?.get(r.id), prices, planSmsOf);
@@ -378,7 +400,7 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
   for (const d of debitsOf(written)) {
     lastStatements.push(changeCreditStatement(d.payer.kind, d.payer.id, d.payer.currency, -d.units));
   }
-  return { result: { toHand, nextSteps, rejected: countRejected(written), facts }, lastStatements };
+  return { result: { toHand, nextSteps, rejected: countRejected(written), facts, rearm }, lastStatements };
 }
 
 const ATTEMPT_PARAMS = [
@@ -612,6 +634,13 @@ async function forgetRehandGuards(toHand: ToHand[]): Promise<void> {
     if (!t.carrier.settlesOnSend && t.carrier.handedOver) pushTo(byCarrier, t.carrier, t.attempt.attemptId);
   }
   await Promise.all([...byCarrier.entries()].map(([carrier, ids]) => carrier.handedOver!(ids)));
+}
+
+/** Sets the timers of `rearm` (one that exists is kept), after the dispatch committed. */
+async function rearmTimers(deps: EngineDeps, rearm: Rearm[]): Promise<void> {
+  const byDue = new Map<number, number[]>();
+  for (const r of rearm) pushTo(byDue, r.due, r.attemptId);
+  for (const [due, ids] of byDue) await deps.ttlTimers.set(ids, due, 'keep');
 }
 
 /** What lets the recovery sweep find a job's work until it is handed over (see `handOver`). */

@@ -121,3 +121,24 @@ test('set again: kept or replaced; rounds claim, fire at least once, and one bad
   assert.deepEqual(expired, [[11], [12, 13]]);
   assert.equal(await timers.size(), 0);
 });
+
+test('a dispatch job run again sets the timer its crashed run never set, due when it would have been, and sends nothing again', { timeout: 30_000 }, async () => {
+  const timers = svc.runtime.engine.ttlTimers;
+  // Sent with no receipt (sandbox 03): it waits for `delivered` until its 5 minutes end.
+  const phone = '420777605103';
+  const id = await send({ body: 'R', to: [{ phone_number: phone }], flow: [{ viber: { sender: 'Shop', ttl: 5 } }, { sms: {} }] });
+  await waitFor(async () => (await attemptOf(id))?.state === 'sent', 10_000, 'sent');
+  const a = (await attemptOf(id))!;
+  await waitFor(() => timers.deadlineOf(a.id), 5000, 'its timer');
+  // The run that handed it died before its timers; the carrier's report recorded the hand-over.
+  await timers.clear([a.id]);
+  const [row] = await svc.sql<{ recipient_id: number; message_id: string; handed_ms: number }>(
+    `SELECT r.id AS recipient_id, r.message_id, (extract(epoch FROM a.handed_at) * 1000)::float8 AS handed_ms
+       FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE a.id = $1`, [a.id]);
+  const outcome = await svc.runtime.engine.dispatch({ step: 0, messages: [{ messageId: row!.message_id, recipientIds: [Number(row!.recipient_id)] }] });
+  assert.equal(outcome.handed, 0, 'not handed again');
+  assert.equal(await timers.deadlineOf(a.id), row!.handed_ms + 5 * 60_000, 'due 5 minutes after the hand-over');
+  const [sends] = await svc.sql<{ n: number }>('SELECT count(*)::int AS n FROM sandbox_messages WHERE phone_number = $1', [phone]);
+  assert.equal(sends!.n, 1);
+  await timers.clear([a.id]);
+});
