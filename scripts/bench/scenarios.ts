@@ -392,9 +392,46 @@ export function defaultE2eRun(opts: Ctx['opts']): E2eRun {
 }
 
 /** Whether a worker process sends SMS (binds SMPP): its --pools name sms, or it has no --pools (every pool). */
-function sendsSms(args: string[]): boolean {
+/** Whether a worker process (by its arguments) runs `pool`'s jobs: every pool without `--pools=`. */
+export function runsPool(args: string[], pool: string): boolean {
   const pools = args.find((a) => a.startsWith('--pools='));
-  return pools === undefined || pools.slice('--pools='.length).split(',').includes('sms');
+  return pools === undefined || pools.slice('--pools='.length).split(',').includes(pool);
+}
+
+export interface KilledProcess {
+  id: string;
+  /** Seconds from the run's start to the kill. */
+  atS: number;
+  /** Seconds until it was up again; null when it did not start again. */
+  upAgainAfterS: number | null;
+}
+
+/**
+ * --kill-one: once `threshold` distinct events arrived (accepting, dispatch, sends, reports and
+ * webhooks all under way), SIGKILLs the first copy of every worker role at once and starts each
+ * again after `pauseMs`, as a supervisor (systemd, Docker) restarts it. `done` resolves when every
+ * kill and restart is over (at once when the threshold is not reached by `deadline`).
+ */
+export function killFirstCopiesAt(
+  service: Service, receiver: Receiver, threshold: number, deadline: number, pauseMs: number, t0: number, notes: string[],
+): { killed: KilledProcess[]; done: Promise<void> } {
+  const killed: KilledProcess[] = [];
+  const done = (async () => {
+    if (!(await receiver.waitFor(threshold, deadline, true))) {
+      return;
+    }
+    const firsts = service.processes.filter((p) => p.role !== 'web' && p.role !== 'service' && p.id === p.role);
+    await Promise.all(firsts.map(async (p) => {
+      try {
+        await service.killAndRestart(p.id, pauseMs);
+      } catch (err) {
+        notes.push(`${p.id} did not start again after its kill: ${(err as Error).message.split('\n')[0]}`);
+      }
+      const k = p.kills[p.kills.length - 1];
+      killed.push({ id: p.id, atS: k ? r1((k.at - t0) / 1000) : 0, upAgainAfterS: k?.restartedAt ? r1((k.restartedAt - k.at) / 1000) : null });
+    }));
+  })();
+  return { killed, done };
 }
 
 /** The SMPP window of an SMPP_URL query (parseSmppUrl's default 10 when absent). */
@@ -421,7 +458,7 @@ export interface SubmitCheck {
 
 /** No recipient submitted twice (each has a number of its own), none left unsubmitted. */
 function submitRepeatsCheck(r: SimRepeats, recipients: number, run: E2eRun, service: Service): SubmitCheck {
-  const killedSms = run.killOne ? service.processes.filter((p) => p.kills.length > 0 && sendsSms(p.args)).length : 0;
+  const killedSms = run.killOne ? service.processes.filter((p) => p.kills.length > 0 && runsPool(p.args, 'sms')).length : 0;
   const allowed = killedSms * windowOf(run.smppParams);
   const passed = r.destinations === recipients && r.repeated <= allowed;
   const detail = `${r.destinations}/${recipients} recipients submitted; ${r.repeated} submitted more than once ` +
@@ -599,28 +636,10 @@ export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPrio
           `${s ? `, submit_sm ${s.counters.submits}, receipts ${s.counters.receiptsSent}` : ''}, webhook events ${receiver.events}/${expectedEvents}`);
       })();
     }, 5000);
-    // --kill-one: once a third of the expected events arrived (accepting, dispatch, submits,
-    // receipts and webhooks all under way), the first copy of every worker role is SIGKILLed at
-    // once and started again after a pause, as a supervisor (systemd, Docker) restarts it.
-    const killed: Array<{ id: string; atS: number; upAgainAfterS: number | null }> = [];
-    const killDone = (async () => {
-      if (!run.killOne) {
-        return;
-      }
-      if (!(await receiver.waitFor(Math.ceil(expectedEvents / 3), deadline, true))) {
-        return;
-      }
-      const firsts = service.processes.filter((p) => p.role !== 'web' && p.role !== 'service' && p.id === p.role);
-      await Promise.all(firsts.map(async (p) => {
-        try {
-          await service.killAndRestart(p.id, opts.restartPauseMs);
-        } catch (err) {
-          notes.push(`${p.id} did not start again after its kill: ${(err as Error).message.split('\n')[0]}`);
-        }
-        const k = p.kills[p.kills.length - 1];
-        killed.push({ id: p.id, atS: k ? r1((k.at - t0) / 1000) : 0, upAgainAfterS: k?.restartedAt ? r1((k.restartedAt - k.at) / 1000) : null });
-      }));
-    })();
+    // --kill-one: the first copy of every worker role SIGKILLed once a third of the events arrived.
+    const { killed, done: killDone } = run.killOne
+      ? killFirstCopiesAt(service, receiver, Math.ceil(expectedEvents / 3), deadline, opts.restartPauseMs, t0, notes)
+      : { killed: [] as KilledProcess[], done: Promise.resolve() };
     let complete: boolean;
     try {
       await backlogDone;

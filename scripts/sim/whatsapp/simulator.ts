@@ -8,6 +8,9 @@
  *   POST /_sim/inbound  {phone_number_id, from?, text, context_id?, user_id?, omit_from?, type?}  → {id}
  *   GET  /_sim/messages?to=&limit=   sends answered, newest first          → {messages}
  *   POST /_sim/reset                 back to the seed, schedule emptied     → {ok}
+ *   GET  /_sim/sends                 accepted sends per number: how many numbers, how many sends,
+ *                                    the numbers sent more than once        → {destinations, sends, repeated, repeatedCount, truncated}
+ *   POST /_sim/sends/reset           those counts back to zero              → {ok}
  *   GET|POST /_sim/codes?waba_id=    a fresh single-use signup code (what FB.login gives the page, so API
  *                                    tests can skip the browser) → {code, waba_id, phone_number_id, business_id, used, issued_at}
  *   GET  /_sim/codes?list=1          the codes issued, newest first         → {codes}
@@ -270,6 +273,11 @@ export async function startWhatsappSimulator(opts: WhatsappSimulatorOptions = {}
       }
       case 'POST /_sim/reset':
         sim.reset();
+        return reply(res, 200, { ok: true });
+      case 'GET /_sim/sends':
+        return reply(res, 200, state.sendCounts());
+      case 'POST /_sim/sends/reset':
+        state.resetSendCounts();
         return reply(res, 200, { ok: true });
       case 'GET /_sim/codes':
       case 'POST /_sim/codes': {

@@ -54,6 +54,23 @@ export interface SimMessage {
 const MAX_CODES = 1000;
 const MAX_INBOUND_KEYS = 200_000;
 const MAX_FLAKY_KEYS = 100_000;
+/** Numbers whose accepted sends are counted (`sendCounts`); beyond it new numbers are not. */
+const MAX_COUNTED_NUMBERS = 2_000_000;
+/** Repeated numbers `sendCounts` lists. */
+const MAX_LISTED_REPEATS = 1000;
+
+/** Accepted sends per number since the last reset of the counts: "was anyone sent a message twice?". */
+export interface SendCounts {
+  /** Distinct numbers Meta took a send to. */
+  destinations: number;
+  /** Sends taken (a wamid given). */
+  sends: number;
+  /** Numbers taken more than once, with their counts (at most 1,000 listed). */
+  repeated: Array<[string, number]>;
+  repeatedCount: number;
+  /** More numbers than the counter keeps: later ones were not counted. */
+  truncated: boolean;
+}
 
 export class SimState {
   readonly tokens = new Map<string, Set<string>>();
@@ -68,6 +85,9 @@ export class SimState {
   /** Failed tries so far of the 06 outcome per message key. */
   readonly flaky = new Map<string, number>();
   private records: SimMessage[] = [];
+  private readonly accepted = new Map<string, number>();
+  private acceptedSends = 0;
+  private countsTruncated = false;
 
   constructor(readonly seed: WhatsappSeed, private readonly maxMessages: number) {
     this.reset();
@@ -83,6 +103,7 @@ export class SimState {
     this.lastInbound.clear();
     this.flaky.clear();
     this.records = [];
+    this.resetSendCounts();
     for (const b of this.seed.businesses) this.businesses.set(b.id, b.name);
     for (const t of this.seed.tokens) this.tokens.set(t.token, new Set(t.wabas));
     for (const w of this.seed.wabas) this.wabas.set(w.id, { seed: w, subscribed: this.seed.tokens.some((t) => t.wabas.includes(w.id)), shared: w.shared === true, partnerAddedDue: false });
@@ -135,8 +156,34 @@ export class SimState {
   }
 
   record(m: SimMessage): void {
+    if (m.id !== null) this.countSend(m.to);
     this.records.push(m);
     if (this.records.length > this.maxMessages * 1.25) this.records.splice(0, this.records.length - this.maxMessages);
+  }
+
+  private countSend(to: string): void {
+    this.acceptedSends++;
+    const n = this.accepted.get(to);
+    if (n !== undefined) this.accepted.set(to, n + 1);
+    else if (this.accepted.size < MAX_COUNTED_NUMBERS) this.accepted.set(to, 1);
+    else this.countsTruncated = true;
+  }
+
+  sendCounts(): SendCounts {
+    const repeated: Array<[string, number]> = [];
+    let repeatedCount = 0;
+    for (const [to, n] of this.accepted) {
+      if (n < 2) continue;
+      repeatedCount++;
+      if (repeated.length < MAX_LISTED_REPEATS) repeated.push([to, n]);
+    }
+    return { destinations: this.accepted.size, sends: this.acceptedSends, repeated, repeatedCount, truncated: this.countsTruncated };
+  }
+
+  resetSendCounts(): void {
+    this.accepted.clear();
+    this.acceptedSends = 0;
+    this.countsTruncated = false;
   }
 
   /** Sends, newest first, optionally to one number (digits, `+` ignored). */
