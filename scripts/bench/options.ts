@@ -127,8 +127,9 @@ const USAGE = `usage: node --import tsx scripts/bench/run.ts [options]
   --kill-one               e2e-smpp: once a third of the expected webhook events arrived, SIGKILL the
                            first copy of each worker role, restart it after 2 s (as a supervisor does)
                            and check the same (repeats within SMPP's at-least-once bound are reported);
-                           e2e-whatsapp: its run is itself the kill run, checked the same way, plus Meta
-                           sends per number and a ttl timer for every attempt still waiting
+                           e2e-whatsapp and e2e-viber: their run is itself the kill run, checked the same
+                           way, plus a ttl timer for every attempt still waiting (and Meta's sends per
+                           number for WhatsApp)
   --no-baseline            with --copies / --kill-one, do not run e2e-smpp with one copy first
   --receipt-delay MS       simulator receipt delay (default 50; e2e-viber: its first callback)
   --processes procfile|start|all|split   the Procfile's processes, as docker-compose runs them (default: its

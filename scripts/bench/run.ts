@@ -21,7 +21,7 @@ import { killOrphans, machineCpuSeconds, stopChild, type Child } from './procs.j
 import { Cleanups, repoRoot, runHarness } from './lifecycle.js';
 import { serviceRoles, startOwnRedis, type Ctx } from './stack.js';
 import { Meter } from './meter.js';
-import { acceptScenario, defaultE2eRun, e2eScenario, verifyScenario, webhooksScenario, type E2eRun, type ScenarioResult } from './scenarios.js';
+import { acceptScenario, defaultE2eRun, e2eScenario, killVariant, verifyScenario, webhooksScenario, type E2eRun, type ScenarioResult } from './scenarios.js';
 import { copiesByRole, describeCopies, hasCopies, unknownRoles, withTps } from './copies.js';
 import { formatTable } from './report.js';
 import { describeProbe, probeMachine } from './machine-probe.js';
@@ -119,7 +119,7 @@ function e2eRuns(opts: Options, root: string): E2eRun[] {
     runs.push({ ...plain, label: 'e2en', variant: `copies: ${copies}` });
   }
   if (opts.killOne) {
-    runs.push({ ...plain, label: 'e2ekill', killOne: true, variant: `copies: ${copies}; the first copy of each worker role SIGKILLed mid-run, restarted after ${opts.restartPauseMs / 1000} s` });
+    runs.push({ ...plain, label: 'e2ekill', killOne: true, variant: `copies: ${copies}; ${killVariant(opts.restartPauseMs)}` });
   }
   return runs;
 }

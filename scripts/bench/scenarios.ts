@@ -10,7 +10,7 @@ import { resolveCarrier, type Options } from './options.js';
 import { tpsOf, type CopiesSpec } from './copies.js';
 import { chargeFigures, type ChargeFigures } from './charges.js';
 import { summariseProfile, formatProfile, type ProfileSummary } from './profile.js';
-import { processRssBytes, spawnChild } from './procs.js';
+import { processRssBytes, spawnChild, type Child } from './procs.js';
 import path from 'node:path';
 
 export interface ScenarioResult {
@@ -398,6 +398,42 @@ export function runsPool(args: string[], pool: string): boolean {
   return pools === undefined || pools.slice('--pools='.length).split(',').includes(pool);
 }
 
+/**
+ * How long a kill run waits without a new event before it gives up: a killed process's jobs come
+ * back when their lock runs out (DISPATCH_LOCK_MS to twice that; BullMQ's 30 s lock checked every
+ * 30 s for status and webhook jobs), and work it had not queued yet is found by the recovery sweep
+ * (RECOVERY_SWEEP_MS, 30 s, plus a grace of 30 s): up to ~90 s at the defaults.
+ */
+export const KILL_STALL_MS = 120_000;
+
+/** A service process exited without the harness asking it to, or the simulator did. */
+export function somethingDied(service: Service, simulator: Child | null): boolean {
+  return service.unexpectedExits().length > 0 || (simulator !== null && !simulator.alive());
+}
+
+/** Notes for the processes that exited during the run (their figures are not valid). */
+export async function noteExits(service: Service, simulator: Child | null, notes: string[]): Promise<void> {
+  for (const id of service.unexpectedExits()) {
+    const c = service.processes.find((p) => p.id === id)!.child;
+    notes.push(`${c.name} exited (${await c.exited}) during the run; the figures are not valid (see its log)`);
+  }
+  if (simulator && !simulator.alive()) {
+    notes.push(`the simulator exited (${await simulator.exited}) during the run; the figures are not valid (see its log)`);
+  }
+}
+
+/** How a kill run describes itself (`variant`). */
+export const killVariant = (pauseMs: number): string => `the first copy of each worker role SIGKILLed mid-run, restarted after ${pauseMs / 1000} s`;
+
+/** --kill-one in a scenario: the kill (see `killFirstCopiesAt`) when asked for, else nothing. */
+export function maybeKill(
+  killOne: boolean, service: Service, receiver: Receiver, expectedEvents: number, deadline: number, pauseMs: number, t0: number, notes: string[],
+): { killed: KilledProcess[]; done: Promise<void> } {
+  return killOne
+    ? killFirstCopiesAt(service, receiver, Math.ceil(expectedEvents / 3), deadline, pauseMs, t0, notes)
+    : { killed: [], done: Promise.resolve() };
+}
+
 export interface KilledProcess {
   id: string;
   /** Seconds from the run's start to the kill. */
@@ -565,7 +601,7 @@ export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPrio
     const pgSampler = await startPgSampler(ctx, service);
     const t0 = Date.now();
     // 100,000 recipients: at most ~17.5 min, so that a full run stays within 30 minutes even when slow.
-    const timeoutMs = (opts.quick ? 20_000 : 60_000) + n * 10 + priorityCount * opts.priorityIntervalMs + (run.killOne ? 60_000 : 0);
+    const timeoutMs = (opts.quick ? 20_000 : 60_000) + n * 10 + priorityCount * opts.priorityIntervalMs + (run.killOne ? KILL_STALL_MS : 0);
     const deadline = t0 + timeoutMs;
 
     // Backlog: every request of 100 recipients, `concurrency` in flight.
@@ -637,25 +673,15 @@ export async function e2eScenario(ctx: Ctx, withBacklogResult: boolean, withPrio
       })();
     }, 5000);
     // --kill-one: the first copy of every worker role SIGKILLed once a third of the events arrived.
-    const { killed, done: killDone } = run.killOne
-      ? killFirstCopiesAt(service, receiver, Math.ceil(expectedEvents / 3), deadline, opts.restartPauseMs, t0, notes)
-      : { killed: [] as KilledProcess[], done: Promise.resolve() };
+    const { killed, done: killDone } = maybeKill(run.killOne, service, receiver, expectedEvents, deadline, opts.restartPauseMs, t0, notes);
     let complete: boolean;
     try {
       await backlogDone;
       await priorityDone;
-      const died = () => service.unexpectedExits().length > 0 || (sim !== null && !sim.child.alive());
-      // A kill's jobs are taken over after DISPATCH_LOCK_MS to twice that: a longer stall is allowed.
-      const stallMs = run.killOne ? 60_000 : opts.quick ? 8000 : 30_000;
-      complete = await waitWithStall(receiver, expectedEvents, deadline, stallMs, died, true);
+      const stallMs = run.killOne ? KILL_STALL_MS : opts.quick ? 8000 : 30_000;
+      complete = await waitWithStall(receiver, expectedEvents, deadline, stallMs, () => somethingDied(service, sim?.child ?? null), true);
       await killDone;
-      for (const id of service.unexpectedExits()) {
-        const c = service.processes.find((p) => p.id === id)!.child;
-        notes.push(`${c.name} exited (${await c.exited}) during the run; the figures are not valid (see its log)`);
-      }
-      if (sim && !sim.child.alive()) {
-        notes.push(`the simulator exited (${await sim.child.exited}) during the run; the figures are not valid (see its log)`);
-      }
+      await noteExits(service, sim?.child ?? null, notes);
     } finally {
       clearInterval(progress);
       probing = false;

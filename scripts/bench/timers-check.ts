@@ -8,6 +8,8 @@
  */
 import type pg from 'pg';
 import type { Redis } from 'ioredis';
+import { chargeFigures, type ChargeFigures } from './charges.js';
+import { BENCH_CREDIT_CZK } from './stack.js';
 import { isChannel } from '../../shared/channels/index.js';
 import { mayHoldTtlTimer, ttlTimersKey } from '../../shared/engine/ttl-timers.js';
 import { ttlExpiryApplies } from '../../shared/engine/transitions.js';
@@ -37,4 +39,18 @@ export async function timersCheck(db: pg.Pool, redis: Redis, redisPrefix: string
     });
   }
   return { waiting: waiting.length, withoutTimer: missing.length, examples: missing.slice(0, 10), passed: missing.length === 0 };
+}
+
+/** The checks of a run once it settled (charges and timers), each failing one noted in `notes`. */
+export async function settledChecks(
+  db: pg.Pool, redis: Redis, redisPrefix: string, accountId: number, since: Date, notes: string[],
+): Promise<{ charges: ChargeFigures; timersCheck: TimersCheck }> {
+  const charges = await chargeFigures(db, accountId, BENCH_CREDIT_CZK);
+  if (!charges.passed) {
+    notes.push(`charges: balance ${charges.balance} ≠ ${charges.expectedBalance} (credit − Σ charged), or ` +
+      `${charges.recipientsWithSeveralAttempts} recipients with more than one attempt`);
+  }
+  const timers = await timersCheck(db, redis, redisPrefix, since);
+  if (!timers.passed) notes.push(`${timers.withoutTimer} of ${timers.waiting} attempts still waiting hold no ttl timer (e.g. ${timers.examples.join(', ')})`);
+  return { charges, timersCheck: timers };
 }

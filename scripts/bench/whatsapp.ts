@@ -18,14 +18,13 @@ import path from 'node:path';
 import { Meter, costPer, workPer, writesPer } from './meter.js';
 import { Client, percentiles, runBounded, sleep } from './load.js';
 import { Receiver, byPhone } from './receiver.js';
-import { BENCH_CREDIT_CZK, createAccount, startService, type Ctx, type Service } from './stack.js';
-import { chargeFigures } from './charges.js';
-import { timersCheck } from './timers-check.js';
+import { createAccount, startService, type Ctx, type Service } from './stack.js';
+import { settledChecks } from './timers-check.js';
 import { spawnChild, stopChild, type Child } from './procs.js';
 import { DEFAULT_SEED } from '../sim/whatsapp/seed.js';
 import {
-  backlogPhone, checkEvents, expectedResults, finish, killFirstCopiesAt, r1, rate, runsPool, serviceFindings, serviceRole, startPgSampler, waitWithStall,
-  warmupPhone, type KilledProcess, type ScenarioResult,
+  KILL_STALL_MS, backlogPhone, checkEvents, expectedResults, finish, killVariant, maybeKill, noteExits, r1, rate, runsPool, serviceFindings, serviceRole, somethingDied,
+  startPgSampler, waitWithStall, warmupPhone, type ScenarioResult,
 } from './scenarios.js';
 
 const CONNECTION = 'bench';
@@ -194,7 +193,7 @@ export async function e2eWhatsappScenario(ctx: Ctx): Promise<ScenarioResult> {
     const pgSampler = await startPgSampler(ctx, service);
     const t0 = Date.now();
     const killOne = opts.killOne;
-    const deadline = t0 + (opts.quick ? 20_000 : 60_000) + n * 10 + (killOne ? 60_000 : 0);
+    const deadline = t0 + (opts.quick ? 20_000 : 60_000) + n * 10 + (killOne ? KILL_STALL_MS : 0);
 
     const acceptLatencies: number[] = [];
     const statuses: Record<string, number> = {};
@@ -215,21 +214,14 @@ export async function e2eWhatsappScenario(ctx: Ctx): Promise<ScenarioResult> {
       })();
     }, 5000);
     // --kill-one: the first copy of every worker role SIGKILLed once a third of the events arrived.
-    const { killed, done: killDone } = killOne
-      ? killFirstCopiesAt(service, receiver, Math.ceil(expectedEvents / 3), deadline, opts.restartPauseMs, t0, notes)
-      : { killed: [] as KilledProcess[], done: Promise.resolve() };
+    const { killed, done: killDone } = maybeKill(killOne, service, receiver, expectedEvents, deadline, opts.restartPauseMs, t0, notes);
     let complete: boolean;
     try {
       await backlogDone;
-      const died = () => service.unexpectedExits().length > 0 || !sim!.child.alive();
-      // A killed process's jobs are taken over after their lock expires: a longer stall is allowed.
-      complete = await waitWithStall(receiver, expectedEvents, deadline, killOne ? 60_000 : opts.quick ? 8000 : 30_000, died, true);
+      const simChild = sim.child;
+      complete = await waitWithStall(receiver, expectedEvents, deadline, killOne ? KILL_STALL_MS : opts.quick ? 8000 : 30_000, () => somethingDied(service, simChild), true);
       await killDone;
-      for (const id of service.unexpectedExits()) {
-        const c = service.processes.find((p) => p.id === id)!.child;
-        notes.push(`${c.name} exited (${await c.exited}) during the run; the figures are not valid (see its log)`);
-      }
-      if (!sim.child.alive()) notes.push(`the simulator exited (${await sim.child.exited}) during the run; the figures are not valid (see its log)`);
+      await noteExits(service, simChild, notes);
     } finally {
       clearInterval(progress);
     }
@@ -248,13 +240,7 @@ export async function e2eWhatsappScenario(ctx: Ctx): Promise<ScenarioResult> {
     const sendCounts = await sim.control.json<SendCounts>('GET', '/_sim/sends');
     const sendCheck = graphSendCheck(sendCounts.body, n, killedSenders);
     if (!sendCheck.passed) notes.push(sendCheck.detail);
-    const charges = await chargeFigures(service.db.pool, account.accountId, BENCH_CREDIT_CZK);
-    if (!charges.passed) {
-      notes.push(`charges: balance ${charges.balance} ≠ ${charges.expectedBalance} (credit − Σ charged), or ` +
-        `${charges.recipientsWithSeveralAttempts} recipients with more than one attempt`);
-    }
-    const timers = await timersCheck(service.db.pool, ctx.redis, service.prefix, measuredFrom);
-    if (!timers.passed) notes.push(`${timers.withoutTimer} of ${timers.waiting} attempts still waiting hold no ttl timer (e.g. ${timers.examples.join(', ')})`);
+    const settled = await settledChecks(service.db.pool, ctx.redis, service.prefix, account.accountId, measuredFrom, notes);
 
     const db = service.db.pool;
     const { rows: [sends] } = await db.query<{ n: string; last: string | null }>(
@@ -275,9 +261,9 @@ export async function e2eWhatsappScenario(ctx: Ctx): Promise<ScenarioResult> {
     return {
       scenario: 'e2e-whatsapp',
       ok: check.passed && complete && (graphSends === n || killOne) && (statuses['200'] ?? 0) === bodies.length &&
-        sendCheck.passed && charges.passed && timers.passed && killed.every((k) => k.upAgainAfterS !== null),
+        sendCheck.passed && settled.charges.passed && settled.timersCheck.passed && killed.every((k) => k.upAgainAfterS !== null),
       notes,
-      ...(killOne && { variant: `the first copy of each worker role SIGKILLed mid-run, restarted after ${opts.restartPauseMs / 1000} s`, killed }),
+      ...(killOne && { variant: killVariant(opts.restartPauseMs), killed }),
       processes: opts.processes,
       recipients: n,
       warmup,
@@ -300,8 +286,7 @@ export async function e2eWhatsappScenario(ctx: Ctx): Promise<ScenarioResult> {
       attempts: Object.fromEntries(states.map((s) => [s.state, Number(s.n)])),
       check,
       sendCheck,
-      charges,
-      timersCheck: timers,
+      ...settled,
       cpu,
       cpuUsPerRecipient: costPer(cpu, n),
       writeSyscallsPerRecipient: writesPer(cpu, n),
