@@ -112,7 +112,7 @@ interface WaitingAttempt {
 
 /**
  * Attempts nothing may move again otherwise: their ttl timer was lost with Redis, or their carrier
- * never answered. Walks the attempts by id from a cursor kept in Redis, up to `limit` per sweep and
+ * never answered. Walks the attempts by id from a cursor kept in Redis, up to `limit` per call (a page; `sweepWaitingPages` pages on) and
  * never past one made less than `boundMs` ago (default 72 h: RECEIPT_WAIT_HOURS):
  * - a step that succeeds at `delivered` (Viber, WhatsApp) still `sending` or `sent`: its ttl timer
  *   is set again (one that still exists is kept), due when the ttl ends, so the step ends
@@ -125,8 +125,9 @@ interface WaitingAttempt {
 export async function sweepWaitingAttempts(
   db: Db, redis: Redis, queues: Queues, timers: Pick<TtlTimers, 'set'>,
   opts: { boundMs: number; cursorKey: string; limit?: number; now?: number },
-): Promise<{ checked: number; ttlTimers: number; failed: number }> {
+): Promise<{ checked: number; ttlTimers: number; failed: number; more: boolean }> {
   const now = opts.now ?? Date.now();
+  const limit = opts.limit ?? 2000;
   const cursor = Number(await redis.get(opts.cursorKey) ?? 0);
   const { rows } = await db.query<WaitingAttempt>(
     `SELECT a.id, a.channel, a.state, a.step, (extract(epoch FROM a.created_at) * 1000)::float8 AS created_ms,
@@ -135,7 +136,7 @@ export async function sweepWaitingAttempts(
        JOIN recipients r ON r.id = a.recipient_id
        JOIN messages m ON m.id = r.message_id
       ORDER BY a.id`,
-    [cursor, opts.limit ?? 2000],
+    [cursor, limit],
   );
   let last = cursor;
   let ttlTimers = 0;
@@ -158,8 +159,35 @@ export async function sweepWaitingAttempts(
     await queues.statusQueueFor(attemptId).add('reports', { kind: 'reports', reports } satisfies StatusJob, STATUS_JOB_OPTIONS);
   }
   if (last !== cursor) await redis.set(opts.cursorKey, String(last));
-  return { checked: rows.length, ttlTimers, failed: failed.length };
+  // A full page walked to its end: attempts old enough may follow it.
+  const more = rows.length === limit && last === rows[rows.length - 1]!.id;
+  return { checked: rows.length, ttlTimers, failed: failed.length, more };
 }
+
+/**
+ * `sweepWaitingAttempts` page after page until the cursor reaches attempts younger than the bound,
+ * or for `budgetMs`: a page per sweep (2,000 every 30 s, 67 a second) would fall further behind
+ * every day a deployment sends more than that, and walking from the start again after Redis lost
+ * the cursor would take weeks.
+ */
+export async function sweepWaitingPages(
+  db: Db, redis: Redis, queues: Queues, timers: Pick<TtlTimers, 'set'>,
+  opts: { boundMs: number; cursorKey: string; budgetMs: number; limit?: number },
+): Promise<{ checked: number; ttlTimers: number; failed: number; pages: number }> {
+  const until = Date.now() + opts.budgetMs;
+  const total = { checked: 0, ttlTimers: 0, failed: 0, pages: 0 };
+  for (;;) {
+    const page = await sweepWaitingAttempts(db, redis, queues, timers, opts);
+    total.checked += page.checked;
+    total.ttlTimers += page.ttlTimers;
+    total.failed += page.failed;
+    total.pages++;
+    if (!page.more || Date.now() >= until) return total;
+  }
+}
+
+/** How long one recovery sweep may walk pages of attempts (`sweepWaitingPages`). */
+const WAITING_SWEEP_BUDGET_MS = 5000;
 
 export class RecoverySweep {
   private timer: NodeJS.Timeout | null = null;
@@ -180,8 +208,8 @@ export class RecoverySweep {
         if (result.dispatch + result.webhooks > 0) {
           this.logger.info(result, 'recovery sweep re-enqueued work');
         }
-        const waiting = await sweepWaitingAttempts(this.db, this.redis, this.queues, this.timers, {
-          boundMs: this.opts.receiptWaitMs, cursorKey: `${this.opts.redisPrefix}:sweep:waiting-attempts`,
+        const waiting = await sweepWaitingPages(this.db, this.redis, this.queues, this.timers, {
+          boundMs: this.opts.receiptWaitMs, cursorKey: `${this.opts.redisPrefix}:sweep:waiting-attempts`, budgetMs: WAITING_SWEEP_BUDGET_MS,
         });
         if (waiting.ttlTimers + waiting.failed > 0) {
           this.logger.info(waiting, 'recovery sweep settled attempts that waited too long');

@@ -7,7 +7,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestService, waitFor, type TestService } from '../support/harness.js';
-import { sweepWaitingAttempts } from '../../workers/recovery.js';
+import { sweepWaitingAttempts, sweepWaitingPages } from '../../workers/recovery.js';
 import { ttlTimersKey } from '../../shared/engine/ttl-timers.js';
 
 let svc: TestService;
@@ -58,4 +58,24 @@ test('attempts that waited too long are settled; their timers come back', { time
   // The cursor moved past them: a second sweep finds nothing new.
   const again = await sweepWaitingAttempts(svc.runtime.db, svc.runtime.redis, svc.runtime.queues, svc.runtime.engine.ttlTimers, { boundMs: 0, cursorKey: `${svc.prefix}:test-cursor` });
   assert.equal(again.failed + again.ttlTimers, 0);
+});
+
+test('one sweep walks page after page until it reaches the bound, within its time budget', { timeout: 30_000 }, async () => {
+  const [row] = await svc.sql<{ n: number; max: number }>('SELECT count(*)::int AS n, max(id)::int AS max FROM attempts');
+  const { n, max } = row!;
+  assert.ok(n >= 3, `${n} attempts`);
+  const args = [svc.runtime.db, svc.runtime.redis, svc.runtime.queues, svc.runtime.engine.ttlTimers] as const;
+  // A budget already spent: one page of one attempt, and the cursor stays just past it.
+  const one = await sweepWaitingPages(...args, { boundMs: 0, cursorKey: `${svc.prefix}:pages-cursor`, limit: 1, budgetMs: 0 });
+  assert.deepEqual([one.pages, one.checked], [1, 1]);
+  // Time enough: every remaining attempt in one sweep, one page each, then an empty page.
+  const rest = await sweepWaitingPages(...args, { boundMs: 0, cursorKey: `${svc.prefix}:pages-cursor`, limit: 1, budgetMs: 20_000 });
+  assert.equal(rest.checked, n - 1);
+  assert.equal(rest.pages, n);
+  assert.equal(Number(await svc.runtime.redis.get(`${svc.prefix}:pages-cursor`)), max);
+  // The bound stops it: attempts younger than an hour are left for later, and the cursor stays.
+  await svc.runtime.redis.del(`${svc.prefix}:pages-cursor`);
+  const young = await sweepWaitingPages(...args, { boundMs: 3_600_000, cursorKey: `${svc.prefix}:pages-cursor`, limit: 1, budgetMs: 20_000 });
+  assert.deepEqual([young.pages, young.checked], [1, 1]);
+  assert.equal(await svc.runtime.redis.get(`${svc.prefix}:pages-cursor`), null);
 });
