@@ -215,11 +215,17 @@ export class RecoverySweep {
         if (result.dispatch + result.webhooks > 0) {
           this.logger.info(result, 'recovery sweep re-enqueued work');
         }
-        const waiting = await sweepWaitingPages(this.db, this.redis, this.queues, this.timers, {
-          boundMs: this.opts.receiptWaitMs, cursorKey: `${this.opts.redisPrefix}:sweep:waiting-attempts`, budgetMs: WAITING_SWEEP_BUDGET_MS,
-        });
-        if (waiting.ttlTimers + waiting.failed > 0) {
-          this.logger.info(waiting, 'recovery sweep settled attempts that waited too long');
+        // One process at a time walks the cursor (several status roles would walk the same pages
+        // and set the cursor back and forth): the first to take the lock, held for the walk's
+        // budget and a margin, and left to expire.
+        const cursorKey = `${this.opts.redisPrefix}:sweep:waiting-attempts`;
+        if (await this.redis.set(`${cursorKey}:lock`, String(process.pid), 'PX', WAITING_SWEEP_BUDGET_MS + 10_000, 'NX') === 'OK') {
+          const waiting = await sweepWaitingPages(this.db, this.redis, this.queues, this.timers, {
+            boundMs: this.opts.receiptWaitMs, cursorKey, budgetMs: WAITING_SWEEP_BUDGET_MS,
+          });
+          if (waiting.ttlTimers + waiting.failed > 0) {
+            this.logger.info(waiting, 'recovery sweep settled attempts that waited too long');
+          }
         }
       } catch (err) {
         // Work stays findable in Postgres: the next sweep tries again.

@@ -391,11 +391,19 @@ export function defaultE2eRun(opts: Ctx['opts']): E2eRun {
   return { scenario: 'e2e-smpp', label: 'e2e', smppParams: opts.smppParams, recipients: opts.recipients, copies: opts.copies, killOne: false, variant: null };
 }
 
-/** Whether a worker process sends SMS (binds SMPP): its --pools name sms, or it has no --pools (every pool). */
-/** Whether a worker process (by its arguments) runs `pool`'s jobs: every pool without `--pools=`. */
+/** Whether a worker process (by its arguments) runs `pool`'s jobs (SMS: it binds SMPP): every pool without `--pools=`. */
 export function runsPool(args: string[], pool: string): boolean {
-  const pools = args.find((a) => a.startsWith('--pools='));
-  return pools === undefined || pools.slice('--pools='.length).split(',').includes(pool);
+  return listedOrAll(args, '--pools=', pool);
+}
+
+/** Whether a worker process runs jobs of `lane`: every lane without `--lanes=`. */
+export function runsLane(args: string[], lane: string): boolean {
+  return listedOrAll(args, '--lanes=', lane);
+}
+
+function listedOrAll(args: string[], flag: string, name: string): boolean {
+  const list = args.find((a) => a.startsWith(flag));
+  return list === undefined || list.slice(flag.length).split(',').includes(name);
 }
 
 /**

@@ -3,7 +3,8 @@
  * the run that still waits for its step's condition (a WhatsApp or Viber attempt `sent` without a
  * receipt, say) holds a ttl timer in Redis (`<prefix>:ttl-timers`, shared/engine/ttl-timers.ts),
  * which ends it `undelivered` at its deadline and moves its flow on. One without a timer would
- * wait for the recovery sweep (minutes later) instead. SMS attempts are left out: their step
+ * wait for the recovery sweep instead, which looks at attempts only once they are
+ * RECEIPT_WAIT_HOURS (72) old. SMS attempts are left out: their step
  * succeeds at `sent`, and one still `sending` over SMPP is the sweep's by design (no timer).
  */
 import type pg from 'pg';

@@ -27,6 +27,8 @@ async function main(): Promise<void> {
     verifyOnStart: false,
     // The harness reads nothing back from the sends: a short list keeps memory flat.
     maxMessages: 1000,
+    // The kill run's check: no number sent twice beyond what a kill may repeat (GET /_sim/sends).
+    countSends: true,
     webhooks: { concurrency: 32, maxQueued: 100_000 },
   });
   process.stdout.write(`${JSON.stringify({ event: 'listening', url: sim.url })}\n`);

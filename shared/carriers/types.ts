@@ -82,9 +82,11 @@ export interface Carrier {
   send(attempts: OutboundAttempt[]): Promise<void>;
   /**
    * Called once the engine has recorded the hand-over of these attempts (`attempts.handed_at`,
-   * committed), for a carrier that does not settle on send: they will never be handed again, so
-   * what the carrier keeps to recognise a re-hand can go (WhatsApp: the accepted wamids in Redis).
-   * Must not throw: what it fails to drop should expire on its own.
+   * committed), for a carrier that does not settle on send: no job hands them again, except a copy
+   * of the same job that read them before the record (a stalled job taken over while its first run
+   * lives), moments later. What the carrier keeps to recognise a re-hand may go after that
+   * (WhatsApp: the accepted wamids in Redis expire ten minutes later). Must not throw: what it
+   * fails to shorten should expire on its own.
    */
   handedOver?(attemptIds: number[]): Promise<void>;
   close(): Promise<void>;

@@ -224,7 +224,7 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
     deps.attemptFacts.remember(f);
   }
   await handOver(deps, result.toHand, { step: job.step, flaggedMessages, dueRecipients });
-  await rearmTimers(deps, result.rearm);
+  await afterHandedBefore(deps, result.handedBefore);
   await deps.enqueueNextSteps(result.nextSteps);
   return { delayUntil: null, handed: result.toHand.length, rejected: result.rejected };
 }
@@ -241,14 +241,17 @@ interface DispatchTxResult {
   rejected: number;
   /** The facts of the attempts written and handed, to remember once the transaction committed. */
   facts: AttemptFacts[];
-  /** Attempts of an earlier run that their carrier's reports moved on without the hand-over's timers (see `rearmTimers`). */
-  rearm: Rearm[];
+  /** Attempts of an earlier run whose hand-over is recorded, not handed again (see `afterHandedBefore`). */
+  handedBefore: HandedBefore[];
 }
 
-/** A ttl timer to set again (`keep`): the attempt, and its deadline (ms since the epoch). */
-interface Rearm {
+/** An attempt an earlier run handed over, as a job run again finds it. */
+interface HandedBefore {
   attemptId: number;
-  due: number;
+  /** Its carrier by today's routes (null when none routes it now). */
+  carrier: Carrier | null;
+  /** Its ttl timer's deadline (ms since the epoch) while its step still waits; else null. */
+  due: number | null;
 }
 
 interface DispatchTxInput {
@@ -361,11 +364,12 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
   }
 
   // Attempts of an earlier run that were charged and recorded but never reached a carrier (a
-  // crash before the hand-over, a carrier that failed): handed again. Those its carrier's reports
-  // moved on meanwhile (the status path records the hand-over then) are not handed again; a step
-  // still waiting for its condition gets its ttl timer again, which the crashed run may never have
-  // set, due when it would have been (the recovery sweep does the same, but only days later).
-  const rearm: Rearm[] = [];
+  // crash before the hand-over, a carrier that failed): handed again. Those whose hand-over is
+  // recorded (by that run, or by the status path when their carrier's reports moved them on
+  // meanwhile) are not handed again: that run may have died before what follows the record, so a
+  // step still waiting for its condition gets its ttl timer again, due when it would have been
+  // (the recovery sweep does the same, but only days later), and the carrier hears of the record.
+  const handedBefore: HandedBefore[] = [];
   if (written.length < recipients.length) {
     const { rows } = await tx.query<{ id: number; recipient_id: number; state: AttemptState; unhanded: boolean; since_ms: number }>(
       `SELECT id, recipient_id, state, handed_at IS NULL AS unhanded, (extract(epoch FROM COALESCE(handed_at, created_at)) * 1000)::float8 AS since_ms
@@ -375,15 +379,14 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
     const byId = new Map(recipients.map((r) => [r.id, r]));
     for (const row of rows) {
       const r = byId.get(row.recipient_id)!;
+      const part = partOf.get(r.message_id)!;
       if (row.state !== 'sending' || !row.unhanded) {
-        const part = partOf.get(r.message_id)!;
         const channel = part.step.channel;
-        if (mayHoldTtlTimer(channel) && ttlExpiryApplies(channel, row.state)) {
-          rearm.push({ attemptId: row.id, due: row.since_ms + part.ttlMinutes * 60_000 });
-        }
+        const waits = mayHoldTtlTimer(channel) && ttlExpiryApplies(channel, row.state);
+        const { carrier } = planAttempt(deps, part, r, undefined, prices, planSmsOf);
+        handedBefore.push({ attemptId: row.id, carrier, due: waits ? row.since_ms + part.ttlMinutes * 60_000 : null });
         continue;
       }
-      const part = partOf.get(r.message_id)!;
       const resolved = deps.hooks.resolveTexts ? await deps.hooks.resolveTexts(tx, part.msg.source, [r.id]) : null;
       const p = planAttempt(deps, part, r, resolved?.get(r.id), prices, planSmsOf);
       if (p.carrier) {
@@ -400,7 +403,7 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
   for (const d of debitsOf(written)) {
     lastStatements.push(changeCreditStatement(d.payer.kind, d.payer.id, d.payer.currency, -d.units));
   }
-  return { result: { toHand, nextSteps, rejected: countRejected(written), facts, rearm }, lastStatements };
+  return { result: { toHand, nextSteps, rejected: countRejected(written), facts, handedBefore }, lastStatements };
 }
 
 const ATTEMPT_PARAMS = [
@@ -625,22 +628,30 @@ function debitsOf(written: Planned[]): PayerSum[] {
 }
 
 /**
- * The hand-over of the attempts of carriers that do not settle on send is committed: nothing
- * hands them again, so their carriers may drop what guards a re-hand (`Carrier.handedOver`).
+ * The hand-over of these attempts is committed: their carriers (those that do not settle on send)
+ * may let what guards a re-hand go (`Carrier.handedOver`).
  */
-async function forgetRehandGuards(toHand: ToHand[]): Promise<void> {
+async function forgetRehandGuards(handed: ReadonlyArray<{ carrier: Carrier | null; attemptId: number }>): Promise<void> {
   const byCarrier = new Map<Carrier, number[]>();
-  for (const t of toHand) {
-    if (!t.carrier.settlesOnSend && t.carrier.handedOver) pushTo(byCarrier, t.carrier, t.attempt.attemptId);
+  for (const h of handed) {
+    if (h.carrier && !h.carrier.settlesOnSend && h.carrier.handedOver) pushTo(byCarrier, h.carrier, h.attemptId);
   }
   await Promise.all([...byCarrier.entries()].map(([carrier, ids]) => carrier.handedOver!(ids)));
 }
 
-/** Sets the timers of `rearm` (one that exists is kept), after the dispatch committed. */
-async function rearmTimers(deps: EngineDeps, rearm: Rearm[]): Promise<void> {
+/**
+ * What an earlier run of the job may have died before, for attempts it handed over (after this
+ * run committed): their ttl timers (one that exists is kept; deadlines to the next whole second,
+ * so that a batch's share one command), and their carriers' `handedOver`.
+ */
+async function afterHandedBefore(deps: EngineDeps, handedBefore: HandedBefore[]): Promise<void> {
+  if (handedBefore.length === 0) return;
   const byDue = new Map<number, number[]>();
-  for (const r of rearm) pushTo(byDue, r.due, r.attemptId);
+  for (const h of handedBefore) {
+    if (h.due !== null) pushTo(byDue, Math.ceil(h.due / 1000) * 1000, h.attemptId);
+  }
   for (const [due, ids] of byDue) await deps.ttlTimers.set(ids, due, 'keep');
+  await forgetRehandGuards(handedBefore);
 }
 
 /** What lets the recovery sweep find a job's work until it is handed over (see `handOver`). */
@@ -686,7 +697,7 @@ async function handOver(deps: EngineDeps, toHand: ToHand[], marks: SweepMarks): 
       [numberArray(unsettled), textArray(marks.flaggedMessages), numberArray(marks.dueRecipients), marks.step]),
     );
     for (const row of rows) stateNow.set(row.id, row.state);
-    await forgetRehandGuards(toHand);
+    await forgetRehandGuards(toHand.map((t) => ({ carrier: t.carrier, attemptId: t.attempt.attemptId })));
   }
   if (toHand.length === 0) {
     return;

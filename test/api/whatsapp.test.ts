@@ -321,7 +321,7 @@ describe('each error class', () => {
     const attempt = await attemptOf(`${id}-0`);
     assert.ok(tries.every((m) => m.biz_opaque_callback_data === `a${attempt.id}`), 'one attempt, tried three times');
     assert.ok(Date.parse(tries[2]!.at) - Date.parse(tries[0]!.at) >= 1500, 'with backoff');
-    // Taken after the hand-over was recorded: nothing hands it again, so no re-hand guard was kept.
+    // Taken after the hand-over was recorded (the retry waited here meanwhile): no re-hand guard was written.
     assert.equal(await svc.runtime.redis.exists(`${svc.prefix}:wa:acc:${attempt.id}`), 0);
   });
 
@@ -471,7 +471,18 @@ describe('handed again after a crash', () => {
     const attempt = await attemptOf(`${id}-0`);
     const wamid = graphSends(phone)[0]!.id!;
     const key = `${svc.prefix}:wa:acc:${attempt.id}`;
-    assert.equal(await svc.runtime.redis.exists(key), 0, 'dropped once the engine recorded the hand-over');
+    const shortened = await svc.runtime.redis.ttl(key);
+    assert.ok(shortened > 0 && shortened <= 600, `kept ten minutes once the engine recorded the hand-over (${shortened} s)`);
+    // The dispatch job run again (its first run died after the record, before the carrier heard of
+    // it): the attempt is not handed again, and the carrier hears of the record now.
+    await svc.runtime.redis.set(key, wamid, 'EX', 4000);
+    const [job] = await svc.sql<{ recipient_id: number; message_id: string }>(
+      'SELECT r.id AS recipient_id, r.message_id FROM recipients r WHERE r.public_id = $1', [`${id}-0`]);
+    const rerun = await svc.runtime.engine.dispatch({ step: 0, messages: [{ messageId: job!.message_id, recipientIds: [Number(job!.recipient_id)] }] });
+    assert.equal(rerun.handed, 0);
+    assert.ok((await svc.runtime.redis.ttl(key)) <= 600, 'shortened by the run again');
+    assert.equal(graphSends(phone).length, 1);
+    await svc.runtime.redis.del(key);
     const carrier = svc.runtime.connections!.connection('main')!.carrier;
     const again: OutboundAttempt = {
       attemptId: attempt.id, recipientPublicId: `${id}-0`, accountId, to: phone, sender: PN, text: 'hello_world', ttlMinutes: 10,
@@ -482,7 +493,9 @@ describe('handed again after a crash', () => {
     await carrier.send([again]);
     assert.equal(graphSends(phone).length, 1, 'found in Redis');
     await carrier.handedOver!([attempt.id]);
-    assert.equal(await svc.runtime.redis.exists(key), 0);
+    const left = await svc.runtime.redis.ttl(key);
+    assert.ok(left > 0 && left <= 600, `${left} s`);
+    await svc.runtime.redis.del(key);
     await carrier.send([again]);
     assert.equal(graphSends(phone).length, 1, 'found in carrier_refs');
     // Without either record (a crash between Meta's answer and the Redis write) it would go again:

@@ -8,8 +8,8 @@
  *   POST /_sim/inbound  {phone_number_id, from?, text, context_id?, user_id?, omit_from?, type?}  → {id}
  *   GET  /_sim/messages?to=&limit=   sends answered, newest first          → {messages}
  *   POST /_sim/reset                 back to the seed, schedule emptied     → {ok}
- *   GET  /_sim/sends                 accepted sends per number: how many numbers, how many sends,
- *                                    the numbers sent more than once        → {destinations, sends, repeated, repeatedCount, truncated}
+ *   GET  /_sim/sends                 accepted sends per number (with `countSends`): how many numbers,
+ *                                    how many sends, the numbers sent more than once → {counting, destinations, sends, repeated, repeatedCount, truncated}
  *   POST /_sim/sends/reset           those counts back to zero              → {ok}
  *   GET|POST /_sim/codes?waba_id=    a fresh single-use signup code (what FB.login gives the page, so API
  *                                    tests can skip the browser) → {code, waba_id, phone_number_id, business_id, used, issued_at}
@@ -43,6 +43,8 @@ export interface WhatsappSimulatorOptions extends Partial<SimKnobs> {
   verifyOnStart?: boolean;
   /** Sends kept for `/_sim/messages` (default 100 000). */
   maxMessages?: number;
+  /** Count accepted sends per number for `/_sim/sends` (default false: a map entry per number sent to). */
+  countSends?: boolean;
   /** Webhook batching, bounds, retries (emitter.ts). */
   webhooks?: Omit<EmitterOptions, 'appSecret'>;
 }
@@ -179,7 +181,7 @@ export async function startWhatsappSimulator(opts: WhatsappSimulatorOptions = {}
     if (opts[k] !== undefined) (knobs as unknown as Record<string, unknown>)[k] = opts[k];
   }
   checkUrl(knobs.callbackUrl, 'callbackUrl');
-  const state = new SimState(seed, opts.maxMessages ?? 100_000);
+  const state = new SimState(seed, opts.maxMessages ?? 100_000, opts.countSends === true);
   const emitter = new WebhookEmitter({ ...opts.webhooks, appSecret: seed.app.secret });
   emitter.badSignature = knobs.badSignature;
   const verify = async (url?: string, token?: string): Promise<void> => {

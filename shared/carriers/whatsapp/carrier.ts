@@ -28,8 +28,9 @@
  * idempotency key; an attempt is never sent again once Meta accepted it, because the wamid is
  * written to Redis (`<prefix>:wa:acc:<attempt id>`) as soon as Meta answers, and registered in
  * `carrier_refs` through the status path; a re-handed attempt is looked up in both. The Redis key
- * lives until the engine has recorded the hand-over (`handedOver`: nothing hands the attempt again
- * after that), at most the step's ttl and an hour (a process that died before the record). What
+ * lives ten minutes past the engine's record of the hand-over (`handedOver`: only a copy of the job
+ * racing that record may hand the attempt again), at most the step's ttl and an hour (a process
+ * that died before the record). What
  * can still repeat a message: a crash in the moment between Meta's answer and that Redis write, or
  * a request Meta took but whose answer never came (a timeout is retried).
  */
@@ -50,6 +51,13 @@ import type { GraphSendBody, GraphTemplate } from './types.js';
 import { OUTSIDE_WINDOW_INFO, lastInbound, userKey, windowKey, windowOpen, type WindowPair } from './window.js';
 
 type WhatsappAttempt = WhatsappTextAttempt | WhatsappTemplateAttempt;
+
+/**
+ * How long an accepted wamid's key stays once the hand-over is recorded (see `handedOver`): a copy
+ * of the job racing the record looks it up within seconds; ten minutes leave room for a paused
+ * process.
+ */
+const HANDED_KEY_TTL_S = 600;
 
 export interface WhatsappCarrierOptions {
   /** The connection's name; the carrier is `whatsapp.<connection>`. */
@@ -79,8 +87,6 @@ interface Job {
   /** After this (unix ms) the step's ttl has passed: no further try. */
   deadline: number;
   tries: number;
-  /** The engine recorded the hand-over while the job waited for a retry: a later acceptance needs no re-hand guard. */
-  handed?: boolean;
 }
 
 /** The connection closed while attempts waited: they go back to the engine, which hands them again. */
@@ -97,7 +103,9 @@ export class WhatsappCarrier implements Carrier {
   private readonly templates: TemplateCache;
   /** Attempts being sent by this process (the same job run twice at once sends each once). */
   private readonly inFlight = new Set<number>();
-  private readonly retries = new Map<number, { timer: NodeJS.Timeout; job: Job }>();
+  private readonly retries = new Map<number, NodeJS.Timeout>();
+  /** Attempts whose hand-over the engine recorded while a try of theirs was pending here: a later acceptance needs no re-hand guard. */
+  private readonly handedWhilePending = new Set<number>();
   private readonly warned = new Set<string>();
   /** Accepted sends waiting to be remembered in Redis (see `remember`). */
   private accepted: Array<{ key: string; wamid: string; ttlS: number; resolve: () => void }> = [];
@@ -162,7 +170,7 @@ export class WhatsappCarrier implements Carrier {
       await Promise.allSettled(reports);
       throw err;
     } finally {
-      for (const m of mine) this.inFlight.delete(m.attempt.attemptId);
+      for (const m of mine) this.settled(m.attempt.attemptId);
     }
     await Promise.all(reports);
   }
@@ -279,28 +287,40 @@ export class WhatsappCarrier implements Carrier {
     return bucket;
   }
 
+  /** A send or retry of the attempt ended here; what it left pending is forgotten unless a retry follows. */
+  private settled(attemptId: number): void {
+    this.inFlight.delete(attemptId);
+    if (!this.retries.has(attemptId)) this.handedWhilePending.delete(attemptId);
+  }
+
   /**
-   * The hand-over is recorded: the accepted wamids' keys go (one UNLINK each, pipelined), and a
-   * retry still waiting here writes none when Meta takes it. A key that stays expires on its own.
+   * The hand-over is recorded: the accepted wamids' keys expire `HANDED_KEY_TTL_S` from now
+   * instead of after the step's ttl and an hour (one EXPIRE each, pipelined), and a retry pending
+   * here writes none when Meta takes it. Not at once: a copy of the same dispatch job that read
+   * the attempt as not yet handed before this record (a stalled job taken over while its first
+   * run still lives) looks the key up moments after, and its report may not be in `carrier_refs`
+   * yet (a status batch that went to the queue).
    */
   async handedOver(attemptIds: number[]): Promise<void> {
     const keys: string[] = [];
     for (const id of attemptIds) {
-      const waiting = this.retries.get(id);
-      if (waiting) waiting.job.handed = true;
-      else keys.push(this.acceptedKey(id));
+      if (this.retries.has(id) || this.inFlight.has(id)) this.handedWhilePending.add(id);
+      keys.push(this.acceptedKey(id));
     }
     if (keys.length === 0) return;
     try {
       if (isCluster(this.o.redis)) {
-        // The keys are in different slots (nodes): one UNLINK each, sent together.
-        await Promise.all(keys.map((key) => this.o.redis.unlink(key)));
+        // The keys are in different slots (nodes): one EXPIRE each, sent together.
+        await Promise.all(keys.map((key) => this.o.redis.expire(key, HANDED_KEY_TTL_S)));
       } else {
-        await this.o.redis.unlink(...keys);
+        const pipeline = this.o.redis.pipeline();
+        for (const key of keys) pipeline.expire(key, HANDED_KEY_TTL_S);
+        const results = await pipeline.exec();
+        if (results?.some(([err]) => err)) throw new Error('an EXPIRE failed');
       }
     } catch (err) {
       this.o.logger.warn({ carrier: this.name, count: keys.length, err: (err as Error).message },
-        'accepted WhatsApp wamids not dropped from Redis after the hand-over; they expire on their own');
+        'accepted WhatsApp wamids not shortened in Redis after the hand-over; they expire after the step ttl and an hour');
     }
   }
 
@@ -309,8 +329,8 @@ export class WhatsappCarrier implements Carrier {
   }
 
   /**
-   * Writes `<prefix>:wa:acc:<attempt id>` = wamid (until `handedOver`; expires after the step's
-   * ttl and an hour). The answers that arrive together (one turn of the event loop) go to Redis in
+   * Writes `<prefix>:wa:acc:<attempt id>` = wamid (shortened by `handedOver`; expires after the
+   * step's ttl and an hour). The answers that arrive together (one turn of the event loop) go to Redis in
    * one pipeline.
    */
   private remember(attempt: WhatsappAttempt, wamid: string): Promise<void> {
@@ -358,7 +378,7 @@ export class WhatsappCarrier implements Carrier {
     }
     if (outcome.kind === 'accepted') {
       this.lastError = null;
-      if (job.handed !== true) await this.remember(job.attempt, outcome.carrierRef);
+      if (!this.handedWhilePending.has(job.attempt.attemptId)) await this.remember(job.attempt, outcome.carrierRef);
     } else if (outcome.kind === 'retry') {
       if (outcome.code === 0) this.lastError = outcome.info;
       const pause = throttlePauseMs(outcome.code);
@@ -391,10 +411,10 @@ export class WhatsappCarrier implements Carrier {
             this.o.logger.error({ carrier: this.name, attemptId: id, err: (err as Error).message }, 'WhatsApp retry not reported; the step ttl ends it');
           }
         })
-        .finally(() => this.inFlight.delete(id));
+        .finally(() => this.settled(id));
     }, delayMs);
     timer.unref();
-    this.retries.set(id, { timer, job });
+    this.retries.set(id, timer);
   }
 
   /** The report of a final first answer (accepted, unreachable, failed). */
@@ -435,8 +455,9 @@ export class WhatsappCarrier implements Carrier {
     if (this.closed) return;
     this.closed = true;
     // Pending retries are left to their steps' ttl timers (kept by the engine in Redis).
-    for (const { timer } of this.retries.values()) clearTimeout(timer);
+    for (const timer of this.retries.values()) clearTimeout(timer);
     this.retries.clear();
+    this.handedWhilePending.clear();
     // Unspent leased tokens go back to the shared budget.
     await Promise.all([...this.buckets.values()].map((b) => b.close()));
     await this.o.graph.close();
