@@ -256,13 +256,15 @@ export async function e2eWhatsappScenario(ctx: Ctx): Promise<ScenarioResult> {
     const done = await finish(ctx, service, 'e2e-whatsapp', meter.window);
     const ms = (t: number) => (t > 0 ? t - t0 : 0);
     const graphSends = Number(sends!.n);
-    // After a kill the simulator's count is the check (sendCheck): a wamid whose registration died
-    // with the process, and whose statuses arrived before the job ran again, stays unregistered
-    // (docs/whatsapp.md, "What a crash can repeat"); a send Meta took twice registers two.
-    if (graphSends !== n) notes.push(`${graphSends} wamids registered for ${n} recipients${killOne ? ' (after the kill: not a failure, see sendCheck)' : ''}`);
+    // After a kill, a wamid Meta gave in the moment before the killed process wrote it to Redis
+    // stays unregistered when its statuses move the attempt before the job runs again (the job
+    // registers those it finds in Redis: docs/whatsapp.md, "What a crash can repeat"): at most what
+    // the process had in flight, the bound of sendCheck. A send Meta took twice registers two.
+    const registeredOk = killOne ? graphSends >= n - sendCheck.allowed : graphSends === n;
+    if (graphSends !== n) notes.push(`${graphSends} wamids registered for ${n} recipients${killOne ? ` (after the kill: at least ${n - sendCheck.allowed} expected)` : ''}`);
     return {
       scenario: 'e2e-whatsapp',
-      ok: check.passed && complete && (graphSends === n || killOne) && (statuses['200'] ?? 0) === bodies.length &&
+      ok: check.passed && complete && registeredOk && (statuses['200'] ?? 0) === bodies.length &&
         sendCheck.passed && settled.charges.passed && settled.timersCheck.passed && killed.every((k) => k.upAgainAfterS !== null),
       notes,
       ...(killOne && { variant: killVariant(opts.restartPauseMs), killed }),

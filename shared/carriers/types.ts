@@ -86,8 +86,11 @@ export interface Carrier {
    * of the same job that read them before the record (a stalled job taken over while its first run
    * lives), moments later. What the carrier keeps to recognise a re-hand may go after that
    * (WhatsApp: the accepted wamids in Redis expire ten minutes later). Must not throw: what it
-   * fails to shorten should expire on its own.
+   * fails to shorten should expire on its own. `byEarlierRun`: a job run again found the record
+   * made by an earlier run, which may have died before it reported all it knew: the carrier reports
+   * now what it still holds of those attempts (WhatsApp: the wamids Meta gave, registered again,
+   * which changes nothing when they were registered already).
    */
-  handedOver?(attemptIds: number[]): Promise<void>;
+  handedOver?(attemptIds: number[], opts?: { byEarlierRun?: boolean }): Promise<void>;
   close(): Promise<void>;
 }

@@ -631,12 +631,12 @@ function debitsOf(written: Planned[]): PayerSum[] {
  * The hand-over of these attempts is committed: their carriers (those that do not settle on send)
  * may let what guards a re-hand go (`Carrier.handedOver`).
  */
-async function forgetRehandGuards(handed: ReadonlyArray<{ carrier: Carrier | null; attemptId: number }>): Promise<void> {
+async function forgetRehandGuards(handed: ReadonlyArray<{ carrier: Carrier | null; attemptId: number }>, byEarlierRun = false): Promise<void> {
   const byCarrier = new Map<Carrier, number[]>();
   for (const h of handed) {
     if (h.carrier && !h.carrier.settlesOnSend && h.carrier.handedOver) pushTo(byCarrier, h.carrier, h.attemptId);
   }
-  await Promise.all([...byCarrier.entries()].map(([carrier, ids]) => carrier.handedOver!(ids)));
+  await Promise.all([...byCarrier.entries()].map(([carrier, ids]) => carrier.handedOver!(ids, { byEarlierRun })));
 }
 
 /**
@@ -651,7 +651,7 @@ async function afterHandedBefore(deps: EngineDeps, handedBefore: HandedBefore[])
     if (h.due !== null) pushTo(byDue, Math.ceil(h.due / 1000) * 1000, h.attemptId);
   }
   for (const [due, ids] of byDue) await deps.ttlTimers.set(ids, due, 'keep');
-  await forgetRehandGuards(handedBefore);
+  await forgetRehandGuards(handedBefore, true);
 }
 
 /** What lets the recovery sweep find a job's work until it is handed over (see `handOver`). */

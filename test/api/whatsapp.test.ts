@@ -473,14 +473,17 @@ describe('handed again after a crash', () => {
     const key = `${svc.prefix}:wa:acc:${attempt.id}`;
     const shortened = await svc.runtime.redis.ttl(key);
     assert.ok(shortened > 0 && shortened <= 600, `kept ten minutes once the engine recorded the hand-over (${shortened} s)`);
-    // The dispatch job run again (its first run died after the record, before the carrier heard of
-    // it): the attempt is not handed again, and the carrier hears of the record now.
+    // The dispatch job run again (its first run died after Meta's answer, before the carrier heard
+    // of the record or the wamid was registered): the attempt is not handed again, the carrier
+    // hears of the record now and registers the wamid it still remembers.
     await svc.runtime.redis.set(key, wamid, 'EX', 4000);
+    await svc.sql('DELETE FROM carrier_refs WHERE attempt_id = $1', [attempt.id]);
     const [job] = await svc.sql<{ recipient_id: number; message_id: string }>(
       'SELECT r.id AS recipient_id, r.message_id FROM recipients r WHERE r.public_id = $1', [`${id}-0`]);
     const rerun = await svc.runtime.engine.dispatch({ step: 0, messages: [{ messageId: job!.message_id, recipientIds: [Number(job!.recipient_id)] }] });
     assert.equal(rerun.handed, 0);
     assert.ok((await svc.runtime.redis.ttl(key)) <= 600, 'shortened by the run again');
+    assert.deepEqual(await svc.sql('SELECT ref FROM carrier_refs WHERE attempt_id = $1', [attempt.id]), [{ ref: wamid }], 'registered again');
     assert.equal(graphSends(phone).length, 1);
     await svc.runtime.redis.del(key);
     const carrier = svc.runtime.connections!.connection('main')!.carrier;

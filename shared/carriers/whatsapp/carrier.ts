@@ -301,13 +301,14 @@ export class WhatsappCarrier implements Carrier {
    * run still lives) looks the key up moments after, and its report may not be in `carrier_refs`
    * yet (a status batch that went to the queue).
    */
-  async handedOver(attemptIds: number[]): Promise<void> {
+  async handedOver(attemptIds: number[], opts: { byEarlierRun?: boolean } = {}): Promise<void> {
     const keys: string[] = [];
     for (const id of attemptIds) {
       if (this.retries.has(id) || this.inFlight.has(id)) this.handedWhilePending.add(id);
       keys.push(this.acceptedKey(id));
     }
     if (keys.length === 0) return;
+    if (opts.byEarlierRun === true) await this.registerRemembered(attemptIds, keys);
     try {
       if (isCluster(this.o.redis)) {
         // The keys are in different slots (nodes): one EXPIRE each, sent together.
@@ -321,6 +322,28 @@ export class WhatsappCarrier implements Carrier {
     } catch (err) {
       this.o.logger.warn({ carrier: this.name, count: keys.length, err: (err as Error).message },
         'accepted WhatsApp wamids not shortened in Redis after the hand-over; they expire after the step ttl and an hour');
+    }
+  }
+
+  /**
+   * The wamids still remembered of attempts an earlier run handed (it may have died between Meta's
+   * answer and the registration, and Meta's statuses then moved the attempt on, so that no run
+   * hands it again): registered now, so that a reply quoting one finds its message.
+   */
+  private async registerRemembered(attemptIds: number[], keys: string[]): Promise<void> {
+    try {
+      const wamids = await getEach(this.o.redis, keys);
+      const reports: StatusReport[] = [];
+      attemptIds.forEach((attemptId, i) => {
+        const ref = wamids[i];
+        if (typeof ref === 'string' && ref !== '') {
+          reports.push({ attemptId, state: 'sending', resultInfo: 'Sending', at: Date.now(), carrier: this.name, ref });
+        }
+      });
+      await this.o.sink.report(reports);
+    } catch (err) {
+      this.o.logger.warn({ carrier: this.name, count: attemptIds.length, err: (err as Error).message },
+        'WhatsApp wamids of an earlier run not registered again; a reply quoting one is matched by the latest message');
     }
   }
 
