@@ -697,7 +697,9 @@ async function handOver(deps: EngineDeps, toHand: ToHand[], marks: SweepMarks): 
       [numberArray(unsettled), textArray(marks.flaggedMessages), numberArray(marks.dueRecipients), marks.step]),
     );
     for (const row of rows) stateNow.set(row.id, row.state);
-    await forgetRehandGuards(toHand.map((t) => ({ carrier: t.carrier, attemptId: t.attempt.attemptId })));
+    // No object per attempt on the SMPP path (its carrier settles on send and keeps no such guard).
+    const guarded = toHand.filter((t) => !t.carrier.settlesOnSend && t.carrier.handedOver !== undefined);
+    if (guarded.length > 0) await forgetRehandGuards(guarded.map((t) => ({ carrier: t.carrier, attemptId: t.attempt.attemptId })));
   }
   if (toHand.length === 0) {
     return;

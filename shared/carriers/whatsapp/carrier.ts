@@ -28,11 +28,11 @@
  * idempotency key; an attempt is never sent again once Meta accepted it, because the wamid is
  * written to Redis (`<prefix>:wa:acc:<attempt id>`) as soon as Meta answers, and registered in
  * `carrier_refs` through the status path; a re-handed attempt is looked up in both. The Redis key
- * lives ten minutes past the engine's record of the hand-over (`handedOver`: only a copy of the job
- * racing that record may hand the attempt again), at most the step's ttl and an hour (a process
- * that died before the record). What
- * can still repeat a message: a crash in the moment between Meta's answer and that Redis write, or
- * a request Meta took but whose answer never came (a timeout is retried).
+ * lives ten minutes past the engine's record of the hand-over (`handedOver`: only a copy of the
+ * job racing that record may hand the attempt again), at most the step's ttl and an hour (a
+ * process that died before the record). What can still repeat a message: a crash in the moment
+ * between Meta's answer and that Redis write, or a request Meta took but whose answer never came
+ * (a timeout is retried).
  */
 import { getEach, isCluster, type Redis } from '../../redis.js';
 import type { Db } from '../../db/pool.js';
@@ -353,8 +353,8 @@ export class WhatsappCarrier implements Carrier {
 
   /**
    * Writes `<prefix>:wa:acc:<attempt id>` = wamid (shortened by `handedOver`; expires after the
-   * step's ttl and an hour). The answers that arrive together (one turn of the event loop) go to Redis in
-   * one pipeline.
+   * step's ttl and an hour). The answers that arrive together (one turn of the event loop) go to
+   * Redis in one pipeline.
    */
   private remember(attempt: WhatsappAttempt, wamid: string): Promise<void> {
     return new Promise((resolve) => {
