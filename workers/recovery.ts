@@ -6,7 +6,8 @@
  */
 import type { Db } from '../shared/db/pool.js';
 import type { Logger } from '../shared/logger.js';
-import type { Redis } from '../shared/redis.js';
+import { randomUUID } from 'node:crypto';
+import { luaScript, runScript, type Redis } from '../shared/redis.js';
 import { STATUS_JOB_OPTIONS, type Queues, type StatusJob } from '../shared/queues.js';
 import type { TtlTimers } from '../shared/engine/ttl-timers.js';
 import { CHANNEL_MODULES, isChannel, stepOf, type AttemptState, type FlowStep } from '../shared/channels/index.js';
@@ -196,6 +197,19 @@ export async function sweepWaitingPages(
 /** How long one recovery sweep may walk pages of attempts (`sweepWaitingPages`). */
 const WAITING_SWEEP_BUDGET_MS = 5000;
 
+/**
+ * Releases the walk's lock if it is still the caller's.
+ * KEYS[1]  the lock (`<prefix>:sweep:waiting-attempts:lock`)
+ * ARGV[1]  the caller's token, as it took the lock
+ * Returns  1 when released, 0 when the lock had expired or another process holds it
+ */
+const RELEASE_LOCK = luaScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+`);
+
 export class RecoverySweep {
   private timer: NodeJS.Timeout | null = null;
 
@@ -216,15 +230,21 @@ export class RecoverySweep {
           this.logger.info(result, 'recovery sweep re-enqueued work');
         }
         // One process at a time walks the cursor (several status roles would walk the same pages
-        // and set the cursor back and forth): the first to take the lock, held for the walk's
-        // budget and a margin, and left to expire.
+        // and set the cursor back and forth): the one that takes the lock, for the walk's budget
+        // and a margin (a process that dies holding it delays the next walk by that much).
         const cursorKey = `${this.opts.redisPrefix}:sweep:waiting-attempts`;
-        if (await this.redis.set(`${cursorKey}:lock`, String(process.pid), 'PX', WAITING_SWEEP_BUDGET_MS + 10_000, 'NX') === 'OK') {
-          const waiting = await sweepWaitingPages(this.db, this.redis, this.queues, this.timers, {
-            boundMs: this.opts.receiptWaitMs, cursorKey, budgetMs: WAITING_SWEEP_BUDGET_MS,
-          });
-          if (waiting.ttlTimers + waiting.failed > 0) {
-            this.logger.info(waiting, 'recovery sweep settled attempts that waited too long');
+        const lock = `${cursorKey}:lock`;
+        const token = randomUUID();
+        if (await this.redis.set(lock, token, 'PX', WAITING_SWEEP_BUDGET_MS + 10_000, 'NX') === 'OK') {
+          try {
+            const waiting = await sweepWaitingPages(this.db, this.redis, this.queues, this.timers, {
+              boundMs: this.opts.receiptWaitMs, cursorKey, budgetMs: WAITING_SWEEP_BUDGET_MS,
+            });
+            if (waiting.ttlTimers + waiting.failed > 0) {
+              this.logger.info(waiting, 'recovery sweep settled attempts that waited too long');
+            }
+          } finally {
+            await runScript(this.redis, RELEASE_LOCK, [lock], [token]).catch(() => undefined);
           }
         }
       } catch (err) {

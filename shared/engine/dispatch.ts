@@ -248,7 +248,7 @@ interface DispatchTxResult {
 /** An attempt an earlier run handed over, as a job run again finds it. */
 interface HandedBefore {
   attemptId: number;
-  /** Its carrier by today's routes (null when none routes it now). */
+  /** The carrier that took it, when that one keeps a re-hand guard (`Carrier.handedOver`); else null. */
   carrier: Carrier | null;
   /** Its ttl timer's deadline (ms since the epoch) while its step still waits; else null. */
   due: number | null;
@@ -370,9 +370,15 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
   // step still waiting for its condition gets its ttl timer again, due when it would have been
   // (the recovery sweep does the same, but only days later), and the carrier hears of the record.
   const handedBefore: HandedBefore[] = [];
+  const carriersByName = new Map<string, Carrier | null>();
+  const carrierNamed = (name: string): Carrier | null => {
+    if (!carriersByName.has(name)) carriersByName.set(name, deps.carriers.byName(name));
+    return carriersByName.get(name)!;
+  };
   if (written.length < recipients.length) {
-    const { rows } = await tx.query<{ id: number; recipient_id: number; state: AttemptState; unhanded: boolean; since_ms: number }>(
-      `SELECT id, recipient_id, state, handed_at IS NULL AS unhanded, (extract(epoch FROM COALESCE(handed_at, created_at)) * 1000)::float8 AS since_ms
+    const { rows } = await tx.query<{ id: number; recipient_id: number; state: AttemptState; carrier: string | null; unhanded: boolean; since_ms: number }>(
+      `SELECT id, recipient_id, state, carrier, handed_at IS NULL AS unhanded,
+              (extract(epoch FROM COALESCE(handed_at, created_at)) * 1000)::float8 AS since_ms
          FROM attempts WHERE recipient_id = ANY($1) AND step = $2`,
       [numberArray(recipients.filter((r) => !attemptIdOf.has(r.id)).map((r) => r.id)), step],
     );
@@ -383,8 +389,12 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
       if (row.state !== 'sending' || !row.unhanded) {
         const channel = part.step.channel;
         const waits = mayHoldTtlTimer(channel) && ttlExpiryApplies(channel, row.state);
-        const { carrier } = planAttempt(deps, part, r, undefined, prices, planSmsOf);
-        handedBefore.push({ attemptId: row.id, carrier, due: waits ? row.since_ms + part.ttlMinutes * 60_000 : null });
+        // The carrier that took it (its name on the row), when that one keeps a re-hand guard.
+        const carrier = row.carrier === null ? null : carrierNamed(row.carrier);
+        const guarded = carrier !== null && !carrier.settlesOnSend && carrier.handedOver !== undefined;
+        if (waits || guarded) {
+          handedBefore.push({ attemptId: row.id, carrier: guarded ? carrier : null, due: waits ? row.since_ms + part.ttlMinutes * 60_000 : null });
+        }
         continue;
       }
       const resolved = deps.hooks.resolveTexts ? await deps.hooks.resolveTexts(tx, part.msg.source, [r.id]) : null;

@@ -104,7 +104,7 @@ export class WhatsappCarrier implements Carrier {
   /** Attempts being sent by this process (the same job run twice at once sends each once). */
   private readonly inFlight = new Set<number>();
   private readonly retries = new Map<number, NodeJS.Timeout>();
-  /** Attempts whose hand-over the engine recorded while a try of theirs was pending here: a later acceptance needs no re-hand guard. */
+  /** Attempts whose hand-over the engine recorded while a try of theirs was pending here: a later acceptance keeps its key `HANDED_KEY_TTL_S`. */
   private readonly handedWhilePending = new Set<number>();
   private readonly warned = new Set<string>();
   /** Accepted sends waiting to be remembered in Redis (see `remember`). */
@@ -295,8 +295,8 @@ export class WhatsappCarrier implements Carrier {
 
   /**
    * The hand-over is recorded: the accepted wamids' keys expire `HANDED_KEY_TTL_S` from now
-   * instead of after the step's ttl and an hour (one EXPIRE each, pipelined), and a retry pending
-   * here writes none when Meta takes it. Not at once: a copy of the same dispatch job that read
+   * instead of after the step's ttl and an hour (one EXPIRE each, pipelined), and a try pending
+   * here that Meta takes later writes its key for as long. Not at once: a copy of the same dispatch job that read
    * the attempt as not yet handed before this record (a stalled job taken over while its first
    * run still lives) looks the key up moments after, and its report may not be in `carrier_refs`
    * yet (a status batch that went to the queue).
@@ -308,7 +308,8 @@ export class WhatsappCarrier implements Carrier {
       keys.push(this.acceptedKey(id));
     }
     if (keys.length === 0) return;
-    if (opts.byEarlierRun === true) await this.registerRemembered(attemptIds, keys);
+    // A wamid not registered again keeps its key's longer life: it is the only record left of it.
+    if (opts.byEarlierRun === true && !(await this.registerRemembered(attemptIds, keys))) return;
     try {
       if (isCluster(this.o.redis)) {
         // The keys are in different slots (nodes): one EXPIRE each, sent together.
@@ -330,7 +331,7 @@ export class WhatsappCarrier implements Carrier {
    * answer and the registration, and Meta's statuses then moved the attempt on, so that no run
    * hands it again): registered now, so that a reply quoting one finds its message.
    */
-  private async registerRemembered(attemptIds: number[], keys: string[]): Promise<void> {
+  private async registerRemembered(attemptIds: number[], keys: string[]): Promise<boolean> {
     try {
       const wamids = await getEach(this.o.redis, keys);
       const reports: StatusReport[] = [];
@@ -340,10 +341,12 @@ export class WhatsappCarrier implements Carrier {
           reports.push({ attemptId, state: 'sending', resultInfo: 'Sending', at: Date.now(), carrier: this.name, ref });
         }
       });
-      await this.o.sink.report(reports);
+      if (reports.length > 0) await this.o.sink.report(reports);
+      return true;
     } catch (err) {
       this.o.logger.warn({ carrier: this.name, count: attemptIds.length, err: (err as Error).message },
-        'WhatsApp wamids of an earlier run not registered again; a reply quoting one is matched by the latest message');
+        'WhatsApp wamids of an earlier run not registered again (their keys keep the step ttl and an hour); a reply quoting one is matched by the latest message');
+      return false;
     }
   }
 
@@ -356,9 +359,9 @@ export class WhatsappCarrier implements Carrier {
    * step's ttl and an hour). The answers that arrive together (one turn of the event loop) go to
    * Redis in one pipeline.
    */
-  private remember(attempt: WhatsappAttempt, wamid: string): Promise<void> {
+  private remember(attempt: WhatsappAttempt, wamid: string, ttlS = attempt.ttlMinutes * 60 + 3600): Promise<void> {
     return new Promise((resolve) => {
-      this.accepted.push({ key: this.acceptedKey(attempt.attemptId), wamid, ttlS: attempt.ttlMinutes * 60 + 3600, resolve });
+      this.accepted.push({ key: this.acceptedKey(attempt.attemptId), wamid, ttlS, resolve });
       if (this.accepted.length === 1) setImmediate(() => this.writeAccepted());
     });
   }
@@ -401,7 +404,8 @@ export class WhatsappCarrier implements Carrier {
     }
     if (outcome.kind === 'accepted') {
       this.lastError = null;
-      if (!this.handedWhilePending.has(job.attempt.attemptId)) await this.remember(job.attempt, outcome.carrierRef);
+      // Taken after the hand-over was recorded: kept as long as `handedOver` leaves the others.
+      await this.remember(job.attempt, outcome.carrierRef, this.handedWhilePending.has(job.attempt.attemptId) ? HANDED_KEY_TTL_S : undefined);
     } else if (outcome.kind === 'retry') {
       if (outcome.code === 0) this.lastError = outcome.info;
       const pause = throttlePauseMs(outcome.code);
