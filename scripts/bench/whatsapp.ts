@@ -22,6 +22,7 @@ import { createAccount, startService, type Ctx, type Service } from './stack.js'
 import { settledChecks } from './timers-check.js';
 import { spawnChild, stopChild, type Child } from './procs.js';
 import { DEFAULT_SEED } from '../sim/whatsapp/seed.js';
+import type { SendCounts } from '../sim/whatsapp/state.js';
 import {
   KILL_STALL_MS, backlogPhone, checkEvents, expectedResults, finish, killVariant, maybeKill, noteExits, r1, rate, runsLane, runsPool, serviceFindings, serviceRole, somethingDied,
   startPgSampler, waitWithStall, warmupPhone, type ScenarioResult,
@@ -35,16 +36,6 @@ const WABA = DEFAULT_SEED.numbers[0]!.waba_id;
 const BENCH_MPS = 100_000;
 /** The Graph client's connections per process (shared/carriers/http-client.ts): its sends in flight at most. */
 const GRAPH_CONNECTIONS = 32;
-
-/** What the simulator counted of the sends it accepted (`GET /_sim/sends`). */
-interface SendCounts {
-  counting: boolean;
-  destinations: number;
-  sends: number;
-  repeated: Array<[string, number]>;
-  repeatedCount: number;
-  truncated: boolean;
-}
 
 export interface GraphSendCheck {
   passed: boolean;

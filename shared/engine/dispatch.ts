@@ -391,7 +391,7 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
         const waits = mayHoldTtlTimer(channel) && ttlExpiryApplies(channel, row.state);
         // The carrier that took it (its name on the row), when that one keeps a re-hand guard.
         const carrier = row.carrier === null ? null : carrierNamed(row.carrier);
-        const guarded = carrier !== null && !carrier.settlesOnSend && carrier.handedOver !== undefined;
+        const guarded = carrier !== null && keepsRehandGuard(carrier);
         if (waits || guarded) {
           handedBefore.push({ attemptId: row.id, carrier: guarded ? carrier : null, due: waits ? row.since_ms + part.ttlMinutes * 60_000 : null });
         }
@@ -637,6 +637,11 @@ function debitsOf(written: Planned[]): PayerSum[] {
   return out;
 }
 
+/** A carrier that does not settle on send and wants to hear of recorded hand-overs (`Carrier.handedOver`). */
+function keepsRehandGuard(carrier: Carrier): boolean {
+  return !carrier.settlesOnSend && carrier.handedOver !== undefined;
+}
+
 /**
  * The hand-over of these attempts is committed: their carriers (those that do not settle on send)
  * may let what guards a re-hand go (`Carrier.handedOver`).
@@ -644,7 +649,7 @@ function debitsOf(written: Planned[]): PayerSum[] {
 async function forgetRehandGuards(handed: ReadonlyArray<{ carrier: Carrier | null; attemptId: number }>, byEarlierRun = false): Promise<void> {
   const byCarrier = new Map<Carrier, number[]>();
   for (const h of handed) {
-    if (h.carrier && !h.carrier.settlesOnSend && h.carrier.handedOver) pushTo(byCarrier, h.carrier, h.attemptId);
+    if (h.carrier && keepsRehandGuard(h.carrier)) pushTo(byCarrier, h.carrier, h.attemptId);
   }
   await Promise.all([...byCarrier.entries()].map(([carrier, ids]) => carrier.handedOver!(ids, { byEarlierRun })));
 }
@@ -708,7 +713,7 @@ async function handOver(deps: EngineDeps, toHand: ToHand[], marks: SweepMarks): 
     );
     for (const row of rows) stateNow.set(row.id, row.state);
     // No object per attempt on the SMPP path (its carrier settles on send and keeps no such guard).
-    const guarded = toHand.filter((t) => !t.carrier.settlesOnSend && t.carrier.handedOver !== undefined);
+    const guarded = toHand.filter((t) => keepsRehandGuard(t.carrier));
     if (guarded.length > 0) await forgetRehandGuards(guarded.map((t) => ({ carrier: t.carrier, attemptId: t.attempt.attemptId })));
   }
   if (toHand.length === 0) {
