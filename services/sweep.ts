@@ -19,7 +19,7 @@ export function startSweep(core: Core): SweepRole {
   expiry.start();
   return {
     stop: async () => {
-      sweep.stop();
+      await sweep.stop();
       await expiry.stop();
     },
   };

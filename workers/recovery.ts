@@ -9,7 +9,7 @@ import type { Logger } from '../shared/logger.js';
 import { randomUUID } from 'node:crypto';
 import { luaScript, runScript, type Redis } from '../shared/redis.js';
 import { STATUS_JOB_OPTIONS, type Queues, type StatusJob } from '../shared/queues.js';
-import type { TtlTimers } from '../shared/engine/ttl-timers.js';
+import type { RearmRange, TtlTimers } from '../shared/engine/ttl-timers.js';
 import { CHANNEL_MODULES, isChannel, stepOf, type AttemptState, type FlowStep } from '../shared/channels/index.js';
 import { stepTtlMinutes } from '../shared/engine/transitions.js';
 import { addDispatchJobs, callJob, messageJob, recipientJob } from '../shared/engine/dispatch-jobs.js';
@@ -101,7 +101,8 @@ async function startsLost(db: Db, graceMs: number): Promise<LostStep[]> {
   return rows.filter((r) => r.ids.length > 0);
 }
 
-interface WaitingAttempt {
+/** An attempt as the walks over attempts read it (`attemptPage`). */
+export interface WalkedAttempt {
   id: number;
   channel: string;
   state: AttemptState;
@@ -112,11 +113,69 @@ interface WaitingAttempt {
   flow: FlowStep[] | null;
 }
 
+/** What a walk does with one page of attempts (`planAttemptPage`). */
+export interface PagePlan {
+  /** How many of the page's attempts were walked (the rest are too young for the bound). */
+  walked: number;
+  /** The last attempt walked, or null when none was. */
+  last: number | null;
+  /** Ttl timers to set, keeping any that exists: `[attempt id, due at ms]`. */
+  timers: Array<[number, number]>;
+  /** SMS attempts whose submit was never answered, to fail. */
+  failed: number[];
+}
+
+/**
+ * What to do with a page of attempts (in id order), a pure rule. `boundMs` is the waiting walk's
+ * (attempts at least that old, `sweepWaitingAttempts`): it stops at the first younger attempt, and
+ * an SMS still `sending` then fails. `boundMs` null is the walk after Redis lost the timers
+ * (`rearmLostTimers`): every attempt of the page is walked, and only timers are set. Either way a
+ * step that succeeds at `delivered` (Viber, WhatsApp) still `sending` or `sent` gets its ttl timer,
+ * due when its ttl ends counted from the hand-over (from the attempt's creation if none is
+ * recorded); an SMS `sent` without a receipt stays as it is (its step succeeded, D3).
+ */
+export function planAttemptPage(rows: readonly WalkedAttempt[], opts: { now: number; boundMs: number | null }): PagePlan {
+  const plan: PagePlan = { walked: 0, last: null, timers: [], failed: [] };
+  for (const a of rows) {
+    if (opts.boundMs !== null && opts.now - a.created_ms < opts.boundMs) break;
+    plan.walked++;
+    plan.last = a.id;
+    if ((a.state !== 'sending' && a.state !== 'sent') || !isChannel(a.channel)) continue;
+    if (CHANNEL_MODULES[a.channel].succeedsAt === 'sent') {
+      if (a.state === 'sending' && opts.boundMs !== null) plan.failed.push(a.id);
+      continue;
+    }
+    plan.timers.push([a.id, (a.handed_ms ?? a.created_ms) + stepTtlMinutes(a.flow ?? [], a.step) * 60_000]);
+  }
+  return plan;
+}
+
+/**
+ * Up to `limit` attempts with ids in (`after`, `upTo`], in id order. $1: after; $2: the page size;
+ * $3: upTo. Only attempts still `sending` or `sent` have their message's flow read (their step's
+ * ttl), by a subquery the CASE runs for them alone; the rest are only walked past
+ * (docs/benchmarks.md, "Measurements behind the code").
+ */
+async function attemptPage(db: Db, after: number, upTo: number, limit: number): Promise<WalkedAttempt[]> {
+  const { rows } = await db.query<WalkedAttempt>(
+    `SELECT a.id, a.channel, a.state, a.step, (extract(epoch FROM a.created_at) * 1000)::float8 AS created_ms,
+            (extract(epoch FROM a.handed_at) * 1000)::float8 AS handed_ms,
+            CASE WHEN a.state IN ('sending', 'sent')
+                 THEN (SELECT m.flow FROM recipients r JOIN messages m ON m.id = r.message_id WHERE r.id = a.recipient_id) END AS flow
+       FROM attempts a
+      WHERE a.id > $1 AND a.id <= $3
+      ORDER BY a.id
+      LIMIT $2`,
+    [after, limit, upTo],
+  );
+  return rows;
+}
+
 /**
  * Attempts nothing may move again otherwise: their ttl timer was lost with Redis, or their carrier
  * never answered. Walks the attempts by id from a cursor kept in Redis, up to `limit` per call (a
  * page; `sweepWaitingPages` pages on) and never past one made less than `boundMs` ago (default
- * 72 h: RECEIPT_WAIT_HOURS):
+ * 72 h: RECEIPT_WAIT_HOURS), as `planAttemptPage` says:
  * - a step that succeeds at `delivered` (Viber, WhatsApp) still `sending` or `sent`: its ttl timer
  *   is set again (one that still exists is kept), due when the ttl ends, so the step ends
  *   `undelivered` (`[1] TTL expired`) and the flow moves on;
@@ -126,50 +185,24 @@ interface WaitingAttempt {
  *   no final state ever comes; nothing waits for it any more.
  */
 export async function sweepWaitingAttempts(
-  db: Db, redis: Redis, queues: Queues, timers: Pick<TtlTimers, 'set'>,
+  db: Db, redis: Redis, queues: Queues, timers: Pick<TtlTimers, 'setEachKeep'>,
   opts: { boundMs: number; cursorKey: string; limit?: number; now?: number },
 ): Promise<{ checked: number; ttlTimers: number; failed: number; more: boolean }> {
   const now = opts.now ?? Date.now();
   const limit = opts.limit ?? 2000;
   const cursor = Number(await redis.get(opts.cursorKey) ?? 0);
-  // $1: the cursor (the last attempt id walked); $2: the page size. Only attempts still `sending`
-  // or `sent` have their message's flow read (their step's ttl), by a subquery the CASE runs for
-  // them alone; the rest are only walked past (docs/benchmarks.md, "Measurements behind the code").
-  const { rows } = await db.query<WaitingAttempt>(
-    `SELECT a.id, a.channel, a.state, a.step, (extract(epoch FROM a.created_at) * 1000)::float8 AS created_ms,
-            (extract(epoch FROM a.handed_at) * 1000)::float8 AS handed_ms,
-            CASE WHEN a.state IN ('sending', 'sent')
-                 THEN (SELECT m.flow FROM recipients r JOIN messages m ON m.id = r.message_id WHERE r.id = a.recipient_id) END AS flow
-       FROM attempts a
-      WHERE a.id > $1
-      ORDER BY a.id
-      LIMIT $2`,
-    [cursor, limit],
-  );
-  let last = cursor;
-  let ttlTimers = 0;
-  const failed: number[] = [];
-  for (const a of rows) {
-    if (now - a.created_ms < opts.boundMs) break;
-    last = a.id;
-    if ((a.state !== 'sending' && a.state !== 'sent') || !isChannel(a.channel)) continue;
-    if (CHANNEL_MODULES[a.channel].succeedsAt === 'sent') {
-      if (a.state === 'sending') failed.push(a.id);
-      continue;
-    }
-    const due = (a.handed_ms ?? a.created_ms) + stepTtlMinutes(a.flow ?? [], a.step) * 60_000;
-    await timers.set([a.id], due, 'keep');
-    ttlTimers++;
-  }
+  const rows = await attemptPage(db, cursor, Number.MAX_SAFE_INTEGER, limit);
+  const plan = planAttemptPage(rows, { now, boundMs: opts.boundMs });
+  await timers.setEachKeep(plan.timers);
   // Each in its attempt's status partition (one attempt's reports are applied in one order).
-  for (const attemptId of failed) {
+  for (const attemptId of plan.failed) {
     const reports = [{ attemptId, state: 'failed' as const, resultInfo: '[3] No answer from the carrier', at: now }];
     await queues.statusQueueFor(attemptId).add('reports', { kind: 'reports', reports } satisfies StatusJob, STATUS_JOB_OPTIONS);
   }
-  if (last !== cursor) await redis.set(opts.cursorKey, String(last));
+  if (plan.last !== null) await redis.set(opts.cursorKey, String(plan.last));
   // A full page walked to its end: attempts old enough may follow it.
-  const more = rows.length === limit && last === rows[rows.length - 1]!.id;
-  return { checked: rows.length, ttlTimers, failed: failed.length, more };
+  const more = rows.length === limit && plan.walked === rows.length;
+  return { checked: rows.length, ttlTimers: plan.timers.length, failed: plan.failed.length, more };
 }
 
 /**
@@ -179,7 +212,7 @@ export async function sweepWaitingAttempts(
  * the cursor would take weeks.
  */
 export async function sweepWaitingPages(
-  db: Db, redis: Redis, queues: Queues, timers: Pick<TtlTimers, 'set'>,
+  db: Db, redis: Redis, queues: Queues, timers: Pick<TtlTimers, 'setEachKeep'>,
   opts: { boundMs: number; cursorKey: string; budgetMs: number; limit?: number },
 ): Promise<{ checked: number; ttlTimers: number; failed: number; pages: number }> {
   const until = Date.now() + opts.budgetMs;
@@ -193,6 +226,81 @@ export async function sweepWaitingPages(
     if (!page.more || Date.now() >= until) return total;
   }
 }
+
+/**
+ * The smallest id `x` in 1..upTo+1 from which the first attempt (`probe(x)`: the first attempt with
+ * an id at or above `x`, or null past the last) was created at or after `sinceMs`: a binary search
+ * over the primary key, ~log2(upTo) probes, where a scan for the first young row would read every
+ * older one. Ids rise with creation (a statement's rows take consecutive ids; two transactions
+ * may interleave by their seconds, which the caller's margin covers). upTo+1 when none is young.
+ */
+export async function firstIdSince(
+  probe: (atLeast: number) => Promise<{ id: number; createdMs: number } | null>, upTo: number, sinceMs: number,
+): Promise<number> {
+  let lo = 1;
+  let hi = upTo + 1;
+  while (lo < hi) {
+    const mid = Math.floor((lo + hi) / 2);
+    const row = await probe(mid);
+    if (row === null || row.createdMs >= sinceMs) hi = mid;
+    else lo = row.id + 1; // every id from mid to row.id leads to this old row
+  }
+  return lo;
+}
+
+/**
+ * Sets again the ttl timers Redis lost. The timers' set keeps a mark in its slot (TtlTimers); when
+ * the mark is gone, Redis lost its data, and with it the timers of every step still waiting on
+ * Viber or WhatsApp, which would otherwise end only when the waiting walk reaches them
+ * (RECEIPT_WAIT_HOURS later). The first sweep to see it records a walk over the attempts created
+ * since `sinceMs` (the waiting walk covers older ones) up to the newest attempt (newer ones set
+ * their own timers at hand-over), and marks the set kept, in one script; the walk then sets each
+ * waiting attempt's timer as the hand-over did (keeping one that exists), page after page for up to
+ * `budgetMs`, its progress in Redis beside the mark, and goes on in the next sweeps until it reaches
+ * its end. Redis losing its data again meanwhile starts it over. Returns null when nothing was lost.
+ */
+export async function rearmLostTimers(
+  db: Db, timers: Pick<TtlTimers, 'lossState' | 'startRearm' | 'advanceRearm' | 'setEachKeep'>,
+  opts: { sinceMs: number; budgetMs: number; limit?: number; now?: number },
+): Promise<{ started: RearmRange | null; checked: number; ttlTimers: number; pages: number; done: boolean } | null> {
+  const limit = opts.limit ?? 2000;
+  const state = await timers.lossState();
+  let range = state.rearm;
+  let started: RearmRange | null = null;
+  if (!range) {
+    if (!state.lost) return null;
+    const { rows: [last] } = await db.query<{ id: number }>('SELECT COALESCE(max(id), 0) AS id FROM attempts');
+    // $1: an attempt id; the first attempt at or above it, with when it was created.
+    const probe = async (atLeast: number) => (await db.query<{ id: number; createdMs: number }>(
+      `SELECT id, (extract(epoch FROM created_at) * 1000)::float8 AS "createdMs" FROM attempts WHERE id >= $1 ORDER BY id LIMIT 1`,
+      [atLeast],
+    )).rows[0] ?? null;
+    range = { after: (await firstIdSince(probe, last!.id, opts.sinceMs)) - 1, upTo: last!.id };
+    // Another process's sweep may have started it first: it goes on in the next sweep.
+    if (!(await timers.startRearm(range))) return null;
+    started = { ...range };
+  }
+  const until = Date.now() + opts.budgetMs;
+  const result = { started, checked: 0, ttlTimers: 0, pages: 0, done: false };
+  for (;;) {
+    const rows = await attemptPage(db, range.after, range.upTo, limit);
+    const plan = planAttemptPage(rows, { now: opts.now ?? Date.now(), boundMs: null });
+    await timers.setEachKeep(plan.timers);
+    result.checked += rows.length;
+    result.ttlTimers += plan.timers.length;
+    result.pages++;
+    if (plan.last !== null) range.after = plan.last;
+    result.done = rows.length < limit;
+    await timers.advanceRearm(result.done ? null : range.after);
+    if (result.done || Date.now() >= until) return result;
+  }
+}
+
+/**
+ * How far before RECEIPT_WAIT_HOURS the walk after a loss starts: the waiting walk's cursor, which
+ * covers older attempts, may lag its bound by an outage of up to this long.
+ */
+const REARM_MARGIN_MS = 3_600_000;
 
 /** How long one recovery sweep may walk pages of attempts (`sweepWaitingPages`). */
 const WAITING_SWEEP_BUDGET_MS = 5000;
@@ -212,12 +320,14 @@ return 0
 
 export class RecoverySweep {
   private timer: NodeJS.Timeout | null = null;
+  private running: Promise<void> | null = null;
+  private stopped = false;
 
   constructor(
     private readonly db: Db,
     private readonly redis: Redis,
     private readonly queues: Queues,
-    private readonly timers: Pick<TtlTimers, 'set'>,
+    private readonly timers: Pick<TtlTimers, 'lossState' | 'startRearm' | 'advanceRearm' | 'setEachKeep'>,
     private readonly opts: { intervalMs: number; graceMs: number; webhookRetries: number; receiptWaitMs: number; redisPrefix: string },
     private readonly logger: Logger,
   ) {}
@@ -237,8 +347,16 @@ export class RecoverySweep {
         const token = randomUUID();
         if (await this.redis.set(lock, token, 'PX', WAITING_SWEEP_BUDGET_MS + 10_000, 'NX') === 'OK') {
           try {
+            const until = Date.now() + WAITING_SWEEP_BUDGET_MS;
+            const rearm = await rearmLostTimers(this.db, this.timers, {
+              sinceMs: Date.now() - this.opts.receiptWaitMs - REARM_MARGIN_MS, budgetMs: WAITING_SWEEP_BUDGET_MS,
+            });
+            if (rearm?.started) {
+              this.logger.warn({ attempts: rearm.started }, 'the ttl timers\' mark is missing (a first start, or Redis lost its data): setting the timers of waiting attempts again from Postgres');
+            }
+            if (rearm?.done) this.logger.info({ lastSweep: { attempts: rearm.checked, ttlTimers: rearm.ttlTimers } }, 'the ttl timers of waiting attempts are set again');
             const waiting = await sweepWaitingPages(this.db, this.redis, this.queues, this.timers, {
-              boundMs: this.opts.receiptWaitMs, cursorKey, budgetMs: WAITING_SWEEP_BUDGET_MS,
+              boundMs: this.opts.receiptWaitMs, cursorKey, budgetMs: Math.max(0, until - Date.now()),
             });
             if (waiting.ttlTimers + waiting.failed > 0) {
               this.logger.info(waiting, 'recovery sweep settled attempts that waited too long');
@@ -251,16 +369,20 @@ export class RecoverySweep {
         // Work stays findable in Postgres: the next sweep tries again.
         this.logger.warn({ err: (err as Error).message, code: (err as { code?: string }).code }, 'recovery sweep could not re-enqueue work; trying again next sweep');
       }
-      this.timer = setTimeout(() => void tick(), this.opts.intervalMs);
+      if (this.stopped) return;
+      this.timer = setTimeout(() => void (this.running = tick()), this.opts.intervalMs);
       this.timer.unref();
     };
-    this.timer = setTimeout(() => void tick(), this.opts.intervalMs);
+    // The first sweep at once: a start after Redis lost its data (or a first start, with few
+    // attempts yet) sets lost timers again without waiting an interval.
+    this.timer = setTimeout(() => void (this.running = tick()), 0);
     this.timer.unref();
   }
 
-  stop(): void {
-    if (this.timer) {
-      clearTimeout(this.timer);
-    }
+  /** Stops sweeping; resolves when a sweep under way has finished. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    await this.running;
   }
 }

@@ -11,11 +11,14 @@
  * delayed BullMQ job before, ~870 bytes kept for the whole ttl, 24 hours by default, settled or
  * not: Redis grew with a day's traffic (docs/benchmarks.md).
  *
- * Postgres stays the truth: a timer Redis lost is set again by the recovery sweep
- * (`sweepWaitingAttempts`) from the attempt's row, and firing one that is no longer needed (its
- * attempt settled meanwhile) changes nothing (`ttlExpiryApplies`).
+ * Postgres stays the truth: a timer Redis lost is set again by the recovery sweep from the
+ * attempt's row, and firing one that is no longer needed (its attempt settled meanwhile) changes
+ * nothing (`ttlExpiryApplies`). The sweep learns that Redis lost the set from a mark kept in the
+ * set's slot (`<set>:kept`, below): written once and never expiring, it is gone only when Redis
+ * lost its data (a restart without persistence, a failover to an empty replica, a flush), and then
+ * the sweep walks the attempts of the last days again (`rearmLostTimers`, workers/recovery.ts).
  */
-import { luaScript, runScript, type Redis } from '../redis.js';
+import { keyGroup, luaScript, runScript, type Redis } from '../redis.js';
 import type { Logger } from '../logger.js';
 import { channelModule, type Channel } from '../channels/index.js';
 import { isStorageUnavailable } from '../storage-unavailable.js';
@@ -71,11 +74,43 @@ function isTransient(err: unknown): boolean {
   return isStorageUnavailable(err) || code === '57014' || code === '55P03' || code === '40001' || code === '40P01';
 }
 
+/**
+ * Marks the timers' set as kept and records the walk that sets lost timers again, unless the mark
+ * is there (another process started the walk first, or nothing was lost).
+ *
+ * KEYS[1]   the mark, `<set>:kept` (in the set's slot: on a cluster, `{<set>}:kept`)
+ * KEYS[2]   the walk's range, a hash `<set>:rearm` (same slot) with fields `after` (the last
+ *           attempt id walked) and `upTo` (the last attempt id to walk)
+ * ARGV[1]   the mark's value: when it was written, ms since the epoch (for an operator's eyes)
+ * ARGV[2]   `after` at the start: the walk's first attempt id less one
+ * ARGV[3]   `upTo`: the largest attempt id when the loss was seen (later ones set their own timers)
+ * Returns   1 when this call started the walk, 0 when the mark was there
+ */
+const START_REARM = luaScript(`
+if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
+  redis.call('HSET', KEYS[2], 'after', ARGV[2], 'upTo', ARGV[3])
+  return 1
+end
+return 0
+`);
+
+/** A walk over attempt ids `after` (exclusive) to `upTo` (inclusive) that sets lost timers again. */
+export interface RearmRange {
+  after: number;
+  upTo: number;
+}
+
 export class TtlTimers {
   private readonly key: string;
+  /** `<set>:kept` and `<set>:rearm`, in the set's slot (START_REARM). */
+  private readonly keptKey: string;
+  private readonly rearmKey: string;
 
   constructor(private readonly redis: Redis, redisPrefix: string) {
     this.key = ttlTimersKey(redisPrefix);
+    const group = keyGroup(redis, this.key);
+    this.keptKey = `${group}:kept`;
+    this.rearmKey = `${group}:rearm`;
   }
 
   /**
@@ -91,6 +126,39 @@ export class TtlTimers {
     } else {
       await this.redis.zadd(this.key, ...args);
     }
+  }
+
+  /** Sets each attempt's own deadline (`[attempt id, due at ms]`), keeping any that exists (the recovery sweep's walks). */
+  async setEachKeep(timers: ReadonlyArray<readonly [number, number]>): Promise<void> {
+    if (timers.length === 0) return;
+    const args: number[] = [];
+    for (const [id, due] of timers) args.push(due, id);
+    await this.redis.zadd(this.key, 'NX', ...args);
+  }
+
+  /**
+   * Whether the set may have been lost (`lost`: its mark is gone) and the walk that sets lost timers
+   * again, if one is under way. One round trip (a MULTI in the set's slot).
+   */
+  async lossState(): Promise<{ lost: boolean; rearm: RearmRange | null }> {
+    const replies = await this.redis.multi().exists(this.keptKey).hmget(this.rearmKey, 'after', 'upTo').exec();
+    const [exists, fields] = (replies ?? []).map(([err, value]) => {
+      if (err) throw err;
+      return value;
+    }) as [number, Array<string | null>];
+    const [after, upTo] = fields;
+    return { lost: exists === 0, rearm: after != null && upTo != null ? { after: Number(after), upTo: Number(upTo) } : null };
+  }
+
+  /** Starts the walk over `range` and marks the set kept; false when another process did (START_REARM). */
+  async startRearm(range: RearmRange, now = Date.now()): Promise<boolean> {
+    return await runScript(this.redis, START_REARM, [this.keptKey, this.rearmKey], [now, range.after, range.upTo]) === 1;
+  }
+
+  /** Records the walk's progress (`after`: the last attempt id walked), or its end (`null`). */
+  async advanceRearm(after: number | null): Promise<void> {
+    if (after === null) await this.redis.del(this.rearmKey);
+    else await this.redis.hset(this.rearmKey, 'after', after);
   }
 
   /** Removes the attempts' timers (settled, or fired). */

@@ -14,6 +14,8 @@ import { dispatchQueueName, statusQueueName, WEBHOOK_QUEUE } from '../../shared/
 import { admitStart, limitKeys } from '../../shared/verification/rate-limit.js';
 import { SmppRedisStore } from '../../shared/carriers/smpp/redis-store.js';
 import { getEach, keyGroup } from '../../shared/redis.js';
+import { ttlTimersKey } from '../../shared/engine/ttl-timers.js';
+import { rearmLostTimers } from '../../workers/recovery.js';
 import { loadConfig } from '../../shared/config.js';
 import { createLogger } from '../../shared/logger.js';
 import { startRuntime, StartupError } from '../../services/runtime.js';
@@ -153,6 +155,21 @@ describe('on a Redis Cluster of three masters', () => {
     await Promise.all(keys.map((key, i) => client.set(key, `wamid.${i}`, 'EX', 60)));
     assert.deepEqual(await getEach(client, [...keys, `${svc.prefix}:wa:acc:none`]), [...keys.map((_, i) => `wamid.${i}`), null]);
     await assert.rejects(client.mget(...keys), /CROSSSLOT/);
+  });
+
+  it('keeps the ttl timers\' mark and the walk after a loss in the timers\' slot (its MULTI and script)', T, async () => {
+    const timers = svc.runtime.engine.ttlTimers;
+    // The service's first sweep marked the set (on the cluster client).
+    await waitFor(async () => !(await timers.lossState()).lost, 5000, 'the mark');
+    const set = ttlTimersKey(svc.prefix);
+    const kept = `{${set}}:kept`;
+    assert.equal(await client.exists(kept), 1);
+    assert.equal(Number(await client.cluster('KEYSLOT', kept)), Number(await client.cluster('KEYSLOT', set)), 'the mark is in the set\'s slot');
+    // A node that lost its data: the walk starts (the script), records progress and ends.
+    await client.del(kept);
+    const walk = await rearmLostTimers(svc.runtime.db, timers, { sinceMs: 0, budgetMs: 5000 });
+    assert.equal(walk?.done, true);
+    assert.deepEqual(await timers.lossState(), { lost: false, rearm: null });
   });
 
   it('applies the verification start limits: 10 of 30 concurrent starts, 1 of 10 on one number; a released start frees its slots', T, async () => {

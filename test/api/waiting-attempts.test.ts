@@ -7,13 +7,15 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestService, waitFor, type TestService } from '../support/harness.js';
-import { sweepWaitingAttempts, sweepWaitingPages } from '../../workers/recovery.js';
+import { RecoverySweep, rearmLostTimers, sweepWaitingAttempts, sweepWaitingPages } from '../../workers/recovery.js';
 import { ttlTimersKey } from '../../shared/engine/ttl-timers.js';
+import { createLogger } from '../../shared/logger.js';
 
 let svc: TestService;
 let apiKey: string;
 before(async () => {
-  svc = await startTestService();
+  // The service's own sweep only at its start: these tests call the walks themselves.
+  svc = await startTestService({ env: { RECOVERY_SWEEP_MS: '3600000' } });
   ({ apiKey } = await svc.createAccount());
   await svc.admin('PUT', '/prices', [{ channel: 'sms', prefix: '', price_czk: 1, price_eur: 0.04 }, { channel: 'viber', prefix: '', price_czk: 0.5, price_eur: 0.02 }]);
 });
@@ -78,4 +80,69 @@ test('one sweep walks page after page until it reaches the bound, within its tim
   const young = await sweepWaitingPages(...args, { boundMs: 3_600_000, cursorKey: `${svc.prefix}:pages-cursor`, limit: 1, budgetMs: 20_000 });
   assert.deepEqual([young.pages, young.checked], [1, 1]);
   assert.equal(await svc.runtime.redis.get(`${svc.prefix}:pages-cursor`), null);
+});
+
+test('after Redis lost the timers, the walk pages through the attempts across sweeps, then marks its end', { timeout: 30_000 }, async () => {
+  const timers = svc.runtime.engine.ttlTimers;
+  // A Viber step still waiting (sandbox ...03: sent, no receipt; a ttl of an hour).
+  const res = await svc.request('POST', '/v2/message', { headers: { 'x-api-key': apiKey },
+    body: { body: 'W', to: [{ phone_number: '420777502003' }], flow: [{ viber: { sender: 'Shop', ttl: 60 } }, { sms: {} }] } });
+  assert.equal(res.status, 200, res.text);
+  await waitFor(async () => (await attemptOf(res.body.accepted[0].message_id))?.state === 'sent', 10_000, 'sent');
+  const [row] = await svc.sql<{ n: number; max: number; waiting: number }>(
+    `SELECT count(*)::int AS n, max(id)::int AS max, count(*) FILTER (WHERE channel = 'viber' AND state IN ('sending', 'sent'))::int AS waiting FROM attempts`);
+  const { n, max, waiting } = row!;
+  assert.ok(n >= 4 && waiting >= 1, `${n} attempts, ${waiting} waiting`);
+  assert.deepEqual(await timers.lossState(), { lost: false, rearm: null }, 'the first sweep marked the set');
+  // Nothing lost: the walk does nothing.
+  assert.equal(await rearmLostTimers(svc.runtime.db, timers, { sinceMs: 0, budgetMs: 0 }), null);
+  // Redis lost the set with its mark.
+  await svc.runtime.redis.del(ttlTimersKey(svc.config.redisPrefix), `${ttlTimersKey(svc.config.redisPrefix)}:kept`);
+  assert.equal((await timers.lossState()).lost, true);
+  // A spent budget: one page of one attempt per sweep, the range recorded, then its progress.
+  const first = await rearmLostTimers(svc.runtime.db, timers, { sinceMs: 0, budgetMs: 0, limit: 1 });
+  assert.deepEqual(first?.started, { after: 0, upTo: max }, 'the walk covers every attempt of the window, up to the newest');
+  assert.deepEqual([first?.pages, first?.checked, first?.done], [1, 1, false]);
+  assert.deepEqual(await timers.lossState(), { lost: false, rearm: { after: (await svc.sql<{ id: number }>('SELECT min(id)::int AS id FROM attempts'))[0]!.id, upTo: max } });
+  let ttlTimers = first!.ttlTimers;
+  let checked = first!.checked;
+  for (let sweep = 0; sweep < n + 1; sweep++) {
+    const next = await rearmLostTimers(svc.runtime.db, timers, { sinceMs: 0, budgetMs: 0, limit: 1 });
+    assert.ok(next !== null && next.started === null, 'the walk goes on, not over');
+    ttlTimers += next.ttlTimers;
+    checked += next.checked;
+    if (next.done) break;
+  }
+  assert.equal(checked, n, 'every attempt walked once');
+  assert.equal(ttlTimers, waiting, 'a timer for every waiting Viber step');
+  assert.deepEqual(await timers.lossState(), { lost: false, rearm: null }, 'done');
+  assert.equal(await timers.size(), waiting);
+  // A walk from a later moment starts past the older attempts (a binary search over the ids).
+  await svc.runtime.redis.del(`${ttlTimersKey(svc.config.redisPrefix)}:kept`);
+  const none = await rearmLostTimers(svc.runtime.db, timers, { sinceMs: Date.now() + 60_000, budgetMs: 0 });
+  assert.deepEqual([none?.started, none?.checked, none?.done], [{ after: max, upTo: max }, 0, true]);
+});
+
+test('one process at a time walks the waiting attempts: the sweep that finds the lock taken leaves the cursor alone', { timeout: 30_000 }, async () => {
+  const redisPrefix = `${svc.prefix}:lock-test`;
+  const cursorKey = `${redisPrefix}:sweep:waiting-attempts`;
+  const lock = `${cursorKey}:lock`;
+  const sweep = () => new RecoverySweep(svc.runtime.db, svc.runtime.redis, svc.runtime.queues, svc.runtime.engine.ttlTimers, {
+    intervalMs: 3_600_000, graceMs: 3_600_000, webhookRetries: 1, receiptWaitMs: 0, redisPrefix,
+  }, createLogger('silent'));
+  const runOnce = async () => {
+    const s = sweep();
+    s.start(); // its first sweep at once: its timer of 0 ms fires before this one
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await s.stop(); // waits for that sweep to finish
+  };
+  await svc.runtime.redis.set(lock, 'another process', 'PX', 60_000);
+  await runOnce();
+  assert.equal(await svc.runtime.redis.get(cursorKey), null, 'no walk while another process holds the lock');
+  assert.equal(await svc.runtime.redis.get(lock), 'another process', 'the lock is not taken from its holder');
+  await svc.runtime.redis.del(lock);
+  await runOnce();
+  const [{ max }] = await svc.sql<{ max: number }>('SELECT max(id)::int AS max FROM attempts') as [{ max: number }];
+  assert.equal(Number(await svc.runtime.redis.get(cursorKey)), max, 'the walk ran to the newest attempt');
+  assert.equal(await svc.runtime.redis.get(lock), null, 'and released the lock');
 });
