@@ -57,7 +57,7 @@ export async function spawnChild<T = unknown>(opts: SpawnOptions): Promise<{ chi
     cwd: opts.cwd, env, stdio: ['pipe', 'pipe', 'pipe'], detached: true,
     ...(opts.uid !== undefined && { uid: opts.uid }), ...(opts.gid !== undefined && { gid: opts.gid }),
   });
-  proc.on('error', (err) => log.write(`spawn error: ${err.message}\n`));
+  proc.on('error', (err) => !log.writableEnded && log.write(`spawn error: ${err.message}\n`));
   if (proc.pid === undefined) {
     throw new Error(`${opts.name}: could not start ${opts.command ?? 'node'} ${opts.args.join(' ')}`);
   }
@@ -68,7 +68,7 @@ export async function spawnChild<T = unknown>(opts: SpawnOptions): Promise<{ chi
     resolveReady = resolve;
   });
   const onLine = (line: string): void => {
-    log.write(`${line}\n`);
+    if (!log.writableEnded) log.write(`${line}\n`);
     lines.push(line);
     if (lines.length > 40) {
       lines.shift();
@@ -96,9 +96,18 @@ export async function spawnChild<T = unknown>(opts: SpawnOptions): Promise<{ chi
     });
   });
   let gone = false;
+  // The log ends once the child's output is read to its end ('close', after 'exit': lines can
+  // still arrive between the two), or a second after its exit when a grandchild keeps the pipes.
+  let endTimer: NodeJS.Timeout | null = null;
+  const endLog = (): void => {
+    if (endTimer) clearTimeout(endTimer);
+    if (!log.writableEnded) log.end();
+  };
+  proc.once('close', endLog);
   void exited.then(() => {
     gone = true;
-    log.end();
+    endTimer = setTimeout(endLog, 1000);
+    endTimer.unref();
   });
   const child: Child = {
     name: opts.name,
