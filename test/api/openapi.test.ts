@@ -207,7 +207,9 @@ test('webhook events a receiver got validate against the webhooks document', asy
   // A reply (to the message sent to 420777300100 from Shop) and an inbound message to the account's number.
   assert.equal((await svc.request('POST', '/sandbox/inbound', { body: { gateway: 'sms', sender: '420777300100', recipient: 'Shop', body: 'yes' }, headers: { 'x-api-key': apiKey } })).status, 200);
   assert.equal((await svc.request('POST', '/sandbox/inbound', { body: { gateway: 'sms', sender: '420777300999', recipient: '420777399999', body: 'hello' }, headers: { 'x-api-key': apiKey } })).status, 200);
-  await waitFor(() => receiver.events().some((e) => e.type === 'incoming' && e.request_id) && receiver.events().some((e) => e.result === 'delivered'), 15_000, 'a reply and a delivery');
+  // All three kinds: the reply and the inbound message travel in batches of their own.
+  await waitFor(() => receiver.events().some((e) => e.type === 'incoming' && e.request_id) && receiver.events().some((e) => e.type === 'incoming' && !e.request_id)
+    && receiver.events().some((e) => e.result === 'delivered'), 15_000, 'a reply, an inbound message and a delivery');
   const sent = receiver.requests.filter((r) => r.events.some((e) => e.type === 'outgoing'));
   assert.ok(sent.length > 0);
   // A POST may carry events of every kind (batched per key and URL): each is held against its own.
