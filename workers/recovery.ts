@@ -131,8 +131,9 @@ export interface PagePlan {
  * an SMS still `sending` then fails. `boundMs` null is the walk after Redis lost the timers
  * (`rearmLostTimers`): every attempt of the page is walked, and only timers are set. Either way a
  * step that succeeds at `delivered` (Viber, WhatsApp) still `sending` or `sent` gets its ttl timer,
- * due when its ttl ends counted from the hand-over (from the attempt's creation if none is
- * recorded); an SMS `sent` without a receipt stays as it is (its step succeeded, D3).
+ * due when its ttl ends counted from the hand-over (in the waiting walk from the attempt's creation
+ * if none is recorded; after a loss such an attempt is left to the dispatch job that will hand it
+ * over); an SMS `sent` without a receipt stays as it is (its step succeeded, D3).
  */
 export function planAttemptPage(rows: readonly WalkedAttempt[], opts: { now: number; boundMs: number | null }): PagePlan {
   const plan: PagePlan = { walked: 0, last: null, timers: [], failed: [] };
@@ -145,6 +146,9 @@ export function planAttemptPage(rows: readonly WalkedAttempt[], opts: { now: num
       if (a.state === 'sending' && opts.boundMs !== null) plan.failed.push(a.id);
       continue;
     }
+    // After a loss, an attempt whose hand-over is not recorded yet is its dispatch job's: that job
+    // (still queued, or added again by `sweepOnce`) sets the timer when it hands it over.
+    if (a.handed_ms === null && opts.boundMs === null) continue;
     plan.timers.push([a.id, (a.handed_ms ?? a.created_ms) + stepTtlMinutes(a.flow ?? [], a.step) * 60_000]);
   }
   return plan;

@@ -26,7 +26,7 @@ test('planAttemptPage: the waiting walk (a bound of 72 h) and the walk after Red
     attempt(2, 'sms', 'sending', 80), // old SMS never answered: failed by the waiting walk only
     attempt(3, 'sms', 'sent', 75), // SMS sent without a receipt: nothing
     attempt(4, 'viber', 'delivered', 74), // settled: nothing
-    attempt(5, 'viber', 'sending', 73, null), // no hand-over recorded: due 5 min after its creation
+    attempt(5, 'viber', 'sending', 73, null), // no hand-over recorded: due 5 min after its creation (old), its job's (after a loss)
     attempt(6, 'legacy_fax', 'sent', 73), // a channel this version does not know: walked past
     attempt(7, 'viber', 'sent', 2, 2, 1), // young; step 1 is the flow's last: 1440 min
     attempt(8, 'sms', 'sending', 1), // young SMS still sending: its answer may yet come
@@ -37,9 +37,9 @@ test('planAttemptPage: the waiting walk (a bound of 72 h) and the walk after Red
       walked: 6, last: 6, failed: [2],
       timers: [[1, NOW - 79 * HOUR + 5 * MIN], [5, NOW - 73 * HOUR + 5 * MIN]],
     }],
-    ['no bound: every attempt, timers only', null, {
+    ['no bound: every attempt, timers only, of attempts handed over', null, {
       walked: 8, last: 8, failed: [],
-      timers: [[1, NOW - 79 * HOUR + 5 * MIN], [5, NOW - 73 * HOUR + 5 * MIN], [7, NOW - 2 * HOUR + 1440 * MIN]],
+      timers: [[1, NOW - 79 * HOUR + 5 * MIN], [7, NOW - 2 * HOUR + 1440 * MIN]],
     }],
     ['a bound older than every attempt: nothing walked', 100 * HOUR, { walked: 0, last: null, failed: [], timers: [] }],
   ];
