@@ -12,6 +12,7 @@ import { STATUS_JOB_OPTIONS, type Queues, type StatusJob } from '../shared/queue
 import type { RearmRange, TtlTimers } from '../shared/engine/ttl-timers.js';
 import { CHANNEL_MODULES, isChannel, stepOf, type AttemptState, type FlowStep } from '../shared/channels/index.js';
 import { stepTtlMinutes } from '../shared/engine/transitions.js';
+import { MAX_TTL_MINUTES } from '../shared/channels/fields.js';
 import { addDispatchJobs, callJob, messageJob, recipientJob } from '../shared/engine/dispatch-jobs.js';
 import { enqueueBatches } from '../shared/webhooks/jobs.js';
 
@@ -217,7 +218,7 @@ export async function sweepWaitingAttempts(
  */
 export async function sweepWaitingPages(
   db: Db, redis: Redis, queues: Queues, timers: Pick<TtlTimers, 'setEachKeep'>,
-  opts: { boundMs: number; cursorKey: string; budgetMs: number; limit?: number },
+  opts: { boundMs: number; cursorKey: string; budgetMs: number; limit?: number; shouldStop?: () => boolean },
 ): Promise<{ checked: number; ttlTimers: number; failed: number; pages: number }> {
   const until = Date.now() + opts.budgetMs;
   const total = { checked: 0, ttlTimers: 0, failed: 0, pages: 0 };
@@ -227,7 +228,7 @@ export async function sweepWaitingPages(
     total.ttlTimers += page.ttlTimers;
     total.failed += page.failed;
     total.pages++;
-    if (!page.more || Date.now() >= until) return total;
+    if (!page.more || Date.now() >= until || opts.shouldStop?.()) return total;
   }
 }
 
@@ -256,16 +257,18 @@ export async function firstIdSince(
  * Sets again the ttl timers Redis lost. The timers' set keeps a mark in its slot (TtlTimers); when
  * the mark is gone, Redis lost its data, and with it the timers of every step still waiting on
  * Viber or WhatsApp, which would otherwise end only when the waiting walk reaches them
- * (RECEIPT_WAIT_HOURS later). The first sweep to see it records a walk over the attempts created
- * since `sinceMs` (the waiting walk covers older ones) up to the newest attempt (newer ones set
- * their own timers at hand-over), and marks the set kept, in one script; the walk then sets each
- * waiting attempt's timer as the hand-over did (keeping one that exists), page after page for up to
- * `budgetMs`, its progress in Redis beside the mark, and goes on in the next sweeps until it reaches
- * its end. Redis losing its data again meanwhile starts it over. Returns null when nothing was lost.
+ * (RECEIPT_WAIT_HOURS later, or never on a cluster whose node with the cursor kept it). The first
+ * sweep to see it records a walk over the attempts created since `sinceMs` (the caller's window:
+ * every attempt whose timer may have been pending) up to the newest attempt (newer ones set their
+ * own timers at hand-over), and marks the set kept, in one script; the walk then sets each waiting
+ * attempt's timer as the hand-over did (keeping one that exists), page after page for up to
+ * `budgetMs` or until `shouldStop` says so, its progress in Redis beside the mark, and goes on in
+ * the next sweeps until it reaches its end. Redis losing its data again meanwhile starts a new walk,
+ * which a walker of the old one cannot move on (ADVANCE_REARM). Returns null when nothing was lost.
  */
 export async function rearmLostTimers(
   db: Db, timers: Pick<TtlTimers, 'lossState' | 'startRearm' | 'advanceRearm' | 'setEachKeep'>,
-  opts: { sinceMs: number; budgetMs: number; limit?: number; now?: number },
+  opts: { sinceMs: number; budgetMs: number; limit?: number; now?: number; shouldStop?: () => boolean },
 ): Promise<{ started: RearmRange | null; checked: number; ttlTimers: number; pages: number; done: boolean } | null> {
   const limit = opts.limit ?? 2000;
   const state = await timers.lossState();
@@ -279,10 +282,11 @@ export async function rearmLostTimers(
       `SELECT id, (extract(epoch FROM created_at) * 1000)::float8 AS "createdMs" FROM attempts WHERE id >= $1 ORDER BY id LIMIT 1`,
       [atLeast],
     )).rows[0] ?? null;
-    range = { after: (await firstIdSince(probe, last!.id, opts.sinceMs)) - 1, upTo: last!.id };
+    const fresh: RearmRange = { walk: randomUUID(), after: (await firstIdSince(probe, last!.id, opts.sinceMs)) - 1, upTo: last!.id };
     // Another process's sweep may have started it first: it goes on in the next sweep.
-    if (!(await timers.startRearm(range))) return null;
-    started = { ...range };
+    if (!(await timers.startRearm(fresh))) return null;
+    range = fresh;
+    started = { ...fresh };
   }
   const until = Date.now() + opts.budgetMs;
   const result = { started, checked: 0, ttlTimers: 0, pages: 0, done: false };
@@ -294,17 +298,23 @@ export async function rearmLostTimers(
     result.ttlTimers += plan.timers.length;
     result.pages++;
     if (plan.last !== null) range.after = plan.last;
-    result.done = rows.length < limit;
-    await timers.advanceRearm(result.done ? null : range.after);
-    if (result.done || Date.now() >= until) return result;
+    const end = rows.length < limit;
+    // A walk that is no longer the one under way (Redis lost it and a new one began) stops here.
+    if (!(await timers.advanceRearm(range.walk, end ? null : range.after))) return result;
+    result.done = end;
+    if (end || Date.now() >= until || opts.shouldStop?.()) return result;
   }
 }
 
 /**
- * How far before RECEIPT_WAIT_HOURS the walk after a loss starts: the waiting walk's cursor, which
- * covers older attempts, may lag its bound by an outage of up to this long.
+ * The walk after a loss covers attempts created since the longest a timer can wait (a step's
+ * longest ttl, or RECEIPT_WAIT_HOURS if longer) and this margin before the walk starts: enough for
+ * the outage before Redis came back and for attempts whose creation and hand-over were apart.
  */
-const REARM_MARGIN_MS = 3_600_000;
+const REARM_MARGIN_MS = 24 * 3_600_000;
+
+/** How long `RecoverySweep.stop` waits for a sweep under way. */
+const STOP_WAIT_MS = 2000;
 
 /** How long one recovery sweep may walk pages of attempts (`sweepWaitingPages`). */
 const WAITING_SWEEP_BUDGET_MS = 5000;
@@ -352,15 +362,17 @@ export class RecoverySweep {
         if (await this.redis.set(lock, token, 'PX', WAITING_SWEEP_BUDGET_MS + 10_000, 'NX') === 'OK') {
           try {
             const until = Date.now() + WAITING_SWEEP_BUDGET_MS;
+            const shouldStop = () => this.stopped;
             const rearm = await rearmLostTimers(this.db, this.timers, {
-              sinceMs: Date.now() - this.opts.receiptWaitMs - REARM_MARGIN_MS, budgetMs: WAITING_SWEEP_BUDGET_MS,
+              sinceMs: Date.now() - Math.max(this.opts.receiptWaitMs, MAX_TTL_MINUTES * 60_000) - REARM_MARGIN_MS,
+              budgetMs: WAITING_SWEEP_BUDGET_MS, shouldStop,
             });
             if (rearm?.started) {
               this.logger.warn({ attempts: rearm.started }, 'the ttl timers\' mark is missing (a first start, or Redis lost its data): setting the timers of waiting attempts again from Postgres');
             }
             if (rearm?.done) this.logger.info({ lastSweep: { attempts: rearm.checked, ttlTimers: rearm.ttlTimers } }, 'the ttl timers of waiting attempts are set again');
             const waiting = await sweepWaitingPages(this.db, this.redis, this.queues, this.timers, {
-              boundMs: this.opts.receiptWaitMs, cursorKey, budgetMs: Math.max(0, until - Date.now()),
+              boundMs: this.opts.receiptWaitMs, cursorKey, budgetMs: Math.max(0, until - Date.now()), shouldStop,
             });
             if (waiting.ttlTimers + waiting.failed > 0) {
               this.logger.info(waiting, 'recovery sweep settled attempts that waited too long');
@@ -383,10 +395,16 @@ export class RecoverySweep {
     this.timer.unref();
   }
 
-  /** Stops sweeping; resolves when a sweep under way has finished. */
+  /**
+   * Stops sweeping: a sweep under way ends after its page, and this waits for it up to
+   * STOP_WAIT_MS (during a Redis outage its command waits for Redis, which the process's shutdown
+   * then closes; nothing of a sweep needs finishing: the next one starts over).
+   */
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
-    await this.running;
+    let waited: NodeJS.Timeout | undefined;
+    await Promise.race([this.running, new Promise<void>((resolve) => { waited = setTimeout(resolve, STOP_WAIT_MS); })]);
+    clearTimeout(waited);
   }
 }

@@ -36,8 +36,11 @@ export function charLength(s: string): number {
 export const bodyText = Joi.string().min(1).custom(worded((value: string) =>
   charLength(value) > MAX_BODY_CHARS ? `must be at most ${MAX_BODY_CHARS} characters long` : null));
 
+/** The longest time to live a step may have, in minutes: a week. */
+export const MAX_TTL_MINUTES = 7 * 24 * 60;
+
 /** A step's time to live in minutes (at most a week). */
-export const ttl = Joi.number().integer().min(1).max(7 * 24 * 60);
+export const ttl = Joi.number().integer().min(1).max(MAX_TTL_MINUTES);
 
 // Joi's uri() takes `http://%zz/` and port 99999; the service's HTTP client parses URLs with
 // WHATWG URL, so that is the check that decides (checkHttpUrl).

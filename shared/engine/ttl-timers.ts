@@ -79,23 +79,49 @@ function isTransient(err: unknown): boolean {
  * is there (another process started the walk first, or nothing was lost).
  *
  * KEYS[1]   the mark, `<set>:kept` (in the set's slot: on a cluster, `{<set>}:kept`)
- * KEYS[2]   the walk's range, a hash `<set>:rearm` (same slot) with fields `after` (the last
- *           attempt id walked) and `upTo` (the last attempt id to walk)
+ * KEYS[2]   the walk's range, a hash `<set>:rearm` (same slot) with fields `walk` (the walk's id),
+ *           `after` (the last attempt id walked) and `upTo` (the last attempt id to walk)
  * ARGV[1]   the mark's value: when it was written, ms since the epoch (for an operator's eyes)
  * ARGV[2]   `after` at the start: the walk's first attempt id less one
  * ARGV[3]   `upTo`: the largest attempt id when the loss was seen (later ones set their own timers)
+ * ARGV[4]   the walk's id (random): only this walk's walkers may move it on (ADVANCE_REARM)
  * Returns   1 when this call started the walk, 0 when the mark was there
  */
 const START_REARM = luaScript(`
 if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
-  redis.call('HSET', KEYS[2], 'after', ARGV[2], 'upTo', ARGV[3])
+  redis.call('DEL', KEYS[2])
+  redis.call('HSET', KEYS[2], 'walk', ARGV[4], 'after', ARGV[2], 'upTo', ARGV[3])
   return 1
 end
 return 0
 `);
 
+/**
+ * Records a walk's progress, or its end, if the walk under way is still the caller's (a walker of
+ * an earlier walk, which Redis lost meanwhile, must not move a new one on past attempts it never
+ * walked) and only forwards.
+ *
+ * KEYS[1]   the walk's hash, `<set>:rearm` (START_REARM)
+ * ARGV[1]   the caller's walk id
+ * ARGV[2]   the last attempt id walked, or '' for the walk's end (the hash goes)
+ * Returns   1 when recorded, 0 when the walk under way is another's (or none)
+ */
+const ADVANCE_REARM = luaScript(`
+if redis.call('HGET', KEYS[1], 'walk') ~= ARGV[1] then
+  return 0
+end
+if ARGV[2] == '' then
+  redis.call('DEL', KEYS[1])
+elseif tonumber(redis.call('HGET', KEYS[1], 'after')) < tonumber(ARGV[2]) then
+  redis.call('HSET', KEYS[1], 'after', ARGV[2])
+end
+return 1
+`);
+
 /** A walk over attempt ids `after` (exclusive) to `upTo` (inclusive) that sets lost timers again. */
 export interface RearmRange {
+  /** The walk's id (START_REARM). */
+  walk: string;
   after: number;
   upTo: number;
 }
@@ -141,24 +167,29 @@ export class TtlTimers {
    * again, if one is under way. One round trip (a MULTI in the set's slot).
    */
   async lossState(): Promise<{ lost: boolean; rearm: RearmRange | null }> {
-    const replies = await this.redis.multi().exists(this.keptKey).hmget(this.rearmKey, 'after', 'upTo').exec();
+    const replies = await this.redis.multi().exists(this.keptKey).hmget(this.rearmKey, 'walk', 'after', 'upTo').exec();
     const [exists, fields] = (replies ?? []).map(([err, value]) => {
       if (err) throw err;
       return value;
     }) as [number, Array<string | null>];
-    const [after, upTo] = fields;
-    return { lost: exists === 0, rearm: after != null && upTo != null ? { after: Number(after), upTo: Number(upTo) } : null };
+    const [walk, after, upTo] = fields;
+    return {
+      lost: exists === 0,
+      rearm: walk != null && after != null && upTo != null ? { walk, after: Number(after), upTo: Number(upTo) } : null,
+    };
   }
 
   /** Starts the walk over `range` and marks the set kept; false when another process did (START_REARM). */
   async startRearm(range: RearmRange, now = Date.now()): Promise<boolean> {
-    return await runScript(this.redis, START_REARM, [this.keptKey, this.rearmKey], [now, range.after, range.upTo]) === 1;
+    return await runScript(this.redis, START_REARM, [this.keptKey, this.rearmKey], [now, range.after, range.upTo, range.walk]) === 1;
   }
 
-  /** Records the walk's progress (`after`: the last attempt id walked), or its end (`null`). */
-  async advanceRearm(after: number | null): Promise<void> {
-    if (after === null) await this.redis.del(this.rearmKey);
-    else await this.redis.hset(this.rearmKey, 'after', after);
+  /**
+   * Records the walk's progress (`after`: the last attempt id walked) or its end (`null`); false
+   * when the walk under way is no longer `walk` (ADVANCE_REARM).
+   */
+  async advanceRearm(walk: string, after: number | null): Promise<boolean> {
+    return await runScript(this.redis, ADVANCE_REARM, [this.rearmKey], [walk, after ?? '']) === 1;
   }
 
   /** Removes the attempts' timers (settled, or fired). */

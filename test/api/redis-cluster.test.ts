@@ -44,6 +44,8 @@ before(async () => {
       REDIS_CLUSTER_NODES: cluster.env,
       SMPP_URL: `smpp://sb:s3cret@127.0.0.1:${port}?window=10&tps=400&enquire_link=1`,
       SANDBOX: '0',
+      // The sweep only at start: a test below walks after a loss itself.
+      RECOVERY_SWEEP_MS: '3600000',
     },
   });
   ({ apiKey } = await svc.createAccount());

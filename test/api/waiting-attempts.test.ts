@@ -93,7 +93,8 @@ test('after Redis lost the timers, the walk pages through the attempts across sw
     `SELECT count(*)::int AS n, max(id)::int AS max, count(*) FILTER (WHERE channel = 'viber' AND state IN ('sending', 'sent'))::int AS waiting FROM attempts`);
   const { n, max, waiting } = row!;
   assert.ok(n >= 4 && waiting >= 1, `${n} attempts, ${waiting} waiting`);
-  assert.deepEqual(await timers.lossState(), { lost: false, rearm: null }, 'the first sweep marked the set');
+  await waitFor(async () => !(await timers.lossState()).lost, 5000, 'the first sweep marked the set');
+  assert.equal((await timers.lossState()).rearm, null);
   // Nothing lost: the walk does nothing.
   assert.equal(await rearmLostTimers(svc.runtime.db, timers, { sinceMs: 0, budgetMs: 0 }), null);
   // Redis lost the set with its mark.
@@ -101,9 +102,18 @@ test('after Redis lost the timers, the walk pages through the attempts across sw
   assert.equal((await timers.lossState()).lost, true);
   // A spent budget: one page of one attempt per sweep, the range recorded, then its progress.
   const first = await rearmLostTimers(svc.runtime.db, timers, { sinceMs: 0, budgetMs: 0, limit: 1 });
-  assert.deepEqual(first?.started, { after: 0, upTo: max }, 'the walk covers every attempt of the window, up to the newest');
+  const walk = first?.started?.walk ?? '';
+  assert.deepEqual(first?.started, { walk, after: 0, upTo: max }, 'the walk covers every attempt of the window, up to the newest');
+  assert.ok(walk.length > 0, 'the walk has an id');
   assert.deepEqual([first?.pages, first?.checked, first?.done], [1, 1, false]);
-  assert.deepEqual(await timers.lossState(), { lost: false, rearm: { after: (await svc.sql<{ id: number }>('SELECT min(id)::int AS id FROM attempts'))[0]!.id, upTo: max } });
+  const firstId = (await svc.sql<{ id: number }>('SELECT min(id)::int AS id FROM attempts'))[0]!.id;
+  assert.deepEqual(await timers.lossState(), { lost: false, rearm: { walk, after: firstId, upTo: max } });
+  // A walker of another walk (one Redis lost meanwhile) cannot move this one on or end it.
+  assert.equal(await timers.advanceRearm('an earlier walk', max), false);
+  assert.equal(await timers.advanceRearm('an earlier walk', null), false);
+  // Nor can this walk go backwards.
+  assert.equal(await timers.advanceRearm(walk, 0), true);
+  assert.deepEqual((await timers.lossState()).rearm, { walk, after: firstId, upTo: max });
   let ttlTimers = first!.ttlTimers;
   let checked = first!.checked;
   for (let sweep = 0; sweep < n + 1; sweep++) {
@@ -120,7 +130,7 @@ test('after Redis lost the timers, the walk pages through the attempts across sw
   // A walk from a later moment starts past the older attempts (a binary search over the ids).
   await svc.runtime.redis.del(`${ttlTimersKey(svc.config.redisPrefix)}:kept`);
   const none = await rearmLostTimers(svc.runtime.db, timers, { sinceMs: Date.now() + 60_000, budgetMs: 0 });
-  assert.deepEqual([none?.started, none?.checked, none?.done], [{ after: max, upTo: max }, 0, true]);
+  assert.deepEqual([none?.started?.after, none?.started?.upTo, none?.checked, none?.done], [max, max, 0, true]);
 });
 
 test('one process at a time walks the waiting attempts: the sweep that finds the lock taken leaves the cursor alone', { timeout: 30_000 }, async () => {
