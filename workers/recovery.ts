@@ -346,45 +346,53 @@ export class RecoverySweep {
     private readonly logger: Logger,
   ) {}
 
-  start(): void {
-    const tick = async () => {
+  /** One sweep, what `start` runs every interval. Never throws: a failure is logged, and the next sweep tries again. */
+  async runOnce(): Promise<void> {
+    try {
+      const result = await sweepOnce(this.db, this.queues, this.opts);
+      if (result.dispatch + result.webhooks > 0) {
+        this.logger.info(result, 'recovery sweep re-enqueued work');
+      }
+      // One process at a time walks the cursor (several status roles would walk the same pages
+      // and set the cursor back and forth): the one that takes the lock, for the walk's budget
+      // and a margin (a process that dies holding it delays the next walk by that much).
+      const cursorKey = `${this.opts.redisPrefix}:sweep:waiting-attempts`;
+      const lock = `${cursorKey}:lock`;
+      const token = randomUUID();
+      if (this.stopped || await this.redis.set(lock, token, 'PX', WAITING_SWEEP_BUDGET_MS + 10_000, 'NX') !== 'OK') return;
       try {
-        const result = await sweepOnce(this.db, this.queues, this.opts);
-        if (result.dispatch + result.webhooks > 0) {
-          this.logger.info(result, 'recovery sweep re-enqueued work');
+        const until = Date.now() + WAITING_SWEEP_BUDGET_MS;
+        const shouldStop = () => this.stopped;
+        const rearm = await rearmLostTimers(this.db, this.timers, {
+          sinceMs: Date.now() - Math.max(this.opts.receiptWaitMs, MAX_TTL_MINUTES * 60_000) - REARM_MARGIN_MS,
+          budgetMs: WAITING_SWEEP_BUDGET_MS, shouldStop,
+        });
+        if (rearm?.started) {
+          this.logger.warn({ attempts: rearm.started }, 'the ttl timers\' mark is missing (a first start, or Redis lost its data): setting the timers of waiting attempts again from Postgres');
         }
-        // One process at a time walks the cursor (several status roles would walk the same pages
-        // and set the cursor back and forth): the one that takes the lock, for the walk's budget
-        // and a margin (a process that dies holding it delays the next walk by that much).
-        const cursorKey = `${this.opts.redisPrefix}:sweep:waiting-attempts`;
-        const lock = `${cursorKey}:lock`;
-        const token = randomUUID();
-        if (await this.redis.set(lock, token, 'PX', WAITING_SWEEP_BUDGET_MS + 10_000, 'NX') === 'OK') {
-          try {
-            const until = Date.now() + WAITING_SWEEP_BUDGET_MS;
-            const shouldStop = () => this.stopped;
-            const rearm = await rearmLostTimers(this.db, this.timers, {
-              sinceMs: Date.now() - Math.max(this.opts.receiptWaitMs, MAX_TTL_MINUTES * 60_000) - REARM_MARGIN_MS,
-              budgetMs: WAITING_SWEEP_BUDGET_MS, shouldStop,
-            });
-            if (rearm?.started) {
-              this.logger.warn({ attempts: rearm.started }, 'the ttl timers\' mark is missing (a first start, or Redis lost its data): setting the timers of waiting attempts again from Postgres');
-            }
-            if (rearm?.done) this.logger.info({ lastSweep: { attempts: rearm.checked, ttlTimers: rearm.ttlTimers } }, 'the ttl timers of waiting attempts are set again');
-            const waiting = await sweepWaitingPages(this.db, this.redis, this.queues, this.timers, {
-              boundMs: this.opts.receiptWaitMs, cursorKey, budgetMs: Math.max(0, until - Date.now()), shouldStop,
-            });
-            if (waiting.ttlTimers + waiting.failed > 0) {
-              this.logger.info(waiting, 'recovery sweep settled attempts that waited too long');
-            }
-          } finally {
-            await runScript(this.redis, RELEASE_LOCK, [lock], [token]).catch(() => undefined);
-          }
+        if (rearm?.done) this.logger.info({ lastSweep: { attempts: rearm.checked, ttlTimers: rearm.ttlTimers } }, 'the ttl timers of waiting attempts are set again');
+        if (this.stopped) return;
+        const waiting = await sweepWaitingPages(this.db, this.redis, this.queues, this.timers, {
+          boundMs: this.opts.receiptWaitMs, cursorKey, budgetMs: Math.max(0, until - Date.now()), shouldStop,
+        });
+        if (waiting.ttlTimers + waiting.failed > 0) {
+          this.logger.info(waiting, 'recovery sweep settled attempts that waited too long');
         }
-      } catch (err) {
-        // Work stays findable in Postgres: the next sweep tries again.
+      } finally {
+        await runScript(this.redis, RELEASE_LOCK, [lock], [token]).catch(() => undefined);
+      }
+    } catch (err) {
+      // Work stays findable in Postgres: the next sweep tries again (a stopping process's shutdown
+      // may have closed its connections under it: not worth a line).
+      if (!this.stopped) {
         this.logger.warn({ err: (err as Error).message, code: (err as { code?: string }).code }, 'recovery sweep could not re-enqueue work; trying again next sweep');
       }
+    }
+  }
+
+  start(): void {
+    const tick = async () => {
+      await this.runOnce();
       if (this.stopped) return;
       this.timer = setTimeout(() => void (this.running = tick()), this.opts.intervalMs);
       this.timer.unref();

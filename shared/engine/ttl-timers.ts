@@ -112,7 +112,7 @@ if redis.call('HGET', KEYS[1], 'walk') ~= ARGV[1] then
 end
 if ARGV[2] == '' then
   redis.call('DEL', KEYS[1])
-elseif tonumber(redis.call('HGET', KEYS[1], 'after')) < tonumber(ARGV[2]) then
+elseif (tonumber(redis.call('HGET', KEYS[1], 'after')) or -1) < tonumber(ARGV[2]) then
   redis.call('HSET', KEYS[1], 'after', ARGV[2])
 end
 return 1

@@ -162,7 +162,7 @@ describe('on a Redis Cluster of three masters', () => {
   it('keeps the ttl timers\' mark and the walk after a loss in the timers\' slot (its MULTI and script)', T, async () => {
     const timers = svc.runtime.engine.ttlTimers;
     // The service's first sweep marked the set (on the cluster client).
-    await waitFor(async () => !(await timers.lossState()).lost, 5000, 'the mark');
+    await waitFor(async () => { const state = await timers.lossState(); return !state.lost && state.rearm === null; }, 5000, 'the mark');
     const set = ttlTimersKey(svc.prefix);
     const kept = `{${set}}:kept`;
     assert.equal(await client.exists(kept), 1);
