@@ -274,7 +274,7 @@ async function oneRun(opts: Options, run: number): Promise<StageResult[]> {
     const deps: EngineDeps = {
       db: engine, queues: noQueues, config, logger, carriers, hooks: {}, messageFacts: new MessageFactsCache(), attemptFacts: new AttemptFactsCache(),
       enqueueNextSteps: async () => undefined, enqueueLater: async () => undefined,
-      ttlTimers: { set: async () => undefined, clear: async () => undefined },
+      ttlTimers: { set: async () => undefined, setEachKeep: async () => undefined, clear: async () => undefined },
     };
     const results: StageResult[] = [];
     const c = opts.concurrency;

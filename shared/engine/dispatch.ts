@@ -656,16 +656,16 @@ async function forgetRehandGuards(handed: ReadonlyArray<{ carrier: Carrier | nul
 
 /**
  * What an earlier run of the job may have died before, for attempts it handed over (after this
- * run committed): their ttl timers (one that exists is kept; deadlines to the next whole second,
- * so that a batch's share one command), and their carriers' `handedOver`.
+ * run committed): their ttl timers (one that exists is kept; deadlines to the next whole second),
+ * in one command, and their carriers' `handedOver`.
  */
 async function afterHandedBefore(deps: EngineDeps, handedBefore: HandedBefore[]): Promise<void> {
   if (handedBefore.length === 0) return;
-  const byDue = new Map<number, number[]>();
+  const timers: Array<[number, number]> = [];
   for (const h of handedBefore) {
-    if (h.due !== null) pushTo(byDue, Math.ceil(h.due / 1000) * 1000, h.attemptId);
+    if (h.due !== null) timers.push([h.attemptId, Math.ceil(h.due / 1000) * 1000]);
   }
-  for (const [due, ids] of byDue) await deps.ttlTimers.set(ids, due, 'keep');
+  await deps.ttlTimers.setEachKeep(timers);
   await forgetRehandGuards(handedBefore, true);
 }
 

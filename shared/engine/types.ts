@@ -50,7 +50,7 @@ export interface EngineDeps {
   /** A message of a combined job that may not run yet gets a delayed job of its own. */
   enqueueLater(step: Omit<NextStep, 'recipientId'> & { recipientIds: number[] }, at: Date): Promise<void>;
   /** The attempts' ttl timers (ttl-timers.ts): set at hand-over, removed as attempts settle. */
-  ttlTimers: Pick<TtlTimers, 'set' | 'clear'>;
+  ttlTimers: Pick<TtlTimers, 'set' | 'setEachKeep' | 'clear'>;
 }
 
 /**
