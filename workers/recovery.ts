@@ -177,10 +177,20 @@ async function attemptPage(db: Db, after: number, upTo: number, limit: number): 
 }
 
 /**
+ * A waiting walk that lost its cursor starts this long before its bound (`sweepWaitingAttempts`):
+ * the walk keeps up with its bound at every sweep, so older attempts were walked unless no sweep
+ * ran for a week (a stopped sweep role an operator would have seen in its metrics and logs).
+ */
+export const WAITING_RESTART_MARGIN_MS = 7 * 24 * 3_600_000;
+
+/**
  * Attempts nothing may move again otherwise: their ttl timer was lost with Redis, or their carrier
  * never answered. Walks the attempts by id from a cursor kept in Redis, up to `limit` per call (a
  * page; `sweepWaitingPages` pages on) and never past one made less than `boundMs` ago (default
- * 72 h: RECEIPT_WAIT_HOURS), as `planAttemptPage` says:
+ * 72 h: RECEIPT_WAIT_HOURS), as `planAttemptPage` says. Without a cursor (a first start, or Redis
+ * lost it) the walk starts at the attempts made `restartMarginMs` (a week) before the bound: the
+ * older ones were walked before, and walking every attempt ever made again would keep the walk
+ * from newer ones for hours on a large table:
  * - a step that succeeds at `delivered` (Viber, WhatsApp) still `sending` or `sent`: its ttl timer
  *   is set again (one that still exists is kept), due when the ttl ends, so the step ends
  *   `undelivered` (`[1] TTL expired`) and the flow moves on;
@@ -191,11 +201,13 @@ async function attemptPage(db: Db, after: number, upTo: number, limit: number): 
  */
 export async function sweepWaitingAttempts(
   db: Db, redis: Redis, queues: Queues, timers: Pick<TtlTimers, 'setEachKeep'>,
-  opts: { boundMs: number; cursorKey: string; limit?: number; now?: number },
+  opts: { boundMs: number; cursorKey: string; limit?: number; now?: number; restartMarginMs?: number },
 ): Promise<{ checked: number; ttlTimers: number; failed: number; more: boolean }> {
   const now = opts.now ?? Date.now();
   const limit = opts.limit ?? 2000;
-  const cursor = Number(await redis.get(opts.cursorKey) ?? 0);
+  const stored = await redis.get(opts.cursorKey);
+  const cursor = stored !== null ? Number(stored)
+    : await restartCursor(db, redis, opts.cursorKey, now - opts.boundMs - (opts.restartMarginMs ?? WAITING_RESTART_MARGIN_MS));
   const rows = await attemptPage(db, cursor, Number.MAX_SAFE_INTEGER, limit);
   const plan = planAttemptPage(rows, { now, boundMs: opts.boundMs });
   await timers.setEachKeep(plan.timers);
@@ -218,7 +230,7 @@ export async function sweepWaitingAttempts(
  */
 export async function sweepWaitingPages(
   db: Db, redis: Redis, queues: Queues, timers: Pick<TtlTimers, 'setEachKeep'>,
-  opts: { boundMs: number; cursorKey: string; budgetMs: number; limit?: number; shouldStop?: () => boolean },
+  opts: { boundMs: number; cursorKey: string; budgetMs: number; limit?: number; restartMarginMs?: number; shouldStop?: () => boolean },
 ): Promise<{ checked: number; ttlTimers: number; failed: number; pages: number }> {
   const until = Date.now() + opts.budgetMs;
   const total = { checked: 0, ttlTimers: 0, failed: 0, pages: 0 };
@@ -230,6 +242,30 @@ export async function sweepWaitingPages(
     total.pages++;
     if (!page.more || Date.now() >= until || opts.shouldStop?.()) return total;
   }
+}
+
+/** The newest attempt's id, 0 when there is none. */
+async function newestAttemptId(db: Db): Promise<number> {
+  const { rows: [last] } = await db.query<{ id: number }>('SELECT COALESCE(max(id), 0) AS id FROM attempts');
+  return Number(last!.id);
+}
+
+/** `firstIdSince`'s probe over the attempts: the first attempt at or above an id ($1), with when it was created. */
+function attemptProbe(db: Db): (atLeast: number) => Promise<{ id: number; createdMs: number } | null> {
+  return async (atLeast) => (await db.query<{ id: number; createdMs: number }>(
+    `SELECT id, (extract(epoch FROM created_at) * 1000)::float8 AS "createdMs" FROM attempts WHERE id >= $1 ORDER BY id LIMIT 1`,
+    [atLeast],
+  )).rows[0] ?? null;
+}
+
+/**
+ * A waiting walk without a cursor starts just before the first attempt made since `sinceMs`, and
+ * records that (unless another walker recorded a cursor meanwhile, which then wins).
+ */
+async function restartCursor(db: Db, redis: Redis, cursorKey: string, sinceMs: number): Promise<number> {
+  const after = (await firstIdSince(attemptProbe(db), await newestAttemptId(db), sinceMs)) - 1;
+  if (await redis.set(cursorKey, String(after), 'NX') === 'OK') return after;
+  return Number(await redis.get(cursorKey) ?? after);
 }
 
 /**
@@ -276,13 +312,8 @@ export async function rearmLostTimers(
   let started: RearmRange | null = null;
   if (!range) {
     if (!state.lost) return null;
-    const { rows: [last] } = await db.query<{ id: number }>('SELECT COALESCE(max(id), 0) AS id FROM attempts');
-    // $1: an attempt id; the first attempt at or above it, with when it was created.
-    const probe = async (atLeast: number) => (await db.query<{ id: number; createdMs: number }>(
-      `SELECT id, (extract(epoch FROM created_at) * 1000)::float8 AS "createdMs" FROM attempts WHERE id >= $1 ORDER BY id LIMIT 1`,
-      [atLeast],
-    )).rows[0] ?? null;
-    const fresh: RearmRange = { walk: randomUUID(), after: (await firstIdSince(probe, last!.id, opts.sinceMs)) - 1, upTo: last!.id };
+    const upTo = await newestAttemptId(db);
+    const fresh: RearmRange = { walk: randomUUID(), after: (await firstIdSince(attemptProbe(db), upTo, opts.sinceMs)) - 1, upTo };
     // Another process's sweep may have started it first: it goes on in the next sweep.
     if (!(await timers.startRearm(fresh))) return null;
     range = fresh;

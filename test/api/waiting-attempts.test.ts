@@ -75,11 +75,13 @@ test('one sweep walks page after page until it reaches the bound, within its tim
   assert.equal(rest.checked, n - 1);
   assert.equal(rest.pages, n);
   assert.equal(Number(await svc.runtime.redis.get(`${svc.prefix}:pages-cursor`)), max);
-  // The bound stops it: attempts younger than an hour are left for later, and the cursor stays.
+  // The bound stops it: attempts younger than an hour are left for later, and the cursor stays
+  // before the first of them (a walk without a cursor starts a week before the bound: here, before
+  // every attempt).
   await svc.runtime.redis.del(`${svc.prefix}:pages-cursor`);
   const young = await sweepWaitingPages(...args, { boundMs: 3_600_000, cursorKey: `${svc.prefix}:pages-cursor`, limit: 1, budgetMs: 20_000 });
   assert.deepEqual([young.pages, young.checked], [1, 1]);
-  assert.equal(await svc.runtime.redis.get(`${svc.prefix}:pages-cursor`), null);
+  assert.equal(await svc.runtime.redis.get(`${svc.prefix}:pages-cursor`), '0');
 });
 
 test('after Redis lost the timers, the walk pages through the attempts across sweeps, then marks its end', { timeout: 30_000 }, async () => {
@@ -149,4 +151,32 @@ test('one process at a time walks the waiting attempts: the sweep that finds the
   const [{ max }] = await svc.sql<{ max: number }>('SELECT max(id)::int AS max FROM attempts') as [{ max: number }];
   assert.equal(Number(await svc.runtime.redis.get(cursorKey)), max, 'the walk ran to the newest attempt');
   assert.equal(await svc.runtime.redis.get(lock), null, 'and released the lock');
+});
+
+test('a waiting walk that lost its cursor starts a week before its bound, not at the first attempt ever', { timeout: 30_000 }, async () => {
+  const send = async (phone: string) => {
+    const res = await svc.request('POST', '/v2/message', { headers: { 'x-api-key': apiKey }, body: { body: 'R', to: [{ phone_number: phone }] } });
+    assert.equal(res.status, 200, res.text);
+    return res.body.accepted[0].message_id as string;
+  };
+  // Two SMS whose submits were never answered (sandbox ...03 is sent without a receipt; its state
+  // is then set back), one made 30 days ago with every attempt before it, one 4 days ago.
+  const ancient = await send('420777502303');
+  const recent = await send('420777502403');
+  await waitFor(async () => (await attemptOf(ancient))?.state === 'sent' && (await attemptOf(recent))?.state === 'sent', 10_000, 'sent');
+  const a = (await attemptOf(ancient))!;
+  const r = (await attemptOf(recent))!;
+  await svc.sql(`UPDATE attempts SET state = 'sending', reached_sent = false WHERE id = ANY($1)`, [[a.id, r.id]]);
+  await svc.sql(`UPDATE attempts SET created_at = now() - interval '30 days' WHERE id <= $1`, [a.id]);
+  await svc.sql(`UPDATE attempts SET created_at = now() - interval '4 days' WHERE id > $1 AND id <= $2`, [a.id, r.id]);
+  const cursorKey = `${svc.prefix}:restart-cursor`;
+  const args = [svc.runtime.db, svc.runtime.redis, svc.runtime.queues, svc.runtime.engine.ttlTimers] as const;
+  const walked = await sweepWaitingPages(...args, { boundMs: 72 * 3_600_000, cursorKey, budgetMs: 20_000 });
+  // 30 days is more than the bound (72 h) and a week before it: walked before Redis lost the cursor.
+  assert.equal(Number(await svc.runtime.redis.get(cursorKey)), r.id, 'the walk started past the old attempts and ran to the bound');
+  const [{ after }] = await svc.sql<{ after: number }>('SELECT count(*)::int AS after FROM attempts WHERE id > $1', [a.id]) as [{ after: number }];
+  assert.equal(walked.checked, after, 'only the attempts after the old ones');
+  assert.equal(walked.failed, 1, 'the 4-day-old unanswered SMS');
+  await waitFor(async () => (await attemptOf(recent))?.state === 'failed', 10_000, 'the recent unanswered SMS failed');
+  assert.equal((await attemptOf(ancient))!.state, 'sending', 'the old one is left alone');
 });
