@@ -343,6 +343,40 @@ describe('SMS over SMPP', () => {
     assert.ok(retried!.receivedAt - throttled!.receivedAt >= 150, 'the connection slowed down after ESME_RTHROTTLED');
   });
 
+  it('sends the rest of a long message whose connection was replaced midway, and no part twice', T, async () => {
+    // Part 1 is accepted; then the SMSC answers ESME_RTHROTTLED, so parts 2 and 3 wait, until an
+    // operator changes the connection's settings: the old link closes and gives them back to the
+    // engine, whose retry hands the attempt again over the new link.
+    const own = new SmscSimulator({ systemId: 'sb', password: 's3cret', receiptDelayMs: 30 });
+    const { port } = await own.start();
+    const phone = '420796000009';
+    const onSubmit = (r: SubmittedRecord): void => {
+      if (r.destination_addr === phone && r.concat?.seq === 1 && r.commandStatus === 0) own.setMode({ throttle: true });
+    };
+    own.on('submit', onSubmit);
+    try {
+      const url = `smpp://sb:s3cret@127.0.0.1:${port}?window=10`;
+      assert.equal((await svc.admin('POST', '/carriers', { name: 'midway', url, routes: ['420796'] })).status, 201);
+      await waitFor(() => own.boundSessions === 1, 5_000, 'bound');
+      const [id] = await send([phone], 'M'.repeat(400));
+      await waitFor(() => own.submitted.some((r) => r.commandStatus === 0x58), 5_000, 'part 2 throttled');
+      const changed = await svc.admin('POST', '/carriers', { name: 'midway', url: `${url.replace('window=10', 'window=5')}`, routes: ['420796'] });
+      assert.equal(changed.status, 200, changed.text);
+      await waitFor(() => own.counters.unbinds >= 1, 5_000, 'the old link closed');
+      own.off('submit', onSubmit);
+      own.setMode({ throttle: false });
+      await waitResult(id!, 'delivered', 15_000);
+      assert.deepEqual(resultsOf(id!), ['sending', 'sent', 'delivered']);
+      const parts = own.submitted.filter((r) => r.destination_addr === phone && r.commandStatus === 0);
+      assert.deepEqual(parts.map((r) => r.concat?.seq), [1, 2, 3], 'every part once, in order');
+      assert.equal(new Set(parts.map((r) => r.concat?.ref)).size, 1, 'one concatenation reference');
+    } finally {
+      own.off('submit', onSubmit);
+      await svc.admin('DELETE', '/carriers/midway');
+      await own.stop();
+    }
+  });
+
   it('loses nothing when the SMSC drops the connection mid-window', T, async () => {
     const phones = Array.from({ length: 20 }, (_, i) => `4207778${String(i).padStart(4, '0')}9`);
     sim.options.responseDelayMs = 200;

@@ -120,16 +120,17 @@ async function withCarrier(
 const accepted = (sim: SmscSimulator): SubmittedRecord[] => sim.submitted.filter((r) => r.commandStatus === 0);
 
 describe('SmppCarrier', () => {
-  it('submits the parts of a long message in order and reports each as sent with its ref', T, async () => {
+  it('submits the parts of a long message in order, registers each part\'s ref, and reports the attempt sent with its last part', T, async () => {
     await withCarrier({}, 'window=10', {}, async ({ sim, sink, carrier }) => {
       const a = attempt('420777000100', 'x'.repeat(400));
       await carrier.send([a]);
       const sent = sink.of(a.attemptId);
       assert.deepEqual(sent.map((r) => [r.state, r.part, r.partCount, r.carrier]), [
-        ['sent', 0, 3, carrier.name],
-        ['sent', 1, 3, carrier.name],
+        ['sending', 0, 3, carrier.name],
+        ['sending', 1, 3, carrier.name],
         ['sent', 2, 3, carrier.name],
       ]);
+      assert.ok(sent.every((r) => r.ref), 'every part with its ref');
       const records = accepted(sim);
       assert.deepEqual(records.map((r) => r.concat?.seq), [1, 2, 3]);
       assert.equal(new Set(records.map((r) => r.concat?.ref)).size, 1, 'one concatenation reference');
@@ -195,7 +196,7 @@ describe('SmppCarrier', () => {
         const parts = accepted(sim).filter((r) => r.destination_addr === m.to);
         assert.deepEqual(parts.map((r) => r.concat?.seq), [1, 2, 3], `parts of ${m.to} in order`);
         assert.equal(parts.map((r) => r.text).join(''), m.text);
-        assert.equal(sink.of(m.attemptId).filter((r) => r.state === 'sent').length, 3);
+        assert.deepEqual(sink.of(m.attemptId).map((r) => r.state), ['sending', 'sending', 'sent']);
       }
       // After the first throttle nothing was accepted for at least ~the first pause.
       const firstThrottle = throttled[0]!.receivedAt;
@@ -268,7 +269,8 @@ describe('SmppCarrier', () => {
       const seqs = sim.submitted.slice(writtenBefore).map((r) => r.concat?.seq);
       assert.ok(!seqs.includes(1), `part 1 not written again (${JSON.stringify(seqs)})`);
       assert.ok(seqs.includes(2), 'part 2 sent');
-      assert.ok(sink.of(a.attemptId).some((r) => r.part === 0 && r.resultInfo.startsWith('Sent (unconfirmed')));
+      assert.deepEqual(sink.of(a.attemptId).map((r) => [r.state, r.part, r.resultInfo.startsWith('Sent (unconfirmed')]), [['sent', 1, true]],
+        'sent with its last part, saying a part is unconfirmed');
     });
   });
 
@@ -291,8 +293,9 @@ describe('SmppCarrier', () => {
       const parts = accepted(sim);
       assert.deepEqual(parts.map((r) => r.concat?.seq), [1, 2, 3], 'part 1 was not sent again');
       assert.equal(new Set(parts.map((r) => r.concat?.ref)).size, 1, 'the resumed parts keep the reference');
-      const sent = sink.of(a.attemptId).filter((r) => r.state === 'sent');
-      assert.deepEqual([...new Set(sent.map((r) => r.part))].sort(), [0, 1, 2]);
+      const registered = sink.of(a.attemptId).filter((r) => r.ref !== undefined);
+      assert.deepEqual([...new Set(registered.map((r) => r.part))].sort(), [0, 1, 2], 'every part\'s ref registered');
+      assert.deepEqual(sink.of(a.attemptId).filter((r) => r.state === 'sent').map((r) => r.part), [2], 'sent once, with the last part');
 
       const before = sim.submitted.length;
       await other.send([{ ...a, rehand: true }]); // a third hand-over: everything was accepted
@@ -308,9 +311,10 @@ describe('SmppCarrier', () => {
       const parts = accepted(sim).filter((r) => r.destination_addr === a.to);
       assert.deepEqual(parts.map((r) => r.concat?.seq), [2, 3], 'the part the hash names was not sent again');
       assert.deepEqual(parts.map((r) => r.concat?.ref), [77, 77], 'the resumed parts keep the recorded reference');
-      const sent = sink.of(a.attemptId).filter((r) => r.state === 'sent');
-      assert.deepEqual(sent.find((r) => r.part === 0)?.ref, 'hex:abc');
-      assert.deepEqual([...new Set(sent.map((r) => r.part))].sort(), [0, 1, 2]);
+      const reports = sink.of(a.attemptId);
+      assert.deepEqual(reports.find((r) => r.part === 0)?.ref, 'hex:abc');
+      assert.deepEqual([...new Set(reports.map((r) => r.part))].sort(), [0, 1, 2]);
+      assert.deepEqual(reports.filter((r) => r.state === 'sent').map((r) => r.part), [2], 'sent with the last part');
     });
   });
 

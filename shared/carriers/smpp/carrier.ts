@@ -133,6 +133,14 @@ interface Work {
   unanswered: number;
   /** Busy answers (throttled / queue full) for the current part. */
   busy: number;
+  /**
+   * Parts that reached the SMSC before the rest (accepted, or written without an answer): the
+   * attempt is reported `sent` only with its last part (`accepted`), and `sent` ahead of a
+   * failure that ends it midway (`end`).
+   */
+  partsOut: number;
+  /** A part was written without an answer and not sent again (at-most-once): the `sent` report says so. */
+  unconfirmed: boolean;
   reports: Promise<unknown>[];
   finish(outcome: WorkOutcome): void;
 }
@@ -178,6 +186,9 @@ class Lane<T> {
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** result_info of an attempt with a part written to the link that got no answer and was not sent again. */
+const UNCONFIRMED_INFO = 'Sent (unconfirmed: the SMSC did not answer and it was not sent again)';
 
 /**
  * Forgets an attempt's running send once it is done (bound per attempt rather than an arrow made
@@ -427,17 +438,19 @@ export class SmppCarrier implements Carrier {
       // Parts written before without an answer (a crash, a link lost): an at-most-once attempt does
       // not send them again, it reports them sent but unconfirmed; an at-least-once one sends them.
       const unconfirmed = attempt.atMostOnce === true ? (prior?.unanswered ?? new Set<number>()) : new Set<number>();
-      if (prior) {
-        // Parts the SMSC already accepted (an earlier hand-over): report them again, never resubmit.
-        this.logger.info({ carrier: this.name, attemptId: attempt.attemptId, parts: [...prior.parts.keys()], unconfirmed: [...unconfirmed] },
-          'SMPP attempt handed again; skipping accepted parts');
-        const again = [...prior.parts].map(([part, ref]) => this.sentReport(attempt.attemptId, part, fields.length, ref, now));
-        for (const part of unconfirmed) again.push(this.unconfirmedReport(attempt.attemptId, part, fields.length, now));
-        reports.push(held(this.sink.report(again, { priority: attempt.priority === true })));
-      }
       const pending: number[] = [];
       for (let i = 0; i < fields.length; i++) {
         if (!prior?.parts.has(i) && !unconfirmed.has(i)) pending.push(i);
+      }
+      if (prior) {
+        // Parts the SMSC already accepted (an earlier hand-over): their refs registered again, never
+        // resubmitted; the attempt is `sent` now only if no part is left to send.
+        this.logger.info({ carrier: this.name, attemptId: attempt.attemptId, parts: [...prior.parts.keys()], unconfirmed: [...unconfirmed] },
+          'SMPP attempt handed again; skipping accepted parts');
+        const done = pending.length === 0;
+        const again = [...prior.parts].map(([part, ref]) => this.sentReport(attempt.attemptId, part, fields.length, ref, now, done ? 'sent' : 'sending'));
+        if (done) for (const part of unconfirmed) again.push(this.unconfirmedReport(attempt.attemptId, part, fields.length, now));
+        reports.push(held(this.sink.report(again, { priority: attempt.priority === true })));
       }
       if (pending.length === 0) {
         resolve({ kind: 'done' });
@@ -451,6 +464,8 @@ export class SmppCarrier implements Carrier {
         atMostOnce: attempt.atMostOnce === true,
         unanswered: 0,
         busy: 0,
+        partsOut: fields.length - pending.length,
+        unconfirmed: unconfirmed.size > 0,
         reports,
         finish: resolve,
       });
@@ -477,14 +492,18 @@ export class SmppCarrier implements Carrier {
     }
   }
 
-  private sentReport(attemptId: number, part: number, partCount: number, ref: string, at: number): StatusReport {
+  /**
+   * A part the SMSC accepted: `sent` moves the attempt (the last part of it), `sending` only
+   * registers the part's ref (the engine moves nothing to `sending`).
+   */
+  private sentReport(attemptId: number, part: number, partCount: number, ref: string, at: number, state: 'sent' | 'sending' = 'sent'): StatusReport {
     return {
       attemptId,
       carrier: this.name,
       ...(ref !== '' && { ref }),
       part,
       partCount,
-      state: 'sent',
+      state,
       resultInfo: 'Sent',
       at,
     };
@@ -496,7 +515,7 @@ export class SmppCarrier implements Carrier {
    */
   private unconfirmedReport(attemptId: number, part: number, partCount: number, at: number): StatusReport {
     const report = this.sentReport(attemptId, part, partCount, '', at);
-    report.resultInfo = 'Sent (unconfirmed: the SMSC did not answer and it was not sent again)';
+    report.resultInfo = UNCONFIRMED_INFO;
     return report;
   }
 
@@ -661,10 +680,15 @@ export class SmppCarrier implements Carrier {
         // Written but unanswered, and never written twice: reported sent but unconfirmed.
         this.logger.warn({ carrier: this.name, attemptId: work.attempt.attemptId, part, reason: (err as Error).message },
           'SMPP submit_sm unanswered; not sent again (at-most-once lane)');
-        work.reports.push(held(this.sink.report([this.unconfirmedReport(work.attempt.attemptId, part, work.fields.length, Date.now())], { priority: work.priority })));
         work.pending.shift();
-        if (work.pending.length === 0) work.finish({ kind: 'done' });
-        else this.requeue(work);
+        work.partsOut++;
+        work.unconfirmed = true;
+        if (work.pending.length === 0) {
+          work.reports.push(held(this.sink.report([this.unconfirmedReport(work.attempt.attemptId, part, work.fields.length, Date.now())], { priority: work.priority })));
+          work.finish({ kind: 'done' });
+        } else {
+          this.requeue(work);
+        }
         return;
       }
       if (work.unanswered < 1) {
@@ -688,8 +712,17 @@ export class SmppCarrier implements Carrier {
 
   /** Ends an attempt with a final state reported by attempt id. */
   private end(work: Work, state: 'rejected' | 'failed', resultInfo: string): void {
-    work.reports.push(held(this.sink.report([{ attemptId: work.attempt.attemptId, state, resultInfo, at: Date.now() }], { priority: work.priority })));
+    const at = Date.now();
+    const ending: StatusReport = { attemptId: work.attempt.attemptId, state, resultInfo, at };
+    // Earlier parts reached the SMSC: the attempt was sent (and stays charged, D3), then failed.
+    const reports = work.partsOut > 0 ? [this.partsOutReport(work, at), ending] : [ending];
+    work.reports.push(held(this.sink.report(reports, { priority: work.priority })));
     work.finish({ kind: 'done' });
+  }
+
+  /** `sent` for an attempt some of whose parts reached the SMSC (no ref: theirs are registered). */
+  private partsOutReport(work: Work, at: number): StatusReport {
+    return { attemptId: work.attempt.attemptId, state: 'sent', resultInfo: work.unconfirmed ? UNCONFIRMED_INFO : 'Sent', at };
   }
 
   private accepted(work: Work, part: number, messageId: string | undefined): void {
@@ -698,7 +731,15 @@ export class SmppCarrier implements Carrier {
     if (ref === '') {
       this.logger.warn({ carrier: this.name, attemptId, part }, 'SMPP submit_sm_resp without message_id; its receipt cannot be matched');
     }
-    work.reports.push(held(this.sink.report([this.sentReport(attemptId, part, work.fields.length, ref, Date.now())], { priority: work.priority })));
+    // Only the last part moves the attempt to `sent`: a hand-over that stops midway (a link that
+    // stays down, a connection replaced, a crash) leaves it `sending`, so the engine hands it
+    // again and the parts not yet accepted are sent then (the accepted ones are skipped, above).
+    const last = work.pending.length === 0;
+    const report = this.sentReport(attemptId, part, work.fields.length, ref, Date.now(), last ? 'sent' : 'sending');
+    if (last && work.unconfirmed) report.resultInfo = UNCONFIRMED_INFO;
+    work.partsOut++;
+    // A part without an id, not the last, has nothing to register.
+    if (last || ref !== '') work.reports.push(held(this.sink.report([report], { priority: work.priority })));
     work.reports.push(
       held(
         this.store.recordAccepted({
