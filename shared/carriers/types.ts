@@ -50,10 +50,12 @@ export interface InboundReport {
 /** The engine's side of the contract: where carriers report what happened. */
 export interface CarrierSink {
   /**
-   * Resolves once the reports are durable. `priority`: reports of priority-lane attempts, applied
-   * apart from (and so never queued behind) a backlog's reports.
+   * Resolves once the reports are durable: `true` when they are applied (committed to Postgres),
+   * `false` (or nothing, from a sink that cannot tell) when they were queued to be applied later.
+   * `priority`: reports of priority-lane attempts, applied apart from (and so never queued behind)
+   * a backlog's reports.
    */
-  report(updates: StatusReport[], opts?: { priority?: boolean }): Promise<void>;
+  report(updates: StatusReport[], opts?: { priority?: boolean }): Promise<boolean | void>;
   inbound(message: InboundReport): Promise<void>;
   /**
    * Of `refs` (readings of one receipt id), those registered under `carrier` to attempts still

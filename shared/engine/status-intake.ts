@@ -12,14 +12,14 @@ const RETRY_PAUSE_MS = 100;
  * the reports that come in meanwhile wait and then go together in the next one, so the batch size
  * follows the load (one report when idle, hundreds under a burst) and one transaction per batch
  * serves them all. One batch at a time per process keeps the reports of one attempt in the order
- * they arrived. `push` resolves once its reports are committed: a carrier acknowledges a receipt
- * to its peer only after that. A batch that fails is tried once more; when it still cannot be
+ * they arrived. `push` resolves once its reports are committed (`true`), or queued (`false`, see
+ * below): a carrier acknowledges a receipt to its peer only after that. A batch that fails is tried once more; when it still cannot be
  * applied (Postgres down, a lock held too long), its reports go to the status queues instead,
  * whose pool retries them for hours; `push` rejects only when neither worked. Reports queued so
  * may then be applied after later ones (the state path still ignores moves backwards).
  */
 export class StatusIntake {
-  private buffer: Array<{ reports: StatusReport[]; resolve: () => void; reject: (err: unknown) => void }> = [];
+  private buffer: Array<{ reports: StatusReport[]; resolve: (applied: boolean) => void; reject: (err: unknown) => void }> = [];
   private running: Promise<void> | null = null;
   private timer: NodeJS.Timeout | null = null;
 
@@ -31,11 +31,11 @@ export class StatusIntake {
     private readonly maxBatch = 2000,
   ) {}
 
-  push(reports: StatusReport[]): Promise<void> {
+  push(reports: StatusReport[]): Promise<boolean> {
     if (reports.length === 0) {
-      return Promise.resolve();
+      return Promise.resolve(true);
     }
-    const done = new Promise<void>((resolve, reject) => this.buffer.push({ reports, resolve, reject }));
+    const done = new Promise<boolean>((resolve, reject) => this.buffer.push({ reports, resolve, reject }));
     // An idle intake waits a moment for company; a busy one starts the next batch when the running one ends.
     if (!this.running && !this.timer) {
       this.timer = setTimeout(() => {
@@ -100,12 +100,12 @@ export class StatusIntake {
         }
       }
       if (applied) {
-        taken.forEach((t) => t.resolve());
+        for (const t of taken) t.resolve(true);
         continue;
       }
       try {
         await this.enqueue(reports);
-        taken.forEach((t) => t.resolve());
+        for (const t of taken) t.resolve(false);
       } catch (err) {
         this.logger.error({ err: (err as Error).message, count }, 'status intake could not apply or queue reports');
         taken.forEach((t) => t.reject(err));

@@ -132,6 +132,11 @@ describe('SMS over SMPP', () => {
       assert.equal(delivered.sms.count, 3);
       assert.equal(delivered.sms.price_czk, 2.7);
       assert.deepEqual(resultsOf(id!), ['sending', 'sent', 'delivered']);
+      // Its hand-over is committed: Redis keeps nothing of its accepted parts (they guard a re-hand).
+      const [{ id: attemptId }] = await svc.sql<{ id: number }>(
+        'SELECT a.id FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = $1', [id]) as [{ id: number }];
+      const acc = `${svc.config.redisPrefix}:smpp:default:acc:${Math.floor(attemptId / 1024)}`;
+      await waitFor(async () => !(await svc.runtime.redis.hkeys(acc)).some((f) => f.startsWith(`${attemptId}:`)), 5_000, 'accepted parts forgotten');
     } finally {
       sim.options.receiptDelayFor = undefined;
     }

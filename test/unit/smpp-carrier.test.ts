@@ -30,9 +30,9 @@ after(async () => {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-async function until(predicate: () => boolean, timeoutMs = 5_000, what = 'condition'): Promise<void> {
+async function until(predicate: () => boolean | Promise<boolean>, timeoutMs = 5_000, what = 'condition'): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
+  while (!(await predicate())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await sleep(5);
   }
@@ -41,8 +41,11 @@ async function until(predicate: () => boolean, timeoutMs = 5_000, what = 'condit
 class RecordingSink implements CarrierSink {
   readonly reports: StatusReport[] = [];
   readonly messages: InboundReport[] = [];
-  async report(updates: StatusReport[]): Promise<void> {
+  /** What `report` answers: applied (true), queued (false), or a sink that cannot tell (undefined). */
+  applied: boolean | undefined = undefined;
+  async report(updates: StatusReport[]): Promise<boolean | undefined> {
     this.reports.push(...updates);
+    return this.applied;
   }
   async inbound(message: InboundReport): Promise<void> {
     this.messages.push(message);
@@ -327,6 +330,23 @@ describe('SmppCarrier', () => {
     assert.equal(found.get(7)?.parts.get(0), 'hex:1');
     assert.deepEqual([...found.get(8)!.parts], [[1, '']], 'a part accepted without a message id is still known');
     assert.equal(found.get(7)?.concatRef, null, 'no legacy hash: the reference is derived');
+  });
+
+  it('forgets the accepted parts of attempts whose hand-over the engine committed, and keeps those only queued', T, async () => {
+    await withCarrier({}, 'window=10', {}, async ({ sink, carrier }) => {
+      const fieldsOf = async (attemptId: number): Promise<string[]> =>
+        (await redis.hkeys(`${prefix}:smpp:${carrier.connection}:acc:${Math.floor(attemptId / 1024)}`)).filter((f) => f.startsWith(`${attemptId}:`));
+      const queued = attempt('420777500009', 'q'.repeat(200));
+      sink.applied = false; // Postgres was away: the reports went to the status queues
+      await carrier.send([queued]);
+      assert.deepEqual((await fieldsOf(queued.attemptId)).sort(), [`${queued.attemptId}:0`, `${queued.attemptId}:1`], 'kept: a re-hand may still come');
+      const long = attempt('420777500019', 'l'.repeat(400));
+      const short = attempt('420777500029', 'short', { atMostOnce: true });
+      sink.applied = true;
+      await carrier.send([long, short]);
+      await until(async () => (await fieldsOf(long.attemptId)).length + (await fieldsOf(short.attemptId)).length === 0, 3_000, 'forgotten');
+      assert.equal((await fieldsOf(queued.attemptId)).length, 2, 'the other attempt\'s parts stay');
+    });
   });
 
   it('records the parts accepted in one tick in one hash per 1024 consecutive attempts, with an expiry', T, async () => {

@@ -141,6 +141,8 @@ interface Work {
   partsOut: number;
   /** A part was written without an answer and not sent again (at-most-once): the `sent` report says so. */
   unconfirmed: boolean;
+  /** Where in `reports` the report that settles the attempt's hand-over is (its last part's, or its failure); -1 before. */
+  settledAt: number;
   reports: Promise<unknown>[];
   finish(outcome: WorkOutcome): void;
 }
@@ -413,6 +415,8 @@ export class SmppCarrier implements Carrier {
     const reports: Promise<unknown>[] = [];
     if (refused.length > 0) reports.push(held(this.sink.report(refused)));
     const works: Work[] = [];
+    // Attempts a re-hand found wholly accepted before: settled by the report of their parts, at `at` in `reports`.
+    const settledBefore: Array<{ attempt: SmsAttempt; partCount: number; at: number }> = [];
     const outcomes: Promise<WorkOutcome>[] = [...joined];
     const now = Date.now();
     for (const { attempt, done, resolve } of mine) {
@@ -450,7 +454,8 @@ export class SmppCarrier implements Carrier {
         const done = pending.length === 0;
         const again = [...prior.parts].map(([part, ref]) => this.sentReport(attempt.attemptId, part, fields.length, ref, now, done ? 'sent' : 'sending'));
         if (done) for (const part of unconfirmed) again.push(this.unconfirmedReport(attempt.attemptId, part, fields.length, now));
-        reports.push(held(this.sink.report(again, { priority: attempt.priority === true })));
+        const at = reports.push(held(this.sink.report(again, { priority: attempt.priority === true }))) - 1;
+        if (done) settledBefore.push({ attempt, partCount: fields.length, at });
       }
       if (pending.length === 0) {
         resolve({ kind: 'done' });
@@ -466,6 +471,7 @@ export class SmppCarrier implements Carrier {
         busy: 0,
         partsOut: fields.length - pending.length,
         unconfirmed: unconfirmed.size > 0,
+        settledAt: -1,
         reports,
         finish: resolve,
       });
@@ -477,7 +483,8 @@ export class SmppCarrier implements Carrier {
     }
 
     const results = await Promise.all(outcomes);
-    await Promise.all(reports);
+    const reported = await Promise.all(reports);
+    this.forgetSettled(works, settledBefore, reported);
     let givenBack = 0;
     let firstError: Error | null = null;
     for (const r of results) {
@@ -490,6 +497,26 @@ export class SmppCarrier implements Carrier {
         `${givenBack} of ${attempts.length} attempts were not submitted over ${this.name} (${firstError.message}); they will be handed again`,
       );
     }
+  }
+
+  /**
+   * Attempts whose settling report was applied (not only queued) are recorded as handed over in
+   * Postgres: the engine never hands them again, so their accepted parts need not be kept.
+   */
+  private forgetSettled(works: Work[], settledBefore: Array<{ attempt: SmsAttempt; partCount: number; at: number }>, reported: unknown[]): void {
+    const settled: Array<{ attemptId: number; partCount: number; atMostOnce: boolean }> = [];
+    for (const w of works) {
+      if (w.settledAt >= 0 && reported[w.settledAt] === true) {
+        settled.push({ attemptId: w.attempt.attemptId, partCount: w.fields.length, atMostOnce: w.atMostOnce });
+      }
+    }
+    for (const s of settledBefore) {
+      if (reported[s.at] === true) settled.push({ attemptId: s.attempt.attemptId, partCount: s.partCount, atMostOnce: s.attempt.atMostOnce === true });
+    }
+    if (settled.length === 0) return;
+    // Not awaited: what is not forgotten expires (ATTEMPT_TTL_S).
+    this.store.forgetAccepted(settled).catch((err: unknown) =>
+      this.logger.warn({ err: (err as Error).message, carrier: this.name, attempts: settled.length }, 'accepted SMPP parts not forgotten; they expire'));
   }
 
   /**
@@ -684,7 +711,8 @@ export class SmppCarrier implements Carrier {
         work.partsOut++;
         work.unconfirmed = true;
         if (work.pending.length === 0) {
-          work.reports.push(held(this.sink.report([this.unconfirmedReport(work.attempt.attemptId, part, work.fields.length, Date.now())], { priority: work.priority })));
+          const report = this.unconfirmedReport(work.attempt.attemptId, part, work.fields.length, Date.now());
+          work.settledAt = work.reports.push(held(this.sink.report([report], { priority: work.priority }))) - 1;
           work.finish({ kind: 'done' });
         } else {
           this.requeue(work);
@@ -716,7 +744,9 @@ export class SmppCarrier implements Carrier {
     const ending: StatusReport = { attemptId: work.attempt.attemptId, state, resultInfo, at };
     // Earlier parts reached the SMSC: the attempt was sent (and stays charged, D3), then failed.
     const reports = work.partsOut > 0 ? [this.partsOutReport(work, at), ending] : [ending];
-    work.reports.push(held(this.sink.report(reports, { priority: work.priority })));
+    const index = work.reports.push(held(this.sink.report(reports, { priority: work.priority }))) - 1;
+    // What Redis may hold of it: accepted parts, or the mark of a part written (at-most-once).
+    if (work.partsOut > 0 || work.atMostOnce) work.settledAt = index;
     work.finish({ kind: 'done' });
   }
 
@@ -739,7 +769,8 @@ export class SmppCarrier implements Carrier {
     if (last && work.unconfirmed) report.resultInfo = UNCONFIRMED_INFO;
     work.partsOut++;
     // A part without an id, not the last, has nothing to register.
-    if (last || ref !== '') work.reports.push(held(this.sink.report([report], { priority: work.priority })));
+    if (last) work.settledAt = work.reports.push(held(this.sink.report([report], { priority: work.priority }))) - 1;
+    else if (ref !== '') work.reports.push(held(this.sink.report([report], { priority: work.priority })));
     work.reports.push(
       held(
         this.store.recordAccepted({

@@ -52,7 +52,7 @@ export interface ReceiptIdsOptions {
   /** The store of the connection whose refs receipts are matched against (its index, its parked receipts). */
   store: SmppRedisStore;
   /** Where parked receipts go once their ref is known (the carrier's sink). */
-  report(reports: StatusReport[]): Promise<void>;
+  report(reports: StatusReport[]): Promise<unknown>;
   /** Carrier name the receipts are reported under. */
   carrier: string;
   logger: ReceiptIdLogger;

@@ -4,7 +4,8 @@
  * the hash tag `{<redisPrefix>:smpp:<connection>}` (`keyGroup`): every key of a connection is in
  * one slot, so the pipelines, MGETs and scripts below may name several of them.
  *
- * - `acc:<bucket>` (hash, 6 h after its last write): the refs of the parts the SMSC accepted,
+ * - `acc:<bucket>` (hash, 6 h after its last write; an attempt's fields are deleted once its
+ *   hand-over is committed, `forgetAccepted`): the refs of the parts the SMSC accepted,
  *   field `<attemptId>:<part>` → ref ('' when it gave no message_id), for the attempts numbered
  *   `bucket * 1024` to `bucket * 1024 + 1023`. A re-hand of the same attempt (dispatch job retried
  *   after a crash or a failed send) skips those parts, so the SMSC never gets an accepted part
@@ -202,6 +203,26 @@ export class SmppRedisStore {
       out.set(attemptId, { concatRef: hash.c !== undefined && Number.isInteger(c) ? c : null, parts, unanswered });
     });
     return out;
+  }
+
+  /**
+   * Forgets the accepted parts (and written marks) of attempts whose hand-over is committed to
+   * Postgres: the engine hands such an attempt over no more, so nothing reads them again, and
+   * Redis keeps only the attempts still under way instead of 6 h of traffic. One HDEL per hash.
+   */
+  async forgetAccepted(attempts: ReadonlyArray<{ attemptId: number; partCount: number; atMostOnce: boolean }>): Promise<void> {
+    const byHash = new Map<string, string[]>();
+    for (const { attemptId, partCount, atMostOnce } of attempts) {
+      const key = this.acceptedKey(attemptId);
+      for (let part = 0; part < Math.min(MAX_PARTS, partCount); part++) {
+        pushTo(byHash, key, `${attemptId}:${part}`);
+        if (atMostOnce) pushTo(byHash, key, writtenField(attemptId, part));
+      }
+    }
+    if (byHash.size === 0) return;
+    const pipeline = this.redis.pipeline();
+    for (const [key, fields] of byHash) pipeline.hdel(key, ...fields);
+    failedOf(await pipeline.exec());
   }
 
   /**

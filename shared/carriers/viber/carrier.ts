@@ -126,7 +126,7 @@ export class ViberCarrier implements Carrier {
 
   async send(attempts: OutboundAttempt[]): Promise<void> {
     if (this.closed) throw new Error(`Viber connection ${this.opts.connection} is closed`);
-    const work: Array<Promise<void>> = [];
+    const work: Array<Promise<unknown>> = [];
     let unsent = 0;
     let next = 0;
     // A few attempts of a call wait for the cap at once, not all of them: a large promotional
@@ -163,7 +163,7 @@ export class ViberCarrier implements Carrier {
     return p;
   }
 
-  private report(a: OutboundAttempt, report: StatusReport): Promise<void> {
+  private report(a: OutboundAttempt, report: StatusReport): Promise<boolean | void> {
     return this.opts.sink.report([report], a.priority ? { priority: true } : undefined);
   }
 
@@ -244,8 +244,11 @@ export class ViberCarrier implements Carrier {
       this.retries.delete(a.attemptId);
       void this.track((async () => {
         await this.pace();
-        if (this.closed) return this.abandon(a, info);
-        return this.attempt(a, progress);
+        if (this.closed) {
+          await this.abandon(a, info);
+          return;
+        }
+        await this.attempt(a, progress);
       })()).catch((err: unknown) =>
         this.opts.logger.error({ err: (err as Error).message, carrier: this.name, attemptId: a.attemptId }, 'Viber retry failed'));
     }, delayMs);
@@ -253,7 +256,7 @@ export class ViberCarrier implements Carrier {
     this.retries.set(a.attemptId, { attempt: a, timer, info });
   }
 
-  private abandon(a: ViberAttempt, info: string): Promise<void> {
+  private abandon(a: ViberAttempt, info: string): Promise<boolean | void> {
     return this.report(a, { attemptId: a.attemptId, state: 'failed', resultInfo: `${info}; not retried: the connection closed`, at: Date.now() });
   }
 

@@ -143,7 +143,7 @@ export class WhatsappCarrier implements Carrier {
     if (attempts.length === 0) return;
     if (this.closed) throw new WhatsappCarrierClosed(`${this.name} is closed; the attempts will be handed again`);
     const now = Date.now();
-    const reports: Promise<void>[] = [];
+    const reports: Promise<unknown>[] = [];
     const mine: Array<{ attempt: WhatsappAttempt; sender: SenderEntry }> = [];
     for (const attempt of attempts) {
       if (attempt.channel !== 'whatsapp_text' && attempt.channel !== 'whatsapp_template') {
@@ -180,7 +180,7 @@ export class WhatsappCarrier implements Carrier {
    * registered once more (a repeated registration changes nothing) and they are left out.
    */
   private async skipAccepted(
-    list: Array<{ attempt: WhatsappAttempt; sender: SenderEntry }>, reports: Promise<void>[],
+    list: Array<{ attempt: WhatsappAttempt; sender: SenderEntry }>, reports: Promise<unknown>[],
   ): Promise<Array<{ attempt: WhatsappAttempt; sender: SenderEntry }>> {
     const rehanded = list.filter((m) => m.attempt.rehand === true).map((m) => m.attempt.attemptId);
     if (rehanded.length === 0) return list;
@@ -220,7 +220,7 @@ export class WhatsappCarrier implements Carrier {
 
   /** Free text only inside the 24-hour window: one read for the whole call. */
   private async checkWindows(
-    list: Array<{ attempt: WhatsappAttempt; sender: SenderEntry }>, reports: Promise<void>[], now: number,
+    list: Array<{ attempt: WhatsappAttempt; sender: SenderEntry }>, reports: Promise<unknown>[], now: number,
   ): Promise<Array<{ attempt: WhatsappAttempt; sender: SenderEntry }>> {
     const pairs: WindowPair[] = [];
     for (const m of list) {
@@ -240,7 +240,7 @@ export class WhatsappCarrier implements Carrier {
   }
 
   /** The request bodies; a template step whose parameters do not fit its cached template fails here. */
-  private async prepare(list: Array<{ attempt: WhatsappAttempt; sender: SenderEntry }>, reports: Promise<void>[], now: number): Promise<Job[]> {
+  private async prepare(list: Array<{ attempt: WhatsappAttempt; sender: SenderEntry }>, reports: Promise<unknown>[], now: number): Promise<Job[]> {
     const wabas = new Map<string, string>();
     for (const m of list) {
       if (m.attempt.channel === 'whatsapp_template' && m.sender.wabaId !== undefined) wabas.set(m.sender.wabaId, m.sender.token);
@@ -389,7 +389,7 @@ export class WhatsappCarrier implements Carrier {
   }
 
   /** One try: a token of the number's cap, the request, and what its answer leads to. */
-  private async deliver(job: Job, reports: Promise<void>[]): Promise<void> {
+  private async deliver(job: Job, reports: Promise<unknown>[]): Promise<void> {
     const bucket = this.bucketOf(job.sender.phoneNumberId);
     let outcome: SendOutcome;
     try {
@@ -429,7 +429,7 @@ export class WhatsappCarrier implements Carrier {
     const timer = setTimeout(() => {
       this.retries.delete(id);
       if (this.closed) return;
-      const reports: Promise<void>[] = [];
+      const reports: Promise<unknown>[] = [];
       this.inFlight.add(id);
       void this.deliver(job, reports)
         .then(() => Promise.all(reports))
@@ -445,7 +445,7 @@ export class WhatsappCarrier implements Carrier {
   }
 
   /** The report of a final first answer (accepted, unreachable, failed). */
-  private outcome(attempt: WhatsappAttempt, sender: SenderEntry, outcome: SendOutcome): Promise<void> {
+  private outcome(attempt: WhatsappAttempt, sender: SenderEntry, outcome: SendOutcome): Promise<boolean | void> {
     switch (outcome.kind) {
       case 'accepted':
         return this.report(attempt, 'sending', 'Sending', outcome.carrierRef);
@@ -469,7 +469,7 @@ export class WhatsappCarrier implements Carrier {
   }
 
   /** `ref`: the wamid Meta gave the attempt (registered with a `sending` report, which moves nothing). */
-  private report(attempt: OutboundAttempt, state: AttemptState, resultInfo: string, ref?: string): Promise<void> {
+  private report(attempt: OutboundAttempt, state: AttemptState, resultInfo: string, ref?: string): Promise<boolean | void> {
     const r: StatusReport = { attemptId: attempt.attemptId, state, resultInfo, at: Date.now() };
     if (ref !== undefined) {
       r.carrier = this.name;
