@@ -64,6 +64,19 @@ export interface CarrierSink {
    * guessing.
    */
   matchRefs?(carrier: string, refs: string[]): Promise<string[]>;
+  /**
+   * The parts of these attempts registered under `carrier` (reported with a ref), from Postgres:
+   * what a carrier handing an attempt over again already had accepted, should its own record of
+   * that (in Redis) be gone.
+   */
+  registeredParts?(carrier: string, attemptIds: number[]): Promise<RegisteredPart[]>;
+}
+
+/** A part of an attempt whose carrier ref is registered (`CarrierSink.registeredParts`). */
+export interface RegisteredPart {
+  attemptId: number;
+  part: number;
+  ref: string;
 }
 
 export interface Carrier {

@@ -9,9 +9,9 @@
 import { prepared, withTx, type Queryable, type Tx } from '../db/pool.js';
 import { arrayRows, boolArray, numberArray, textArray, timestampArray } from '../db/arrays.js';
 import { namedParams } from '../db/params.js';
-import type { StatusReport } from '../carriers/types.js';
+import type { RegisteredPart, StatusReport } from '../carriers/types.js';
 import { smsGatewayOf, stepOf, type AttemptState } from '../channels/index.js';
-import { planTransition, isStepFailure, isRefunded, ttlExpiryApplies, defaultResultInfo, FINAL_STATES } from './transitions.js';
+import { planTransition, planReceiptTransition, isStepFailure, isRefunded, ttlExpiryApplies, defaultResultInfo, FINAL_STATES } from './transitions.js';
 import { ATTEMPT_FACT_COLUMNS, factsOf, type AttemptFacts } from './attempt-facts.js';
 import { EVENT_PARAMS, eventsCtes, eventParams, SentMessageBody, type OutboxEvent } from './events.js';
 import { mayHoldTtlTimer } from './ttl-timers.js';
@@ -48,6 +48,8 @@ interface Move {
   resultInfo: string;
   at: number;
   ttl: boolean;
+  /** From a receipt that named a carrier ref registered to the attempt (`planReceiptTransition`). */
+  receipt: boolean;
 }
 
 /** A status batch that takes longer (a lock held elsewhere, an unreachable database) is abandoned. */
@@ -95,7 +97,7 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
   const { deps, reports, ttlAttemptIds, now } = input;
   const moves = await resolveMoves(tx, reports);
   for (const attemptId of ttlAttemptIds) {
-    moves.push({ attemptId, state: 'undelivered', resultInfo: '[1] TTL expired', at: now, ttl: true });
+    moves.push({ attemptId, state: 'undelivered', resultInfo: '[1] TTL expired', at: now, ttl: true, receipt: false });
   }
   if (moves.length === 0) {
     return { transitions: 0, events: [] as OutboxEvent[], nextSteps: [] as NextStep[], delivered: [] as number[], sources: [] as string[], settled: [] as number[] };
@@ -154,7 +156,7 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
     if (move.ttl && !ttlExpiryApplies(f.channel, a.state)) {
       continue;
     }
-    const path = planTransition(a.state, move.state, a.ttl_expired);
+    const path = move.receipt ? planReceiptTransition(f.channel, a.state, move.state, a.ttl_expired) : planTransition(a.state, move.state, a.ttl_expired);
     if (!path) {
       continue;
     }
@@ -177,6 +179,7 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
       change.resultInfo = resultInfo;
       if (state === 'sent') {
         change.sent = new Date(move.at);
+        a.reached_sent = true; // also on a path through it (planReceiptTransition)
       } else if (state === 'delivered') {
         change.delivered = new Date(move.at);
       }
@@ -420,7 +423,7 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
     // Nothing moves to `sending`: such a report (a carrier's acceptance, with its ref) only
     // registers the ref below, without locking the attempt.
     if (r.attemptId !== undefined && r.state !== 'sending') {
-      moves.push({ attemptId: r.attemptId, state: r.state, resultInfo: r.resultInfo, at: r.at, ttl: false });
+      moves.push({ attemptId: r.attemptId, state: r.state, resultInfo: r.resultInfo, at: r.at, ttl: false, receipt: false });
     }
   }
   const { rows, byKey } = refRows(reports);
@@ -479,7 +482,7 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
     if (report.state === 'delivered' && complete.get(attemptId) === false) {
       continue; // more parts still to be delivered
     }
-    moves.push({ attemptId, state: report.state, resultInfo: report.resultInfo, at: report.at, ttl: false });
+    moves.push({ attemptId, state: report.state, resultInfo: report.resultInfo, at: report.at, ttl: false, receipt: true });
   }
   return moves;
 }
@@ -511,4 +514,16 @@ export async function matchWaitingRefs(db: Queryable, carrier: string, refs: str
       WHERE c.carrier = $1 AND c.ref = ANY($2::text[]) AND a.state IN ('sending', 'sent') AND (a.parts = 1 OR c.state = 'sent')`,
     [carrier, textArray(refs)]));
   return rows.map((r) => r.ref);
+}
+
+/**
+ * The parts of `attemptIds` registered under `carrier` (CarrierSink.registeredParts). $1: the
+ * carrier; $2: the attempt ids (index `carrier_refs_attempt`).
+ */
+export async function registeredParts(db: Queryable, carrier: string, attemptIds: number[]): Promise<RegisteredPart[]> {
+  if (attemptIds.length === 0) return [];
+  const { rows } = await db.query<RegisteredPart>(
+    'SELECT attempt_id::float8 AS "attemptId", part, ref FROM carrier_refs WHERE carrier = $1 AND attempt_id = ANY($2::bigint[])',
+    [carrier, numberArray(attemptIds)]);
+  return rows;
 }

@@ -11,7 +11,7 @@
  * expects is still reported once, in order. A report that is not a move forward returns null:
  * duplicates and late reports change nothing.
  */
-import { isStepSuccess, stepOf, type AttemptState, type Channel, type FlowStep } from '../channels/index.js';
+import { CHANNEL_MODULES, isStepSuccess, stepOf, type AttemptState, type Channel, type FlowStep } from '../channels/index.js';
 import { assertUnreachable } from '../errors.js';
 
 const NEXT: Record<AttemptState, readonly AttemptState[]> = {
@@ -47,6 +47,22 @@ export function planTransition(current: AttemptState, target: AttemptState, ttlE
     return ['delivered', 'seen'];
   }
   return null;
+}
+
+/**
+ * `planTransition` for a receipt that names a carrier ref registered to the attempt. For a channel
+ * whose step succeeds at `sent` (SMS), a registered ref means the carrier accepted (part of) the
+ * message, which is what `sent` is: an attempt still `sending` (a long SMS whose last part is not
+ * accepted yet) passes through `sent` first, so a failure it reports is charged as one after
+ * `sent` (D3), not refunded as one the carrier never took. Other channels register a ref before
+ * the carrier took the message (a WhatsApp wamid), and follow `planTransition`.
+ */
+export function planReceiptTransition(channel: Channel, current: AttemptState, target: AttemptState, ttlExpired = false): AttemptState[] | null {
+  if (current !== 'sending' || target === 'sent' || CHANNEL_MODULES[channel].succeedsAt !== 'sent') {
+    return planTransition(current, target, ttlExpired);
+  }
+  const rest = planTransition('sent', target, ttlExpired);
+  return rest === null ? null : ['sent', ...rest];
 }
 
 /** A step ends without success in these states and the flow moves to its next step (D3). */

@@ -348,38 +348,81 @@ describe('SMS over SMPP', () => {
     assert.ok(retried!.receivedAt - throttled!.receivedAt >= 150, 'the connection slowed down after ESME_RTHROTTLED');
   });
 
-  it('sends the rest of a long message whose connection was replaced midway, and no part twice', T, async () => {
-    // Part 1 is accepted; then the SMSC answers ESME_RTHROTTLED, so parts 2 and 3 wait, until an
-    // operator changes the connection's settings: the old link closes and gives them back to the
-    // engine, whose retry hands the attempt again over the new link.
+  /**
+   * A connection of its own whose SMSC accepts part 1 of a message to `phone` and then answers
+   * ESME_RTHROTTLED until `fn` lets it go (`release`), so parts 2 and 3 wait meanwhile.
+   */
+  async function withPartsHeldAfterFirst(
+    name: string, route: string, phone: string, fn: (own: SmscSimulator, url: string, release: () => void) => Promise<void>,
+  ): Promise<void> {
     const own = new SmscSimulator({ systemId: 'sb', password: 's3cret', receiptDelayMs: 30 });
     const { port } = await own.start();
-    const phone = '420796000009';
     const onSubmit = (r: SubmittedRecord): void => {
       if (r.destination_addr === phone && r.concat?.seq === 1 && r.commandStatus === 0) own.setMode({ throttle: true });
+    };
+    const release = (): void => {
+      own.off('submit', onSubmit);
+      own.setMode({ throttle: false });
     };
     own.on('submit', onSubmit);
     try {
       const url = `smpp://sb:s3cret@127.0.0.1:${port}?window=10`;
-      assert.equal((await svc.admin('POST', '/carriers', { name: 'midway', url, routes: ['420796'] })).status, 201);
+      assert.equal((await svc.admin('POST', '/carriers', { name, url, routes: [route] })).status, 201);
       await waitFor(() => own.boundSessions === 1, 5_000, 'bound');
-      const [id] = await send([phone], 'M'.repeat(400));
-      await waitFor(() => own.submitted.some((r) => r.commandStatus === 0x58), 5_000, 'part 2 throttled');
-      const changed = await svc.admin('POST', '/carriers', { name: 'midway', url: `${url.replace('window=10', 'window=5')}`, routes: ['420796'] });
-      assert.equal(changed.status, 200, changed.text);
-      await waitFor(() => own.counters.unbinds >= 1, 5_000, 'the old link closed');
-      own.off('submit', onSubmit);
-      own.setMode({ throttle: false });
-      await waitResult(id!, 'delivered', 15_000);
-      assert.deepEqual(resultsOf(id!), ['sending', 'sent', 'delivered']);
-      const parts = own.submitted.filter((r) => r.destination_addr === phone && r.commandStatus === 0);
-      assert.deepEqual(parts.map((r) => r.concat?.seq), [1, 2, 3], 'every part once, in order');
-      assert.equal(new Set(parts.map((r) => r.concat?.ref)).size, 1, 'one concatenation reference');
+      await fn(own, url, release);
     } finally {
-      own.off('submit', onSubmit);
-      await svc.admin('DELETE', '/carriers/midway');
+      release();
+      await svc.admin('DELETE', `/carriers/${name}`);
       await own.stop();
     }
+  }
+
+  const attemptIdOf = async (id: string): Promise<number> => (await svc.sql<{ id: number }>(
+    'SELECT a.id FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = $1', [id]))[0]!.id;
+
+  for (const lost of [false, true]) {
+    it(`sends the rest of a long message whose connection was replaced midway, and no part twice${lost ? ', with Redis\'s record of its parts lost' : ''}`, T, async () => {
+      // The operator changes the connection's settings while parts 2 and 3 wait: the old link closes
+      // and gives them back to the engine, whose retry hands the attempt again over the new link.
+      const name = lost ? 'midway2' : 'midway';
+      const phone = lost ? '420795000009' : '420796000009';
+      await withPartsHeldAfterFirst(name, phone.slice(0, 6), phone, async (own, url, release) => {
+        const [id] = await send([phone], 'M'.repeat(400));
+        await waitFor(() => own.submitted.some((r) => r.commandStatus === 0x58), 5_000, 'part 2 throttled');
+        const attemptId = await attemptIdOf(id!);
+        if (lost) {
+          // Redis lost what the SMSC accepted; Postgres has part 1's ref.
+          await waitFor(async () => (await svc.sql('SELECT 1 FROM carrier_refs WHERE attempt_id = $1', [attemptId])).length === 1, 5_000, 'part 1 registered');
+          await svc.runtime.redis.del(`${svc.config.redisPrefix}:smpp:${name}:acc:${Math.floor(attemptId / 1024)}`);
+        }
+        const changed = await svc.admin('POST', '/carriers', { name, url: url.replace('window=10', 'window=5'), routes: [phone.slice(0, 6)] });
+        assert.equal(changed.status, 200, changed.text);
+        await waitFor(() => own.counters.unbinds >= 1, 5_000, 'the old link closed');
+        release();
+        await waitResult(id!, 'delivered', 15_000);
+        assert.deepEqual(resultsOf(id!), ['sending', 'sent', 'delivered']);
+        const parts = own.submitted.filter((r) => r.destination_addr === phone && r.commandStatus === 0);
+        assert.deepEqual(parts.map((r) => r.concat?.seq), [1, 2, 3], 'every part once, in order');
+        assert.equal(new Set(parts.map((r) => r.concat?.ref)).size, 1, 'one concatenation reference');
+      });
+    });
+  }
+
+  it('charges a long message whose first part was undelivered before its last part left: sent, then undelivered', T, async () => {
+    const payer = await svc.createAccount({ credit_czk: 100 });
+    const phone = '420794000001'; // …01: the simulator's receipts say UNDELIV
+    await withPartsHeldAfterFirst('early', '420794', phone, async (own, _url, release) => {
+      const [id] = await send([phone], 'U'.repeat(400), {}, payer.apiKey);
+      await waitResult(id!, 'undelivered');
+      release();
+      await waitFor(() => own.submitted.filter((r) => r.destination_addr === phone && r.commandStatus === 0).length === 3, 5_000, 'every part sent');
+      assert.deepEqual(resultsOf(id!), ['sending', 'sent', 'undelivered'], 'the carrier took part 1: sent, then its receipt');
+      const [attempt] = await svc.sql<{ refunded: boolean; reached_sent: boolean }>(
+        'SELECT refunded, reached_sent FROM attempts WHERE id = $1', [await attemptIdOf(id!)]);
+      assert.deepEqual(attempt, { refunded: false, reached_sent: true });
+      const [account] = await svc.sql<{ credit_czk: string }>('SELECT credit_czk FROM accounts WHERE id = $1', [payer.accountId]);
+      assert.equal(Number(account!.credit_czk), 100 - 2.7, 'three parts charged, not refunded (D3)');
+    });
   });
 
   it('loses nothing when the SMSC drops the connection mid-window', T, async () => {

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { planTransition, isRefunded, ttlExpiryApplies, defaultTtlMinutes, stepTtlMinutes } from '../../shared/engine/transitions.js';
+import { planTransition, planReceiptTransition, isRefunded, ttlExpiryApplies, defaultTtlMinutes, stepTtlMinutes } from '../../shared/engine/transitions.js';
 import { isStepSuccess, type FlowStep } from '../../shared/channels/index.js';
 import { sandboxScript } from '../../shared/carriers/sandbox/outcomes.js';
 import type { AttemptState } from '../../shared/carriers/types.js';
@@ -34,6 +34,28 @@ test('planTransition follows D3 and fills in states a receipt skipped', () => {
   assert.deepEqual(planTransition('undelivered', 'delivered', true), ['delivered'], 'late receipt after a ttl expiry');
   assert.deepEqual(planTransition('undelivered', 'seen', true), ['delivered', 'seen']);
   assert.equal(planTransition('undelivered', 'failed', true), null);
+});
+
+test('planReceiptTransition: an SMS receipt through a registered ref means the carrier took it', () => {
+  const table: Array<[Parameters<typeof planReceiptTransition>[0], AttemptState, AttemptState, AttemptState[] | null]> = [
+    // A long SMS whose last part is not accepted yet: through `sent` (charged, D3).
+    ['sms', 'sending', 'undelivered', ['sent', 'undelivered']],
+    ['sms', 'sending', 'rejected', ['sent', 'rejected']],
+    ['sms', 'sending', 'failed', ['sent', 'failed']],
+    ['sms', 'sending', 'delivered', ['sent', 'delivered']],
+    ['sms', 'sending', 'sent', ['sent']],
+    ['sms', 'sent', 'undelivered', ['undelivered']],
+    ['sms', 'undelivered', 'delivered', null],
+    // A wamid is registered before Meta took the message: a failure from `sending` stays one (refunded).
+    ['whatsapp_text', 'sending', 'undelivered', ['undelivered']],
+    ['whatsapp_template', 'sending', 'failed', ['failed']],
+    ['viber', 'sending', 'undelivered', ['undelivered']],
+    ['viber', 'sending', 'delivered', ['sent', 'delivered']],
+  ];
+  for (const [channel, from, to, expected] of table) {
+    assert.deepEqual(planReceiptTransition(channel, from, to), expected, `${channel}: ${from} → ${to}`);
+  }
+  assert.deepEqual(planReceiptTransition('sms', 'undelivered', 'delivered', true), ['delivered'], 'late receipt after a ttl expiry');
 });
 
 test('step success conditions and ttl expiry', () => {

@@ -56,7 +56,7 @@ import {
   type SubmitSmFields,
 } from './pdu.js';
 import { RedisTokenBucket } from './token-bucket.js';
-import { SmppRedisStore } from './redis-store.js';
+import { SmppRedisStore, type AcceptedParts } from './redis-store.js';
 import { ReceiptIds, type ReceiptIdsOptions } from './receipt-ids.js';
 import { sameRef } from './id-forms.js';
 import { classifySubmitStatus, statusResultInfo } from './status-codes.js';
@@ -405,7 +405,7 @@ export class SmppCarrier implements Carrier {
       for (const m of mine) {
         if (m.attempt.rehand === true) rehanded.push({ attemptId: m.attempt.attemptId, partCount: m.attempt.parts.length });
       }
-      if (rehanded.length > 0) accepted = await this.store.acceptedParts(rehanded);
+      if (rehanded.length > 0) accepted = await this.acceptedBefore(rehanded);
     } catch (err) {
       const error = err instanceof Error ? err : new Error(String(err));
       for (const m of mine) m.resolve({ kind: 'give-back', error });
@@ -452,10 +452,16 @@ export class SmppCarrier implements Carrier {
         this.logger.info({ carrier: this.name, attemptId: attempt.attemptId, parts: [...prior.parts.keys()], unconfirmed: [...unconfirmed] },
           'SMPP attempt handed again; skipping accepted parts');
         const done = pending.length === 0;
-        const again = [...prior.parts].map(([part, ref]) => this.sentReport(attempt.attemptId, part, fields.length, ref, now, done ? 'sent' : 'sending'));
+        const again: StatusReport[] = [];
+        for (const [part, ref] of prior.parts) {
+          // Not done: only a part with a ref has something to register.
+          if (done || ref !== '') again.push(this.sentReport(attempt.attemptId, part, fields.length, ref, now, done ? 'sent' : 'sending'));
+        }
         if (done) for (const part of unconfirmed) again.push(this.unconfirmedReport(attempt.attemptId, part, fields.length, now));
-        const at = reports.push(held(this.sink.report(again, { priority: attempt.priority === true }))) - 1;
-        if (done) settledBefore.push({ attempt, partCount: fields.length, at });
+        if (again.length > 0) {
+          const at = reports.push(held(this.sink.report(again, { priority: attempt.priority === true }))) - 1;
+          if (done) settledBefore.push({ attempt, partCount: fields.length, at });
+        }
       }
       if (pending.length === 0) {
         resolve({ kind: 'done' });
@@ -497,6 +503,29 @@ export class SmppCarrier implements Carrier {
         `${givenBack} of ${attempts.length} attempts were not submitted over ${this.name} (${firstError.message}); they will be handed again`,
       );
     }
+  }
+
+  /**
+   * What the SMSC accepted of attempts handed over before: the parts recorded in Redis, and those
+   * whose refs the engine registered (a Redis that lost its data, or a re-hand after the record
+   * expired, would otherwise send them again).
+   */
+  private async acceptedBefore(rehanded: Array<{ attemptId: number; partCount: number }>): Promise<Map<number, AcceptedParts>> {
+    const ids = rehanded.map((r) => r.attemptId);
+    const [accepted, registered] = await Promise.all([
+      this.store.acceptedParts(rehanded),
+      this.sink.registeredParts?.(this.name, ids) ?? Promise.resolve([]),
+    ]);
+    for (const { attemptId, part, ref } of registered) {
+      let entry = accepted.get(attemptId);
+      if (!entry) {
+        entry = { concatRef: null, parts: new Map(), unanswered: new Set() };
+        accepted.set(attemptId, entry);
+      }
+      if (!entry.parts.has(part)) entry.parts.set(part, ref);
+      entry.unanswered.delete(part);
+    }
+    return accepted;
   }
 
   /**
