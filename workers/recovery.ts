@@ -202,12 +202,13 @@ export const WAITING_RESTART_MARGIN_MS = 7 * 24 * 3_600_000;
 export async function sweepWaitingAttempts(
   db: Db, redis: Redis, queues: Queues, timers: Pick<TtlTimers, 'setEachKeep'>,
   opts: { boundMs: number; cursorKey: string; limit?: number; now?: number; restartMarginMs?: number },
-): Promise<{ checked: number; ttlTimers: number; failed: number; more: boolean }> {
+): Promise<{ checked: number; ttlTimers: number; failed: number; more: boolean; restartedAfter: number | null }> {
   const now = opts.now ?? Date.now();
   const limit = opts.limit ?? 2000;
   const stored = await redis.get(opts.cursorKey);
-  const cursor = stored !== null ? Number(stored)
+  const restartedAfter = stored !== null ? null
     : await restartCursor(db, redis, opts.cursorKey, now - opts.boundMs - (opts.restartMarginMs ?? WAITING_RESTART_MARGIN_MS));
+  const cursor = restartedAfter ?? Number(stored);
   const rows = await attemptPage(db, cursor, Number.MAX_SAFE_INTEGER, limit);
   const plan = planAttemptPage(rows, { now, boundMs: opts.boundMs });
   await timers.setEachKeep(plan.timers);
@@ -219,7 +220,7 @@ export async function sweepWaitingAttempts(
   if (plan.last !== null) await redis.set(opts.cursorKey, String(plan.last));
   // A full page walked to its end: attempts old enough may follow it.
   const more = rows.length === limit && plan.walked === rows.length;
-  return { checked: rows.length, ttlTimers: plan.timers.length, failed: plan.failed.length, more };
+  return { checked: rows.length, ttlTimers: plan.timers.length, failed: plan.failed.length, more, restartedAfter };
 }
 
 /**
@@ -231,11 +232,12 @@ export async function sweepWaitingAttempts(
 export async function sweepWaitingPages(
   db: Db, redis: Redis, queues: Queues, timers: Pick<TtlTimers, 'setEachKeep'>,
   opts: { boundMs: number; cursorKey: string; budgetMs: number; limit?: number; restartMarginMs?: number; shouldStop?: () => boolean },
-): Promise<{ checked: number; ttlTimers: number; failed: number; pages: number }> {
+): Promise<{ checked: number; ttlTimers: number; failed: number; pages: number; restartedAfter: number | null }> {
   const until = Date.now() + opts.budgetMs;
-  const total = { checked: 0, ttlTimers: 0, failed: 0, pages: 0 };
+  const total = { checked: 0, ttlTimers: 0, failed: 0, pages: 0, restartedAfter: null as number | null };
   for (;;) {
     const page = await sweepWaitingAttempts(db, redis, queues, timers, opts);
+    total.restartedAfter ??= page.restartedAfter;
     total.checked += page.checked;
     total.ttlTimers += page.ttlTimers;
     total.failed += page.failed;
@@ -406,6 +408,9 @@ export class RecoverySweep {
         const waiting = await sweepWaitingPages(this.db, this.redis, this.queues, this.timers, {
           boundMs: this.opts.receiptWaitMs, cursorKey, budgetMs: Math.max(0, until - Date.now()), shouldStop,
         });
+        if (waiting.restartedAfter !== null) {
+          this.logger.warn({ after: waiting.restartedAfter }, 'the walk of attempts waiting too long had no cursor (a first start, or Redis lost it): it starts after this attempt id, a week before its bound');
+        }
         if (waiting.ttlTimers + waiting.failed > 0) {
           this.logger.info(waiting, 'recovery sweep settled attempts that waited too long');
         }

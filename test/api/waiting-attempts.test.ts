@@ -177,6 +177,7 @@ test('a waiting walk that lost its cursor starts a week before its bound, not at
   const [{ after }] = await svc.sql<{ after: number }>('SELECT count(*)::int AS after FROM attempts WHERE id > $1', [a.id]) as [{ after: number }];
   assert.equal(walked.checked, after, 'only the attempts after the old ones');
   assert.equal(walked.failed, 1, 'the 4-day-old unanswered SMS');
+  assert.equal(walked.restartedAfter, a.id, 'it says where it started (the sweep logs it)');
   await waitFor(async () => (await attemptOf(recent))?.state === 'failed', 10_000, 'the recent unanswered SMS failed');
   assert.equal((await attemptOf(ancient))!.state, 'sending', 'the old one is left alone');
 });
