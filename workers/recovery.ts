@@ -302,27 +302,37 @@ export async function firstIdSince(
  * attempt's timer as the hand-over did (keeping one that exists), page after page for up to
  * `budgetMs` or until `shouldStop` says so, its progress in Redis beside the mark, and goes on in
  * the next sweeps until it reaches its end. Redis losing its data again meanwhile starts a new walk,
- * which a walker of the old one cannot move on (ADVANCE_REARM). Returns null when nothing was lost.
+ * which a walker of the old one cannot move on (ADVANCE_REARM). With the mark there, another
+ * server holding the set (a restart or a failover, `TtlTimers.serverChange`) may still have lost
+ * its last writes: the walk then covers the attempts created since a sweep last saw the server
+ * before, less SERVER_CHANGE_MARGIN_MS (`cause` says which). Returns null when nothing was lost.
  */
 export async function rearmLostTimers(
-  db: Db, timers: Pick<TtlTimers, 'lossState' | 'startRearm' | 'advanceRearm' | 'setEachKeep'>,
-  opts: { sinceMs: number; budgetMs: number; limit?: number; now?: number; shouldStop?: () => boolean },
-): Promise<{ started: RearmRange | null; checked: number; ttlTimers: number; pages: number; done: boolean } | null> {
+  db: Db, timers: Pick<TtlTimers, 'lossState' | 'startRearm' | 'serverChange' | 'startServerRearm' | 'advanceRearm' | 'setEachKeep'>,
+  opts: { sinceMs: number; budgetMs: number; limit?: number; now?: number; serverMarginMs?: number; shouldStop?: () => boolean },
+): Promise<{ started: RearmRange | null; cause: 'lost' | 'server' | null; checked: number; ttlTimers: number; pages: number; done: boolean } | null> {
   const limit = opts.limit ?? 2000;
   const state = await timers.lossState();
   let range = state.rearm;
   let started: RearmRange | null = null;
+  let cause: 'lost' | 'server' | null = null;
   if (!range) {
-    if (!state.lost) return null;
+    // The set lost (its mark gone): the walk covers every timer that may have been pending. Else
+    // a server that changed (a restart, a failover) may have lost its last writes: the walk covers
+    // the attempts handed over since a sweep last saw the one before, and a margin.
+    const change = state.lost ? null : await timers.serverChange(opts.now ?? Date.now());
+    if (!state.lost && !change) return null;
+    const sinceMs = change ? change.lastSeenMs - (opts.serverMarginMs ?? SERVER_CHANGE_MARGIN_MS) : opts.sinceMs;
     const upTo = await newestAttemptId(db);
-    const fresh: RearmRange = { walk: randomUUID(), after: (await firstIdSince(attemptProbe(db), upTo, opts.sinceMs)) - 1, upTo };
+    const fresh: RearmRange = { walk: randomUUID(), after: (await firstIdSince(attemptProbe(db), upTo, sinceMs)) - 1, upTo };
     // Another process's sweep may have started it first: it goes on in the next sweep.
-    if (!(await timers.startRearm(fresh))) return null;
+    if (!(await (change ? timers.startServerRearm(change.run, fresh) : timers.startRearm(fresh)))) return null;
     range = fresh;
     started = { ...fresh };
+    cause = change ? 'server' : 'lost';
   }
   const until = Date.now() + opts.budgetMs;
-  const result = { started, checked: 0, ttlTimers: 0, pages: 0, done: false };
+  const result = { started, cause, checked: 0, ttlTimers: 0, pages: 0, done: false };
   for (;;) {
     const rows = await attemptPage(db, range.after, range.upTo, limit);
     const plan = planAttemptPage(rows, { now: opts.now ?? Date.now(), boundMs: null });
@@ -345,6 +355,14 @@ export async function rearmLostTimers(
  * the outage before Redis came back and for attempts whose creation and hand-over were apart.
  */
 const REARM_MARGIN_MS = 24 * 3_600_000;
+
+/**
+ * The walk after a server change covers attempts created this long before a sweep last saw the
+ * server before it: a timer is set at hand-over, which may come later than the attempt's creation
+ * (a hand-over retried through a carrier outage); one handed over later still gets its timer back
+ * from the waiting walk, after RECEIPT_WAIT_HOURS.
+ */
+const SERVER_CHANGE_MARGIN_MS = 3_600_000;
 
 /** How long `RecoverySweep.stop` waits for a sweep under way. */
 const STOP_WAIT_MS = 2000;
@@ -374,7 +392,7 @@ export class RecoverySweep {
     private readonly db: Db,
     private readonly redis: Redis,
     private readonly queues: Queues,
-    private readonly timers: Pick<TtlTimers, 'lossState' | 'startRearm' | 'advanceRearm' | 'setEachKeep'>,
+    private readonly timers: Pick<TtlTimers, 'lossState' | 'startRearm' | 'serverChange' | 'startServerRearm' | 'advanceRearm' | 'setEachKeep'>,
     private readonly opts: { intervalMs: number; graceMs: number; webhookRetries: number; receiptWaitMs: number; redisPrefix: string },
     private readonly logger: Logger,
   ) {}
@@ -400,8 +418,10 @@ export class RecoverySweep {
           sinceMs: Date.now() - Math.max(this.opts.receiptWaitMs, MAX_TTL_MINUTES * 60_000) - REARM_MARGIN_MS,
           budgetMs: WAITING_SWEEP_BUDGET_MS, shouldStop,
         });
-        if (rearm?.started) {
+        if (rearm?.started && rearm.cause === 'lost') {
           this.logger.warn({ attempts: rearm.started }, 'the ttl timers\' mark is missing (a first start, or Redis lost its data): setting the timers of waiting attempts again from Postgres');
+        } else if (rearm?.started) {
+          this.logger.warn({ attempts: rearm.started }, 'another Redis server holds the ttl timers (a restart or a failover, which may have lost its last writes): setting the timers of recent waiting attempts again from Postgres');
         }
         if (rearm?.done) this.logger.info({ lastSweep: { attempts: rearm.checked, ttlTimers: rearm.ttlTimers } }, 'the ttl timers of waiting attempts are set again');
         if (this.stopped) return;

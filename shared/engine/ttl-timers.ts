@@ -17,6 +17,10 @@
  * set's slot (`<set>:kept`, below): written once and never expiring, it is gone only when Redis
  * lost its data (a restart without persistence, a failover to an empty replica, a flush), and then
  * the sweep walks the attempts of the last days again (`rearmLostTimers`, workers/recovery.ts).
+ * A Redis that kept its data may still have lost its last writes (AOF `everysec`: about a second;
+ * an RDB snapshot: since its last save; a replica promoted before it caught up): the sweep also
+ * notes which server holds the set (`<set>:server`, its run_id) and, when another one does (a
+ * restart or a failover), walks the attempts handed over since a sweep last saw the one before.
  */
 import { keyGroup, luaScript, runScript, type Redis } from '../redis.js';
 import type { Logger } from '../logger.js';
@@ -118,6 +122,52 @@ end
 return 1
 `);
 
+/**
+ * Notes which Redis server holds the set, or says that another one does now (a restart or a
+ * failover, which may have lost the writes just before it).
+ *
+ * KEYS[1]   the server record, a hash `<set>:server` (in the set's slot) with fields `run` (the
+ *           run_id of the server that held the set) and `at` (ms since the epoch when a sweep last
+ *           saw that server hold it)
+ * ARGV[1]   now, ms since the epoch
+ * Returns   {0} when the server holding the set is the one recorded, or none was (recorded now);
+ *           {1, run, at} when another holds it now: its run_id, and when the one recorded was
+ *           last seen (persisted with the data that came back: writes after it may be lost).
+ *           Nothing is written then: START_SERVER_REARM records the new server with its walk.
+ */
+const CHECK_SERVER = luaScript(`
+local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+local seen = redis.call('HMGET', KEYS[1], 'run', 'at')
+if not seen[1] or seen[1] == run then
+  redis.call('HSET', KEYS[1], 'run', run, 'at', ARGV[1])
+  return {0}
+end
+return {1, run, seen[2] or '0'}
+`);
+
+/**
+ * Records the server that holds the set now and the walk that sets again the timers it may have
+ * lost, unless another process did, or another walk is under way (it goes on; this check comes
+ * again after it).
+ *
+ * KEYS[1]   the server record `<set>:server` (CHECK_SERVER)
+ * KEYS[2]   the walk's range `<set>:rearm` (START_REARM)
+ * ARGV[1]   the run_id CHECK_SERVER returned
+ * ARGV[2]   now, ms since the epoch
+ * ARGV[3]   `after`: the walk's first attempt id less one
+ * ARGV[4]   `upTo`: the largest attempt id now
+ * ARGV[5]   the walk's id (random)
+ * Returns   1 when this call started the walk, else 0
+ */
+const START_SERVER_REARM = luaScript(`
+if redis.call('HGET', KEYS[1], 'run') == ARGV[1] or redis.call('EXISTS', KEYS[2]) == 1 then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'run', ARGV[1], 'at', ARGV[2])
+redis.call('HSET', KEYS[2], 'walk', ARGV[5], 'after', ARGV[3], 'upTo', ARGV[4])
+return 1
+`);
+
 /** A walk over attempt ids `after` (exclusive) to `upTo` (inclusive) that sets lost timers again. */
 export interface RearmRange {
   /** The walk's id (START_REARM). */
@@ -128,15 +178,17 @@ export interface RearmRange {
 
 export class TtlTimers {
   private readonly key: string;
-  /** `<set>:kept` and `<set>:rearm`, in the set's slot (START_REARM). */
+  /** `<set>:kept`, `<set>:rearm` and `<set>:server`, in the set's slot (START_REARM, CHECK_SERVER). */
   private readonly keptKey: string;
   private readonly rearmKey: string;
+  private readonly serverKey: string;
 
   constructor(private readonly redis: Redis, redisPrefix: string) {
     this.key = ttlTimersKey(redisPrefix);
     const group = keyGroup(redis, this.key);
     this.keptKey = `${group}:kept`;
     this.rearmKey = `${group}:rearm`;
+    this.serverKey = `${group}:server`;
   }
 
   /**
@@ -182,6 +234,21 @@ export class TtlTimers {
   /** Starts the walk over `range` and marks the set kept; false when another process did (START_REARM). */
   async startRearm(range: RearmRange, now = Date.now()): Promise<boolean> {
     return await runScript(this.redis, START_REARM, [this.keptKey, this.rearmKey], [now, range.after, range.upTo, range.walk]) === 1;
+  }
+
+  /**
+   * Null when the Redis server holding the set is the one a sweep saw before (noting that it saw
+   * it now); else the run_id of the one holding it now, and when the one before was last seen
+   * (CHECK_SERVER).
+   */
+  async serverChange(now = Date.now()): Promise<{ run: string; lastSeenMs: number } | null> {
+    const reply = await runScript(this.redis, CHECK_SERVER, [this.serverKey], [now]) as [number, string?, string?];
+    return reply[0] === 1 ? { run: String(reply[1]), lastSeenMs: Number(reply[2]) } : null;
+  }
+
+  /** Records `run` as the server holding the set and starts the walk over `range`; false when another process did, or a walk is under way (START_SERVER_REARM). */
+  async startServerRearm(run: string, range: RearmRange, now = Date.now()): Promise<boolean> {
+    return await runScript(this.redis, START_SERVER_REARM, [this.serverKey, this.rearmKey], [run, now, range.after, range.upTo, range.walk]) === 1;
   }
 
   /**

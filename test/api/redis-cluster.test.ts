@@ -129,7 +129,7 @@ describe('on a Redis Cluster of three masters', () => {
     // Every key the service wrote is in a hash-tag group: a queue's, an SMPP connection's, or a single key.
     const smpp = keys.filter((k) => k.key.startsWith(`{${svc.prefix}:smpp:default}:`));
     assert.deepEqual(keys.filter((k) => k.key.includes(':smpp:') && !k.key.startsWith('{')).map((k) => k.key), [], 'no SMPP key outside its connection\'s group (the tps lease book included, while it holds leases)');
-    assert.ok(smpp.some((k) => /:acc:\d+$/.test(k.key)), 'accepted parts are recorded in the connection\'s group');
+    // (Accepted parts are forgotten once their hand-over is committed: the next test writes them.)
     assert.ok(smpp.some((k) => /:idform:/.test(k.key)), 'the learned id form is in the connection\'s group');
     assert.equal(new Set(await Promise.all(smpp.map((k) => slotOf(k.key)))).size, 1, 'one slot for the connection');
     assert.ok(new Set(keys.map((k) => k.node)).size >= 2, 'the service\'s keys are on more than one master');
@@ -172,6 +172,16 @@ describe('on a Redis Cluster of three masters', () => {
     const walk = await rearmLostTimers(svc.runtime.db, timers, { sinceMs: 0, budgetMs: 5000 });
     assert.equal(walk?.done, true);
     assert.deepEqual(await timers.lossState(), { lost: false, rearm: null });
+    // The next sweep notes the node that holds the set (INFO in a script on the set's slot).
+    assert.equal(await rearmLostTimers(svc.runtime.db, timers, { sinceMs: 0, budgetMs: 5000 }), null);
+    const server = `{${set}}:server`;
+    assert.match(String(await client.hget(server, 'run')), /^[0-9a-f]{40}$/);
+    assert.equal(Number(await client.cluster('KEYSLOT', server)), Number(await client.cluster('KEYSLOT', set)), 'the record is in the set\'s slot');
+    // Another node held it before (a failover): a walk over the recent attempts.
+    await client.hset(server, 'run', 'an earlier node');
+    const after = await rearmLostTimers(svc.runtime.db, timers, { sinceMs: 0, budgetMs: 5000 });
+    assert.deepEqual([after?.cause, after?.done], ['server', true]);
+    assert.match(String(await client.hget(server, 'run')), /^[0-9a-f]{40}$/);
   });
 
   it('applies the verification start limits: 10 of 30 concurrent starts, 1 of 10 on one number; a released start frees its slots', T, async () => {

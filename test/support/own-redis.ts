@@ -1,9 +1,13 @@
 /**
- * A private redis-server on a free loopback port (no persistence), for tests that count Redis
- * commands or must stop Redis without touching the shared instance. Stopped (and its process
- * gone) when `stop()` resolves; `start()` brings an empty one back on the same port.
+ * A private redis-server on a free loopback port, for tests that count Redis commands or must stop
+ * Redis without touching the shared instance. No persistence unless `aof` (append-only file,
+ * `everysec`, in a directory of its own). Stopped (and its process gone) when `stop()` resolves;
+ * `start()` brings one back on the same port: empty, or with what its AOF kept.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import net, { type AddressInfo } from 'node:net';
 import { stopChild } from './processes.js';
 
@@ -13,8 +17,13 @@ export interface OwnRedis {
   /** `INFO commandstats` as command → calls (lower-case names, e.g. `evalsha`). */
   commandCalls(): Promise<Record<string, number>>;
   stop(): Promise<void>;
-  /** After stop(): a fresh, empty redis-server on the same port (clients reconnect to it). */
-  start(): Promise<void>;
+  /** stop(), and its AOF directory removed (the test's end). */
+  remove(): Promise<void>;
+  /**
+   * After stop(): a redis-server on the same port again (clients reconnect to it), with what its
+   * AOF kept, or empty (always without `aof`; with `empty`, its AOF is removed first).
+   */
+  start(opts?: { empty?: boolean }): Promise<void>;
 }
 
 async function freePort(): Promise<number> {
@@ -45,10 +54,12 @@ export async function untilReady(child: ChildProcess, what: string): Promise<voi
   child.removeAllListeners('exit');
 }
 
-export async function startOwnRedis(): Promise<OwnRedis> {
+export async function startOwnRedis(opts: { aof?: boolean } = {}): Promise<OwnRedis> {
   const port = await freePort();
+  const dir = opts.aof ? await mkdtemp(path.join(os.tmpdir(), 'sb-redis-')) : null;
+  const persistence = dir ? ['--appendonly', 'yes', '--appendfsync', 'everysec', '--dir', dir] : ['--appendonly', 'no'];
   const launch = async (): Promise<ChildProcess> => {
-    const started = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    const started = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', ...persistence], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     await untilReady(started, 'redis-server');
@@ -70,8 +81,18 @@ export async function startOwnRedis(): Promise<OwnRedis> {
         client.disconnect();
       }
     },
-    stop: () => stopChild(child, 5_000),
-    start: async () => {
+    stop: async () => {
+      await stopChild(child, 5_000);
+    },
+    remove: async () => {
+      await stopChild(child, 5_000);
+      if (dir) await rm(dir, { recursive: true, force: true });
+    },
+    start: async ({ empty = false } = {}) => {
+      if (dir && empty) {
+        await rm(dir, { recursive: true, force: true });
+        await mkdir(dir);
+      }
       child = await launch();
     },
   };
