@@ -13,10 +13,11 @@ const RETRY_PAUSE_MS = 100;
  * follows the load (one report when idle, hundreds under a burst) and one transaction per batch
  * serves them all. One batch at a time per process keeps the reports of one attempt in the order
  * they arrived. `push` resolves once its reports are committed (`true`), or queued (`false`, see
- * below): a carrier acknowledges a receipt to its peer only after that. A batch that fails is tried once more; when it still cannot be
- * applied (Postgres down, a lock held too long), its reports go to the status queues instead,
- * whose pool retries them for hours; `push` rejects only when neither worked. Reports queued so
- * may then be applied after later ones (the state path still ignores moves backwards).
+ * below): a carrier acknowledges a receipt to its peer only after that. A batch that fails is
+ * tried once more; when it still cannot be applied (Postgres down, a lock held too long), its
+ * reports go to the status queues instead, whose pool retries them for hours; `push` rejects
+ * only when neither worked. Reports queued so may then be applied after later ones (the state path
+ * still ignores moves backwards).
  */
 export class StatusIntake {
   private buffer: Array<{ reports: StatusReport[]; resolve: (applied: boolean) => void; reject: (err: unknown) => void }> = [];
