@@ -65,14 +65,25 @@ export interface CarrierSink {
    */
   matchRefs?(carrier: string, refs: string[]): Promise<string[]>;
   /**
-   * The parts of these attempts registered under `carrier` (reported with a ref), from Postgres:
-   * what a carrier handing an attempt over again already had accepted, should its own record of
-   * that (in Redis) be gone.
+   * What Postgres recorded of these attempts' earlier hand-overs under `carrier`: what a carrier
+   * handing an attempt over again already had accepted, should its own record of that (in Redis)
+   * be gone or already forgotten.
    */
-  registeredParts?(carrier: string, attemptIds: number[]): Promise<RegisteredPart[]>;
+  priorHandOvers?(carrier: string, attemptIds: number[]): Promise<PriorHandOvers>;
 }
 
-/** A part of an attempt whose carrier ref is registered (`CarrierSink.registeredParts`). */
+/** `CarrierSink.priorHandOvers`: the attempts' hand-overs as Postgres recorded them. */
+export interface PriorHandOvers {
+  /**
+   * Attempts whose hand-over is recorded (no longer `sending`, or `handed_at` set): the engine
+   * hands them no more, so a run that re-hands one raced another run that finished it.
+   */
+  handed: number[];
+  /** Parts registered with a carrier ref (reported while the attempt was being handed over). */
+  parts: RegisteredPart[];
+}
+
+/** A part of an attempt whose carrier ref is registered (`PriorHandOvers.parts`). */
 export interface RegisteredPart {
   attemptId: number;
   part: number;

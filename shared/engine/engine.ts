@@ -11,7 +11,7 @@ import type { Redis } from '../redis.js';
 import { TtlTimers } from './ttl-timers.js';
 import type { CarrierRegistry } from './routing.js';
 import { dispatchStep, type DispatchOutcome } from './dispatch.js';
-import { applyReports, matchWaitingRefs, registeredParts, type ApplyOutcome } from './status.js';
+import { applyReports, matchWaitingRefs, priorHandOvers, type ApplyOutcome } from './status.js';
 import { pushTo } from '../collections.js';
 import { MessageFactsCache } from './message-facts.js';
 import { AttemptFactsCache } from './attempt-facts.js';
@@ -80,7 +80,7 @@ export class Engine {
         await this.inboundHandler(message);
       },
       matchRefs: (carrier, refs) => matchWaitingRefs(statusDeps.db, carrier, refs),
-      registeredParts: (carrier, attemptIds) => registeredParts(statusDeps.db, carrier, attemptIds),
+      priorHandOvers: (carrier, attemptIds) => priorHandOvers(statusDeps.db, carrier, attemptIds),
     };
   }
 

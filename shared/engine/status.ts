@@ -9,7 +9,7 @@
 import { prepared, withTx, type Queryable, type Tx } from '../db/pool.js';
 import { arrayRows, boolArray, numberArray, textArray, timestampArray } from '../db/arrays.js';
 import { namedParams } from '../db/params.js';
-import type { RegisteredPart, StatusReport } from '../carriers/types.js';
+import type { PriorHandOvers, StatusReport } from '../carriers/types.js';
 import { smsGatewayOf, stepOf, type AttemptState } from '../channels/index.js';
 import { planTransition, planReceiptTransition, isStepFailure, isRefunded, ttlExpiryApplies, defaultResultInfo, FINAL_STATES } from './transitions.js';
 import { ATTEMPT_FACT_COLUMNS, factsOf, type AttemptFacts } from './attempt-facts.js';
@@ -517,13 +517,25 @@ export async function matchWaitingRefs(db: Queryable, carrier: string, refs: str
 }
 
 /**
- * The parts of `attemptIds` registered under `carrier` (CarrierSink.registeredParts). $1: the
- * carrier; $2: the attempt ids (index `carrier_refs_attempt`).
+ * What Postgres recorded of the hand-overs of `attemptIds` under `carrier`
+ * (CarrierSink.priorHandOvers): one row per registered part, or one with no part for an attempt
+ * with none; `handed` is the condition under which the engine no longer hands an attempt over
+ * (dispatch). $1: the carrier; $2: the attempt ids (primary key, index `carrier_refs_attempt`).
  */
-export async function registeredParts(db: Queryable, carrier: string, attemptIds: number[]): Promise<RegisteredPart[]> {
-  if (attemptIds.length === 0) return [];
-  const { rows } = await db.query<RegisteredPart>(
-    'SELECT attempt_id::float8 AS "attemptId", part, ref FROM carrier_refs WHERE carrier = $1 AND attempt_id = ANY($2::bigint[])',
-    [carrier, numberArray(attemptIds)]);
-  return rows;
+const PRIOR_HAND_OVERS_SQL = `SELECT a.id::float8 AS "attemptId", (a.handed_at IS NOT NULL OR a.state <> 'sending') AS handed, c.part, c.ref
+       FROM attempts a LEFT JOIN carrier_refs c ON c.attempt_id = a.id AND c.carrier = $1
+      WHERE a.id = ANY($2::bigint[])`;
+
+export async function priorHandOvers(db: Queryable, carrier: string, attemptIds: number[]): Promise<PriorHandOvers> {
+  const out: PriorHandOvers = { handed: [], parts: [] };
+  if (attemptIds.length === 0) return out;
+  const { rows } = await db.query<{ attemptId: number; handed: boolean; part: number | null; ref: string | null }>(
+    prepared(PRIOR_HAND_OVERS_SQL, [carrier, numberArray(attemptIds)]));
+  const handed = new Set<number>();
+  for (const row of rows) {
+    if (row.handed) handed.add(row.attemptId);
+    if (row.part !== null && row.ref !== null) out.parts.push({ attemptId: row.attemptId, part: row.part, ref: row.ref });
+  }
+  out.handed = [...handed];
+  return out;
 }

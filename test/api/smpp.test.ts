@@ -7,7 +7,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { SmscSimulator, type SimIdForm, type SmscSimulatorOptions, type SubmittedRecord } from '../../scripts/smsc-simulator.js';
-import { applyReports } from '../../shared/engine/status.js';
+import { applyReports, priorHandOvers } from '../../shared/engine/status.js';
+import { planSms } from '../../shared/sms/gsm7.js';
 import { normalizeMessageId } from '../../shared/carriers/smpp/pdu.js';
 import { startReceiver, startTestService, waitFor, type Receiver, type TestService } from '../support/harness.js';
 
@@ -404,6 +405,23 @@ describe('SMS over SMPP', () => {
         const parts = own.submitted.filter((r) => r.destination_addr === phone && r.commandStatus === 0);
         assert.deepEqual(parts.map((r) => r.concat?.seq), [1, 2, 3], 'every part once, in order');
         assert.equal(new Set(parts.map((r) => r.concat?.ref)).size, 1, 'one concatenation reference');
+
+        // A late run of the same dispatch job (one BullMQ took for stalled) resumes it now, after
+        // Redis forgot its parts: Postgres records it handed over, so nothing is sent or reported.
+        const carrierName = `smpp.${name}`;
+        await waitFor(async () => (await svc.runtime.redis.hlen(`${svc.config.redisPrefix}:smpp:${name}:acc:${Math.floor(attemptId / 1024)}`)) === 0,
+          5_000, 'Redis forgot the accepted parts');
+        const prior = await priorHandOvers(svc.runtime.db, carrierName, [attemptId, attemptId + 1_000_000]);
+        assert.deepEqual(prior.handed, [attemptId]);
+        assert.deepEqual(prior.parts.map((p) => p.part).sort(), [0, 1, 2]);
+        const plan = planSms('M'.repeat(400), 'sms');
+        const submittedBefore = own.submitted.length;
+        await svc.runtime.engine.carriers.byName(carrierName)!.send([{
+          attemptId, recipientPublicId: id!, accountId: 1, channel: 'sms', smsGateway: 'high', to: phone, sender: 'Switchboard',
+          text: plan.text, encoding: plan.encoding, parts: plan.parts, ttlMinutes: 60, rehand: true,
+        }]);
+        assert.equal(own.submitted.length, submittedBefore, 'nothing submitted');
+        assert.deepEqual(resultsOf(id!), ['sending', 'sent', 'delivered']);
       });
     });
   }

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
-import type { CarrierSink, InboundReport, StatusReport } from '../../shared/carriers/types.js';
+import type { CarrierSink, InboundReport, PriorHandOvers, StatusReport } from '../../shared/carriers/types.js';
 import { SmppCarrier, SmppCarrierError, type SmppCarrierOptions } from '../../shared/carriers/smpp/carrier.js';
 import type { SmsAttempt } from '../../shared/channels/index.js';
 import { SmppRedisStore } from '../../shared/carriers/smpp/redis-store.js';
@@ -41,11 +41,19 @@ async function until(predicate: () => boolean | Promise<boolean>, timeoutMs = 5_
 class RecordingSink implements CarrierSink {
   readonly reports: StatusReport[] = [];
   readonly messages: InboundReport[] = [];
-  /** What `report` answers: applied (true), queued (false), or a sink that cannot tell (undefined). */
-  applied: boolean | undefined = undefined;
+  /**
+   * What `report` answers: applied (true), queued (false), or a sink that cannot tell (undefined);
+   * a function answers per call, from its first report's attempt.
+   */
+  applied: boolean | undefined | ((attemptId: number | undefined) => boolean | undefined) = undefined;
+  /** What Postgres holds of earlier hand-overs (`priorHandOvers`): nothing unless a test says. */
+  prior: (attemptIds: number[]) => Promise<PriorHandOvers> = async () => ({ handed: [], parts: [] });
   async report(updates: StatusReport[]): Promise<boolean | undefined> {
     this.reports.push(...updates);
-    return this.applied;
+    return typeof this.applied === 'function' ? this.applied(updates[0]?.attemptId) : this.applied;
+  }
+  priorHandOvers(_carrier: string, attemptIds: number[]): Promise<PriorHandOvers> {
+    return this.prior(attemptIds);
   }
   async inbound(message: InboundReport): Promise<void> {
     this.messages.push(message);
@@ -121,6 +129,15 @@ async function withCarrier(
 }
 
 const accepted = (sim: SmscSimulator): SubmittedRecord[] => sim.submitted.filter((r) => r.commandStatus === 0);
+
+/** The carrier's Redis record of its accepted parts (and written marks). */
+const storeOf = (carrier: SmppCarrier): SmppRedisStore => (carrier as unknown as { store: SmppRedisStore }).store;
+
+/** The fields Redis holds of an attempt's accepted parts (and written marks) on a connection. */
+async function acceptedFields(connection: string, attemptId: number): Promise<string[]> {
+  const fields = await redis.hkeys(`${prefix}:smpp:${connection}:acc:${Math.floor(attemptId / 1024)}`);
+  return fields.filter((f) => f.startsWith(`${attemptId}:`)).sort();
+}
 
 describe('SmppCarrier', () => {
   it('submits the parts of a long message in order, registers each part\'s ref, and reports the attempt sent with its last part', T, async () => {
@@ -334,18 +351,86 @@ describe('SmppCarrier', () => {
 
   it('forgets the accepted parts of attempts whose hand-over the engine committed, and keeps those only queued', T, async () => {
     await withCarrier({}, 'window=10', {}, async ({ sink, carrier }) => {
-      const fieldsOf = async (attemptId: number): Promise<string[]> =>
-        (await redis.hkeys(`${prefix}:smpp:${carrier.connection}:acc:${Math.floor(attemptId / 1024)}`)).filter((f) => f.startsWith(`${attemptId}:`));
+      const fieldsOf = (attemptId: number): Promise<string[]> => acceptedFields(carrier.connection, attemptId);
       const queued = attempt('420777500009', 'q'.repeat(200));
       sink.applied = false; // Postgres was away: the reports went to the status queues
       await carrier.send([queued]);
-      assert.deepEqual((await fieldsOf(queued.attemptId)).sort(), [`${queued.attemptId}:0`, `${queued.attemptId}:1`], 'kept: a re-hand may still come');
+      assert.deepEqual(await fieldsOf(queued.attemptId), [`${queued.attemptId}:0`, `${queued.attemptId}:1`], 'kept: a re-hand may still come');
       const long = attempt('420777500019', 'l'.repeat(400));
       const short = attempt('420777500029', 'short', { atMostOnce: true });
       sink.applied = true;
       await carrier.send([long, short]);
       await until(async () => (await fieldsOf(long.attemptId)).length + (await fieldsOf(short.attemptId)).length === 0, 3_000, 'forgotten');
       assert.equal((await fieldsOf(queued.attemptId)).length, 2, 'the other attempt\'s parts stay');
+    });
+  });
+
+  it('forgets per attempt as each report is applied: an at-most-once attempt refused at submit, and a re-hand found wholly accepted', T, async () => {
+    await withCarrier({}, 'window=10', {}, async ({ sim, sink, carrier }) => {
+      const fieldsOf = (attemptId: number): Promise<string[]> => acceptedFields(carrier.connection, attemptId);
+      // Both refused with ESME_RSYSERR (a number ending in 02): ended by `end()`, their written marks left behind.
+      const refused = attempt('420777600102', 'Hi', { atMostOnce: true });
+      const refusedQueued = attempt('420777600202', 'Hi', { atMostOnce: true });
+      // Handed before, both parts accepted: settled by the re-hand's report alone.
+      const whole = attempt('420777600300', 'w'.repeat(200));
+      const store = storeOf(carrier);
+      for (const part of [0, 1]) await store.recordAccepted({ attemptId: whole.attemptId, part, ref: `hex:7${part}`, index: false, idTtlSeconds: 60 });
+      sink.applied = (attemptId) => attemptId !== refusedQueued.attemptId; // that one's report only queued
+
+      await carrier.send([refused, refusedQueued, { ...whole, rehand: true }]);
+      assert.deepEqual(sink.of(refused.attemptId).map((r) => r.state), ['failed']);
+      assert.deepEqual(sink.of(whole.attemptId).map((r) => [r.part, r.state]), [[0, 'sent'], [1, 'sent']]);
+      assert.equal(accepted(sim).filter((r) => r.destination_addr === whole.to).length, 0, 'nothing of it submitted again');
+      await until(async () => (await fieldsOf(refused.attemptId)).length + (await fieldsOf(whole.attemptId)).length === 0, 3_000, 'forgotten');
+      assert.deepEqual(await fieldsOf(refusedQueued.attemptId), [`${refusedQueued.attemptId}:0:w`], 'its report only queued: the mark stays');
+    });
+  });
+
+  it('submits and reports nothing of an attempt Postgres records as handed over: another run of its job finished it and forgot the record', T, async () => {
+    await withCarrier({}, 'window=10', {}, async ({ sim, sink, carrier }) => {
+      // Parts accepted without a message_id leave no ref in Postgres: only Redis knew of them.
+      const a = attempt('420777600400', 'f'.repeat(300), { atMostOnce: true });
+      sink.prior = async (ids) => ({ handed: ids.filter((id) => id === a.attemptId), parts: [] });
+      await carrier.send([{ ...a, rehand: true }]);
+      assert.equal(sim.submitted.filter((r) => r.destination_addr === a.to).length, 0, 'nothing submitted');
+      assert.deepEqual(sink.of(a.attemptId), [], 'nothing reported: its hand-over is recorded');
+    });
+  });
+
+  it('reads Redis before Postgres: a hand-over committed and forgotten between the two reads is not sent again', T, async () => {
+    await withCarrier({}, 'window=10', {}, async ({ sim, sink, carrier }) => {
+      const a = attempt('420777600500', 'r'.repeat(200));
+      const store = storeOf(carrier);
+      // Another run of the job had both parts accepted (no message ids) ...
+      for (const part of [0, 1]) await store.recordAccepted({ attemptId: a.attemptId, part, ref: '', index: false, idTtlSeconds: 60 });
+      sink.prior = async () => {
+        const answer: PriorHandOvers = { handed: [], parts: [] }; // read before that run's commit ...
+        // ... which commits and forgets its record before this read returns.
+        sink.prior = async (ids) => ({ handed: ids, parts: [] });
+        await store.forgetAccepted([{ attemptId: a.attemptId, partCount: 2, atMostOnce: false }]);
+        return answer;
+      };
+      await carrier.send([{ ...a, rehand: true }]);
+      assert.equal(sim.submitted.filter((r) => r.destination_addr === a.to).length, 0, 'the accepted parts were not sent again');
+      assert.deepEqual(sink.of(a.attemptId).filter((r) => r.state === 'sent').map((r) => r.part), [0, 1], 'reported sent from Redis\'s record');
+    });
+  });
+
+  it('merges the parts Postgres registered into Redis\'s record: only the part neither knows is sent, and a registered part is no longer unconfirmed', T, async () => {
+    await withCarrier({}, 'window=10', {}, async ({ sim, sink, carrier }) => {
+      const a = attempt('420777600600', 'm'.repeat(400), { atMostOnce: true });
+      const store = storeOf(carrier);
+      // Redis: part 1 accepted without an id; part 2 written with no answer recorded (its write to Redis lost).
+      await store.recordWritten(a.attemptId, 0);
+      await store.recordAccepted({ attemptId: a.attemptId, part: 0, ref: '', index: false, idTtlSeconds: 60 });
+      await store.recordWritten(a.attemptId, 1);
+      // Postgres: part 2's ref, registered by that earlier hand-over's report.
+      sink.prior = async () => ({ handed: [], parts: [{ attemptId: a.attemptId, part: 1, ref: 'hex:p1' }] });
+      await carrier.send([{ ...a, rehand: true }]);
+      assert.deepEqual(accepted(sim).filter((r) => r.destination_addr === a.to).map((r) => r.concat?.seq), [3], 'only part 3 sent');
+      const reports = sink.of(a.attemptId);
+      assert.deepEqual(reports.map((r) => [r.part, r.state, r.ref]), [[1, 'sending', 'hex:p1'], [2, 'sent', reports[1]?.ref]]);
+      assert.equal(reports[1]?.resultInfo, 'Sent', 'every part confirmed: not reported unconfirmed');
     });
   });
 

@@ -399,13 +399,14 @@ export class SmppCarrier implements Carrier {
     }
 
     // Only an attempt handed before can have accepted parts: a first hand-over skips the lookup.
-    let accepted: Awaited<ReturnType<SmppRedisStore['acceptedParts']>> = new Map();
+    let accepted = new Map<number, AcceptedParts>();
+    let handed = new Set<number>();
     try {
       const rehanded: Array<{ attemptId: number; partCount: number }> = [];
       for (const m of mine) {
         if (m.attempt.rehand === true) rehanded.push({ attemptId: m.attempt.attemptId, partCount: m.attempt.parts.length });
       }
-      if (rehanded.length > 0) accepted = await this.acceptedBefore(rehanded);
+      if (rehanded.length > 0) ({ accepted, handed } = await this.acceptedBefore(rehanded));
     } catch (err) {
       const error = err instanceof Error ? err : new Error(String(err));
       for (const m of mine) m.resolve({ kind: 'give-back', error });
@@ -421,6 +422,12 @@ export class SmppCarrier implements Carrier {
     const now = Date.now();
     for (const { attempt, done, resolve } of mine) {
       outcomes.push(done);
+      if (handed.has(attempt.attemptId)) {
+        // Another run of the same job (one BullMQ took for stalled) finished it: nothing to do.
+        this.logger.info({ carrier: this.name, attemptId: attempt.attemptId }, 'SMPP attempt handed again after its hand-over was recorded; skipped');
+        resolve({ kind: 'done' });
+        continue;
+      }
       const prior = accepted.get(attempt.attemptId);
       const concatRef = prior?.concatRef ?? concatRefOf(attempt.attemptId);
       let fields: SubmitSmFields[];
@@ -508,15 +515,20 @@ export class SmppCarrier implements Carrier {
   /**
    * What the SMSC accepted of attempts handed over before: the parts recorded in Redis, and those
    * whose refs the engine registered (a Redis that lost its data, or a re-hand after the record
-   * expired, would otherwise send them again).
+   * expired, would otherwise send them again); and which of them Postgres already records as
+   * handed over, which another run of the same job finished meanwhile.
+   *
+   * Redis first, then Postgres: a run that finishes a hand-over commits it in Postgres before it
+   * forgets its record in Redis (forgetSettled), so a record found gone was committed before the
+   * Postgres read begins, and that read sees the attempt handed. Read the other way round (or at
+   * once), Postgres could be read before that commit and Redis after the forgetting, and the
+   * accepted parts would be sent again.
    */
-  private async acceptedBefore(rehanded: Array<{ attemptId: number; partCount: number }>): Promise<Map<number, AcceptedParts>> {
-    const ids = rehanded.map((r) => r.attemptId);
-    const [accepted, registered] = await Promise.all([
-      this.store.acceptedParts(rehanded),
-      this.sink.registeredParts?.(this.name, ids) ?? Promise.resolve([]),
-    ]);
-    for (const { attemptId, part, ref } of registered) {
+  private async acceptedBefore(rehanded: Array<{ attemptId: number; partCount: number }>): Promise<{ accepted: Map<number, AcceptedParts>; handed: Set<number> }> {
+    const accepted = await this.store.acceptedParts(rehanded);
+    const prior = await this.sink.priorHandOvers?.(this.name, rehanded.map((r) => r.attemptId));
+    if (!prior) return { accepted, handed: new Set() };
+    for (const { attemptId, part, ref } of prior.parts) {
       let entry = accepted.get(attemptId);
       if (!entry) {
         entry = { concatRef: null, parts: new Map(), unanswered: new Set() };
@@ -525,7 +537,7 @@ export class SmppCarrier implements Carrier {
       if (!entry.parts.has(part)) entry.parts.set(part, ref);
       entry.unanswered.delete(part);
     }
-    return accepted;
+    return { accepted, handed: new Set(prior.handed) };
   }
 
   /**
