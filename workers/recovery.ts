@@ -112,6 +112,8 @@ export interface WalkedAttempt {
   handed_ms: number | null;
   /** The message's flow; null for an attempt no longer `sending` or `sent` (not read). */
   flow: FlowStep[] | null;
+  /** Whether a part's carrier ref is registered; null for an attempt not `sending` (not read). */
+  parts_out: boolean | null;
 }
 
 /** What a walk does with one page of attempts (`planAttemptPage`). */
@@ -122,29 +124,35 @@ export interface PagePlan {
   last: number | null;
   /** Ttl timers to set, keeping any that exists: `[attempt id, due at ms]`. */
   timers: Array<[number, number]>;
-  /** SMS attempts whose submit was never answered, to fail. */
+  /** SMS attempts whose submit was never answered, to fail (refunded: nothing left). */
   failed: number[];
+  /**
+   * SMS attempts whose hand-over stopped after the carrier accepted some of their parts (a long
+   * message), to fail after `sent`: parts left, so they stay charged (D3).
+   */
+  partlySent: number[];
 }
 
 /**
  * What to do with a page of attempts (in id order), a pure rule. `boundMs` is the waiting walk's
  * (attempts at least that old, `sweepWaitingAttempts`): it stops at the first younger attempt, and
  * an SMS still `sending` then fails. `boundMs` null is the walk after Redis lost the timers
- * (`rearmLostTimers`): every attempt of the page is walked, and only timers are set. Either way a
+ * (`rearmLostTimers`): every attempt of the page is walked, and only timers are set. An SMS failed
+ * so whose parts partly left (a long message's hand-over stopped midway) passes through `sent`. Either way a
  * step that succeeds at `delivered` (Viber, WhatsApp) still `sending` or `sent` gets its ttl timer,
  * due when its ttl ends counted from the hand-over (in the waiting walk from the attempt's creation
  * if none is recorded; after a loss such an attempt is left to the dispatch job that will hand it
  * over); an SMS `sent` without a receipt stays as it is (its step succeeded, D3).
  */
 export function planAttemptPage(rows: readonly WalkedAttempt[], opts: { now: number; boundMs: number | null }): PagePlan {
-  const plan: PagePlan = { walked: 0, last: null, timers: [], failed: [] };
+  const plan: PagePlan = { walked: 0, last: null, timers: [], failed: [], partlySent: [] };
   for (const a of rows) {
     if (opts.boundMs !== null && opts.now - a.created_ms < opts.boundMs) break;
     plan.walked++;
     plan.last = a.id;
     if ((a.state !== 'sending' && a.state !== 'sent') || !isChannel(a.channel)) continue;
     if (CHANNEL_MODULES[a.channel].succeedsAt === 'sent') {
-      if (a.state === 'sending' && opts.boundMs !== null) plan.failed.push(a.id);
+      if (a.state === 'sending' && opts.boundMs !== null) (a.parts_out === true ? plan.partlySent : plan.failed).push(a.id);
       continue;
     }
     // After a loss, an attempt whose hand-over is not recorded yet is its dispatch job's: that job
@@ -159,14 +167,16 @@ export function planAttemptPage(rows: readonly WalkedAttempt[], opts: { now: num
  * Up to `limit` attempts with ids in (`after`, `upTo`], in id order. $1: after; $2: the page size;
  * $3: upTo. Only attempts still `sending` or `sent` have their message's flow read (their step's
  * ttl), by a subquery the CASE runs for them alone; the rest are only walked past
- * (docs/benchmarks.md, "Measurements behind the code").
+ * (docs/benchmarks.md, "Measurements behind the code"). Likewise only attempts still `sending` are
+ * looked up in `carrier_refs` (index `carrier_refs_attempt`): did any part leave?
  */
 async function attemptPage(db: Db, after: number, upTo: number, limit: number): Promise<WalkedAttempt[]> {
   const { rows } = await db.query<WalkedAttempt>(
     `SELECT a.id, a.channel, a.state, a.step, (extract(epoch FROM a.created_at) * 1000)::float8 AS created_ms,
             (extract(epoch FROM a.handed_at) * 1000)::float8 AS handed_ms,
             CASE WHEN a.state IN ('sending', 'sent')
-                 THEN (SELECT m.flow FROM recipients r JOIN messages m ON m.id = r.message_id WHERE r.id = a.recipient_id) END AS flow
+                 THEN (SELECT m.flow FROM recipients r JOIN messages m ON m.id = r.message_id WHERE r.id = a.recipient_id) END AS flow,
+            CASE WHEN a.state = 'sending' THEN EXISTS (SELECT 1 FROM carrier_refs c WHERE c.attempt_id = a.id) END AS parts_out
        FROM attempts a
       WHERE a.id > $1 AND a.id <= $3
       ORDER BY a.id
@@ -182,6 +192,9 @@ async function attemptPage(db: Db, after: number, upTo: number, limit: number): 
  * ran for a week (a stopped sweep role an operator would have seen in its metrics and logs).
  */
 export const WAITING_RESTART_MARGIN_MS = 7 * 24 * 3_600_000;
+
+/** Why the waiting walk fails an SMS its carrier never answered. */
+const NO_ANSWER_INFO = '[3] No answer from the carrier';
 
 /**
  * Attempts nothing may move again otherwise: their ttl timer was lost with Redis, or their carrier
@@ -213,14 +226,19 @@ export async function sweepWaitingAttempts(
   const plan = planAttemptPage(rows, { now, boundMs: opts.boundMs });
   await timers.setEachKeep(plan.timers);
   // Each in its attempt's status partition (one attempt's reports are applied in one order).
+  const failure = { state: 'failed' as const, resultInfo: NO_ANSWER_INFO, at: now };
   for (const attemptId of plan.failed) {
-    const reports = [{ attemptId, state: 'failed' as const, resultInfo: '[3] No answer from the carrier', at: now }];
+    const reports = [{ attemptId, ...failure }];
+    await queues.statusQueueFor(attemptId).add('reports', { kind: 'reports', reports } satisfies StatusJob, STATUS_JOB_OPTIONS);
+  }
+  for (const attemptId of plan.partlySent) {
+    const reports = [{ attemptId, state: 'sent' as const, resultInfo: 'Sent', at: now }, { attemptId, ...failure }];
     await queues.statusQueueFor(attemptId).add('reports', { kind: 'reports', reports } satisfies StatusJob, STATUS_JOB_OPTIONS);
   }
   if (plan.last !== null) await redis.set(opts.cursorKey, String(plan.last));
   // A full page walked to its end: attempts old enough may follow it.
   const more = rows.length === limit && plan.walked === rows.length;
-  return { checked: rows.length, ttlTimers: plan.timers.length, failed: plan.failed.length, more, restartedAfter };
+  return { checked: rows.length, ttlTimers: plan.timers.length, failed: plan.failed.length + plan.partlySent.length, more, restartedAfter };
 }
 
 /**

@@ -181,3 +181,27 @@ test('a waiting walk that lost its cursor starts a week before its bound, not at
   await waitFor(async () => (await attemptOf(recent))?.state === 'failed', 10_000, 'the recent unanswered SMS failed');
   assert.equal((await attemptOf(ancient))!.state, 'sending', 'the old one is left alone');
 });
+
+test('a long SMS whose hand-over stopped after some of its parts left is failed after `sent`, charged (D3), not refunded', { timeout: 30_000 }, async () => {
+  const { apiKey: key, accountId } = await svc.createAccount({ credit_czk: 10 });
+  const res = await svc.request('POST', '/v2/message', { headers: { 'x-api-key': key }, body: { body: 'L'.repeat(400), to: [{ phone_number: '420777502503' }] } });
+  assert.equal(res.status, 200, res.text);
+  const id = res.body.accepted[0].message_id as string;
+  await waitFor(async () => (await attemptOf(id))?.state === 'sent', 10_000, 'sent');
+  const a = (await attemptOf(id))!;
+  // As an SMPP hand-over that stopped after part 1: still `sending`, part 1's ref registered.
+  await svc.sql(`UPDATE attempts SET state = 'sending', reached_sent = false WHERE id = $1`, [a.id]);
+  await svc.sql(`INSERT INTO carrier_refs (carrier, ref, attempt_id, part) VALUES ('smpp.gone', 'dec:1', $1, 0)`, [a.id]);
+  const credit = async () => Number((await svc.sql<{ credit_czk: string }>('SELECT credit_czk FROM accounts WHERE id = $1', [accountId]))[0]!.credit_czk);
+  const charged = await credit();
+  assert.ok(charged < 10, `charged at the send (${charged} left)`);
+  const cursorKey = `${svc.prefix}:partly-sent-cursor`;
+  await svc.runtime.redis.set(cursorKey, String(a.id - 1));
+  const swept = await sweepWaitingAttempts(svc.runtime.db, svc.runtime.redis, svc.runtime.queues, svc.runtime.engine.ttlTimers, { boundMs: 0, cursorKey });
+  assert.equal(swept.failed, 1);
+  await waitFor(async () => (await attemptOf(id))?.state === 'failed', 10_000, 'failed');
+  const [row] = await svc.sql<{ reached_sent: boolean; refunded: boolean; result_info: string }>(
+    'SELECT reached_sent, refunded, result_info FROM attempts WHERE id = $1', [a.id]);
+  assert.deepEqual(row, { reached_sent: true, refunded: false, result_info: '[3] No answer from the carrier' });
+  assert.equal(await credit(), charged, 'still charged: parts left');
+});

@@ -15,9 +15,14 @@ const MIN = 60_000;
 const flow = [{ viber: { sender: 'Shop', ttl: 5 } }, { sms: {} }] as unknown as FlowStep[];
 
 /** An attempt made `ageH` hours ago, handed `handedAgoH` hours ago (null: not recorded). */
-function attempt(id: number, channel: string, state: AttemptState, ageH: number, handedAgoH: number | null = ageH, step = 0): WalkedAttempt {
+function attempt(
+  id: number, channel: string, state: AttemptState, ageH: number, handedAgoH: number | null = ageH, step = 0, partsOut = false,
+): WalkedAttempt {
   const live = state === 'sending' || state === 'sent';
-  return { id, channel, state, step, created_ms: NOW - ageH * HOUR, handed_ms: handedAgoH === null ? null : NOW - handedAgoH * HOUR, flow: live ? flow : null };
+  return {
+    id, channel, state, step, created_ms: NOW - ageH * HOUR, handed_ms: handedAgoH === null ? null : NOW - handedAgoH * HOUR,
+    flow: live ? flow : null, parts_out: state === 'sending' ? partsOut : null,
+  };
 }
 
 test('planAttemptPage: the waiting walk (a bound of 72 h) and the walk after Redis lost the timers (no bound)', () => {
@@ -28,25 +33,26 @@ test('planAttemptPage: the waiting walk (a bound of 72 h) and the walk after Red
     attempt(4, 'viber', 'delivered', 74), // settled: nothing
     attempt(5, 'viber', 'sending', 73, null), // no hand-over recorded: due 5 min after its creation (old), its job's (after a loss)
     attempt(6, 'legacy_fax', 'sent', 73), // a channel this version does not know: walked past
-    attempt(7, 'viber', 'sent', 2, 2, 1), // young; step 1 is the flow's last: 1440 min
-    attempt(8, 'sms', 'sending', 1), // young SMS still sending: its answer may yet come
+    attempt(7, 'sms', 'sending', 73, null, 0, true), // old long SMS whose hand-over stopped after part 1: failed after `sent`
+    attempt(8, 'viber', 'sent', 2, 2, 1), // young; step 1 is the flow's last: 1440 min
+    attempt(9, 'sms', 'sending', 1, null, 0, true), // young SMS still sending: its answer may yet come
   ];
   type Case = [name: string, boundMs: number | null, expected: ReturnType<typeof planAttemptPage>];
   const cases: Case[] = [
     ['72 h bound: stops at the first young attempt', 72 * HOUR, {
-      walked: 6, last: 6, failed: [2],
+      walked: 7, last: 7, failed: [2], partlySent: [7],
       timers: [[1, NOW - 79 * HOUR + 5 * MIN], [5, NOW - 73 * HOUR + 5 * MIN]],
     }],
     ['no bound: every attempt, timers only, of attempts handed over', null, {
-      walked: 8, last: 8, failed: [],
-      timers: [[1, NOW - 79 * HOUR + 5 * MIN], [7, NOW - 2 * HOUR + 1440 * MIN]],
+      walked: 9, last: 9, failed: [], partlySent: [],
+      timers: [[1, NOW - 79 * HOUR + 5 * MIN], [8, NOW - 2 * HOUR + 1440 * MIN]],
     }],
-    ['a bound older than every attempt: nothing walked', 100 * HOUR, { walked: 0, last: null, failed: [], timers: [] }],
+    ['a bound older than every attempt: nothing walked', 100 * HOUR, { walked: 0, last: null, failed: [], partlySent: [], timers: [] }],
   ];
   for (const [name, boundMs, expected] of cases) {
     assert.deepEqual(planAttemptPage(page, { now: NOW, boundMs }), expected, name);
   }
-  assert.deepEqual(planAttemptPage([], { now: NOW, boundMs: null }), { walked: 0, last: null, failed: [], timers: [] }, 'an empty page');
+  assert.deepEqual(planAttemptPage([], { now: NOW, boundMs: null }), { walked: 0, last: null, failed: [], partlySent: [], timers: [] }, 'an empty page');
 });
 
 test('firstIdSince: a binary search over ids for the first attempt created since a moment', async () => {
