@@ -386,6 +386,29 @@ describe('SmppCarrier', () => {
     });
   });
 
+  it('keeps an accepted part\'s window slot until Redis has its record: a crash repeats at most a window of PDUs', T, async () => {
+    await withCarrier({}, 'window=2', {}, async ({ sim, carrier }) => {
+      const store = storeOf(carrier);
+      const record = store.recordAccepted.bind(store);
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      let recording = 0;
+      store.recordAccepted = async (input) => {
+        recording++;
+        await held; // Redis slow to answer: the records are not in yet
+        return record(input);
+      };
+      const attempts = Array.from({ length: 5 }, (_, i) => attempt(`4207776007${i}0`));
+      const sending = carrier.send(attempts);
+      await until(() => recording === 2, 3_000, 'two parts accepted, their records under way');
+      await new Promise((r) => setTimeout(r, 200));
+      assert.equal(sim.submitted.length, 2, 'no third PDU while the first two answers are unrecorded');
+      release();
+      await sending;
+      assert.equal(accepted(sim).length, 5);
+    });
+  });
+
   it('submits and reports nothing of an attempt Postgres records as handed over: another run of its job finished it and forgot the record', T, async () => {
     await withCarrier({}, 'window=10', {}, async ({ sim, sink, carrier }) => {
       // Parts accepted without a message_id leave no ref in Postgres: only Redis knew of them.

@@ -209,6 +209,9 @@ function concatRefOf(attemptId: number): number {
   return attemptId & 0xff;
 }
 
+/** Nothing: what a settled promise is awaited with when its outcome is someone else's. */
+function noop(): void {}
+
 /** Marks a promise as handled now (it is awaited later); avoids unhandled-rejection crashes. */
 function held<T>(promise: Promise<T>): Promise<T> {
   promise.catch(() => undefined);
@@ -660,6 +663,7 @@ export class SmppCarrier implements Carrier {
 
   // A method rather than arrows per PDU (docs/architecture.md, "Hot loops").
   private async submitPart(work: Work, part: number, fields: SubmitSmFields): Promise<void> {
+    let recorded: Promise<unknown> | null = null;
     try {
       let result: SubmitResult;
       // One submit in SUBMIT_SAMPLE_EVERY is timed for the latency histogram (no clock read per PDU).
@@ -674,11 +678,16 @@ export class SmppCarrier implements Carrier {
         return;
       }
       if (timed !== 0) observeSubmit('smpp', this.connection, (performance.now() - timed) / 1000);
-      this.onSubmitResult(work, part, result);
+      recorded = this.onSubmitResult(work, part, result);
     } catch (err) {
       this.logger.error({ err, carrier: this.name, attemptId: work.attempt.attemptId }, 'SMPP submit handling failed');
       work.finish({ kind: 'give-back', error: err instanceof Error ? err : new Error(String(err)) });
     } finally {
+      // An accepted part keeps its window slot until Redis has its record: a crash then repeats
+      // at most `window` PDUs per process (written, and not yet recorded as accepted). Freed at
+      // once, a slot could carry a new PDU while the answer before it was still unrecorded: up to
+      // a window unanswered and another answered but unrecorded, both sent again by the re-hand.
+      if (recorded !== null) await recorded.then(noop, noop);
       this.inFlight--;
       this.pump();
     }
@@ -704,7 +713,8 @@ export class SmppCarrier implements Carrier {
     this.ensureStallTimer();
   }
 
-  private onSubmitResult(work: Work, part: number, result: SubmitResult): void {
+  /** What the SMSC answered a part; for an accepted one, its record in Redis (`accepted`). */
+  private onSubmitResult(work: Work, part: number, result: SubmitResult): Promise<unknown> | null {
     const status = result.commandStatus;
     const kind = classifySubmitStatus(status);
     if (kind === 'ok') {
@@ -713,10 +723,10 @@ export class SmppCarrier implements Carrier {
       work.pending.shift();
       work.unanswered = 0;
       work.busy = 0;
-      this.accepted(work, part, result.messageId);
+      const recorded = this.accepted(work, part, result.messageId);
       if (work.pending.length === 0) work.finish({ kind: 'done' });
       else this.requeue(work);
-      return;
+      return recorded;
     }
     if (kind === 'retry') {
       this.counters.busy++;
@@ -724,12 +734,13 @@ export class SmppCarrier implements Carrier {
       work.busy++;
       if (work.busy > this.maxRetries) {
         this.end(work, 'failed', statusResultInfo(status, `still refused after ${this.maxRetries} retries`));
-        return;
+        return null;
       }
       this.requeue(work);
-      return;
+      return null;
     }
     this.end(work, kind, statusResultInfo(status));
+    return null;
   }
 
   private onSubmitError(work: Work, part: number, err: unknown): void {
@@ -796,7 +807,7 @@ export class SmppCarrier implements Carrier {
     return { attemptId: work.attempt.attemptId, state: 'sent', resultInfo: work.unconfirmed ? UNCONFIRMED_INFO : 'Sent', at };
   }
 
-  private accepted(work: Work, part: number, messageId: string | undefined): void {
+  private accepted(work: Work, part: number, messageId: string | undefined): Promise<void> {
     const attemptId = work.attempt.attemptId;
     const ref = messageId ? sameRef(messageId, this.submitIdForm) : '';
     if (ref === '') {
@@ -812,17 +823,17 @@ export class SmppCarrier implements Carrier {
     // A part without an id, not the last, has nothing to register.
     if (last) work.settledAt = work.reports.push(held(this.sink.report([report], { priority: work.priority }))) - 1;
     else if (ref !== '') work.reports.push(held(this.sink.report([report], { priority: work.priority })));
-    work.reports.push(
-      held(
-        this.store.recordAccepted({
-          attemptId,
-          part,
-          ref,
-          index: this.receiptIds.accepted(ref),
-          idTtlSeconds: Math.ceil(work.attempt.ttlMinutes * 60) + 86_400,
-        }),
-      ),
+    const recorded = held(
+      this.store.recordAccepted({
+        attemptId,
+        part,
+        ref,
+        index: this.receiptIds.accepted(ref),
+        idTtlSeconds: Math.ceil(work.attempt.ttlMinutes * 60) + 86_400,
+      }),
     );
+    work.reports.push(recorded);
+    return recorded;
   }
 
   /** ESME_RTHROTTLED / ESME_RMSGQFUL: pause this connection (every process on it) with a growing delay. */
