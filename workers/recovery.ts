@@ -112,7 +112,7 @@ export interface WalkedAttempt {
   handed_ms: number | null;
   /** The message's flow; null for an attempt no longer `sending` or `sent` (not read). */
   flow: FlowStep[] | null;
-  /** Whether a part's carrier ref is registered; null for an attempt not `sending` (not read). */
+  /** Whether a part's carrier ref is registered; null for an attempt not an SMS still `sending` (not read). */
   parts_out: boolean | null;
 }
 
@@ -167,8 +167,10 @@ export function planAttemptPage(rows: readonly WalkedAttempt[], opts: { now: num
  * Up to `limit` attempts with ids in (`after`, `upTo`], in id order. $1: after; $2: the page size;
  * $3: upTo. Only attempts still `sending` or `sent` have their message's flow read (their step's
  * ttl), by a subquery the CASE runs for them alone; the rest are only walked past
- * (docs/benchmarks.md, "Measurements behind the code"). Likewise only attempts still `sending` are
- * looked up in `carrier_refs` (index `carrier_refs_attempt`): did any part leave?
+ * (docs/benchmarks.md, "Measurements behind the code"). Likewise only SMS attempts still `sending`
+ * are looked up in `carrier_refs` (index `carrier_refs_attempt`): did any part leave? An SMS
+ * carrier registers a part's ref only once the carrier took the part (SMPP: its submit_sm_resp;
+ * the sandbox registers none); a carrier that registered refs before would need its own test here.
  */
 async function attemptPage(db: Db, after: number, upTo: number, limit: number): Promise<WalkedAttempt[]> {
   const { rows } = await db.query<WalkedAttempt>(
@@ -176,7 +178,8 @@ async function attemptPage(db: Db, after: number, upTo: number, limit: number): 
             (extract(epoch FROM a.handed_at) * 1000)::float8 AS handed_ms,
             CASE WHEN a.state IN ('sending', 'sent')
                  THEN (SELECT m.flow FROM recipients r JOIN messages m ON m.id = r.message_id WHERE r.id = a.recipient_id) END AS flow,
-            CASE WHEN a.state = 'sending' THEN EXISTS (SELECT 1 FROM carrier_refs c WHERE c.attempt_id = a.id) END AS parts_out
+            CASE WHEN a.state = 'sending' AND a.channel = 'sms'
+                 THEN EXISTS (SELECT 1 FROM carrier_refs c WHERE c.attempt_id = a.id) END AS parts_out
        FROM attempts a
       WHERE a.id > $1 AND a.id <= $3
       ORDER BY a.id
@@ -208,7 +211,8 @@ const NO_ANSWER_INFO = '[3] No answer from the carrier';
  *   is set again (one that still exists is kept), due when the ttl ends, so the step ends
  *   `undelivered` (`[1] TTL expired`) and the flow moves on;
  * - an SMS still `sending` (its submit was never answered): `failed`, `[3] No answer from the
- *   carrier`, refunded (D3);
+ *   carrier`, refunded (D3); one whose parts partly left (a part's ref registered: a long message
+ *   whose hand-over stopped midway) passes through `sent` and stays charged;
  * - an SMS `sent` without a receipt stays `sent`: its step succeeded (D3) and the spec allows that
  *   no final state ever comes; nothing waits for it any more.
  */

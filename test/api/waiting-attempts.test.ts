@@ -1,8 +1,8 @@
 /**
  * Nothing stays non-final without a timer (issue 22): the sweep of attempts that waited longer than
  * RECEIPT_WAIT_HOURS gives a Viber step whose ttl timer Redis lost its timer back (the step then
- * expires and the flow moves on), fails an SMS whose submit was never answered (refunded), and
- * leaves an SMS that was sent without a receipt as it is.
+ * expires and the flow moves on), fails an SMS whose submit was never answered (refunded; charged
+ * when some of its parts left), and leaves an SMS that was sent without a receipt as it is.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';

@@ -34,18 +34,19 @@ test('planAttemptPage: the waiting walk (a bound of 72 h) and the walk after Red
     attempt(5, 'viber', 'sending', 73, null), // no hand-over recorded: due 5 min after its creation (old), its job's (after a loss)
     attempt(6, 'legacy_fax', 'sent', 73), // a channel this version does not know: walked past
     attempt(7, 'sms', 'sending', 73, null, 0, true), // old long SMS whose hand-over stopped after part 1: failed after `sent`
+    attempt(7.5, 'viber', 'sending', 73, 73, 0, true), // a ref registered before Viber took it: a step waiting at `delivered`, its timer
     attempt(8, 'viber', 'sent', 2, 2, 1), // young; step 1 is the flow's last: 1440 min
     attempt(9, 'sms', 'sending', 1, null, 0, true), // young SMS still sending: its answer may yet come
   ];
   type Case = [name: string, boundMs: number | null, expected: ReturnType<typeof planAttemptPage>];
   const cases: Case[] = [
     ['72 h bound: stops at the first young attempt', 72 * HOUR, {
-      walked: 7, last: 7, failed: [2], partlySent: [7],
-      timers: [[1, NOW - 79 * HOUR + 5 * MIN], [5, NOW - 73 * HOUR + 5 * MIN]],
+      walked: 8, last: 7.5, failed: [2], partlySent: [7],
+      timers: [[1, NOW - 79 * HOUR + 5 * MIN], [5, NOW - 73 * HOUR + 5 * MIN], [7.5, NOW - 73 * HOUR + 5 * MIN]],
     }],
     ['no bound: every attempt, timers only, of attempts handed over', null, {
-      walked: 9, last: 9, failed: [], partlySent: [],
-      timers: [[1, NOW - 79 * HOUR + 5 * MIN], [8, NOW - 2 * HOUR + 1440 * MIN]],
+      walked: 10, last: 9, failed: [], partlySent: [],
+      timers: [[1, NOW - 79 * HOUR + 5 * MIN], [7.5, NOW - 73 * HOUR + 5 * MIN], [8, NOW - 2 * HOUR + 1440 * MIN]],
     }],
     ['a bound older than every attempt: nothing walked', 100 * HOUR, { walked: 0, last: null, failed: [], partlySent: [], timers: [] }],
   ];

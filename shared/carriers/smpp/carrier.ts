@@ -522,10 +522,11 @@ export class SmppCarrier implements Carrier {
    * handed over, which another run of the same job finished meanwhile.
    *
    * Redis first, then Postgres: a run that finishes a hand-over commits it in Postgres before it
-   * forgets its record in Redis (forgetSettled), so a record found gone was committed before the
-   * Postgres read begins, and that read sees the attempt handed. Read the other way round (or at
-   * once), Postgres could be read before that commit and Redis after the forgetting, and the
-   * accepted parts would be sent again.
+   * forgets its record in Redis (forgetSettled), so a record that was forgotten was committed
+   * before the Postgres read begins, and that read sees the attempt handed. Read the other way
+   * round (or at once), Postgres could be read before that commit and Redis after the forgetting,
+   * and the accepted parts would be sent again. Both miss a record that expired (6 h) before its
+   * hand-over was committed, and parts another connection accepted (docs/smpp.md).
    */
   private async acceptedBefore(rehanded: Array<{ attemptId: number; partCount: number }>): Promise<{ accepted: Map<number, AcceptedParts>; handed: Set<number> }> {
     const accepted = await this.store.acceptedParts(rehanded);
