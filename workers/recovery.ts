@@ -5,13 +5,14 @@
  * duplicate that slips through finds nothing to do (every job is idempotent).
  */
 import type { Db } from '../shared/db/pool.js';
+import type { StatusReport } from '../shared/carriers/types.js';
 import type { Logger } from '../shared/logger.js';
 import { randomUUID } from 'node:crypto';
 import { luaScript, runScript, type Redis } from '../shared/redis.js';
 import { STATUS_JOB_OPTIONS, type Queues, type StatusJob } from '../shared/queues.js';
 import type { RearmRange, TtlTimers } from '../shared/engine/ttl-timers.js';
 import { CHANNEL_MODULES, isChannel, stepOf, type AttemptState, type FlowStep } from '../shared/channels/index.js';
-import { stepTtlMinutes } from '../shared/engine/transitions.js';
+import { defaultResultInfo, stepTtlMinutes } from '../shared/engine/transitions.js';
 import { MAX_TTL_MINUTES } from '../shared/channels/fields.js';
 import { addDispatchJobs, callJob, messageJob, recipientJob } from '../shared/engine/dispatch-jobs.js';
 import { enqueueBatches } from '../shared/webhooks/jobs.js';
@@ -138,8 +139,8 @@ export interface PagePlan {
  * (attempts at least that old, `sweepWaitingAttempts`): it stops at the first younger attempt, and
  * an SMS still `sending` then fails. `boundMs` null is the walk after Redis lost the timers
  * (`rearmLostTimers`): every attempt of the page is walked, and only timers are set. An SMS failed
- * so whose parts partly left (a long message's hand-over stopped midway) passes through `sent`. Either way a
- * step that succeeds at `delivered` (Viber, WhatsApp) still `sending` or `sent` gets its ttl timer,
+ * so whose parts partly left (a long message's hand-over stopped midway) is `partlySent`. Either
+ * way a step that succeeds at `delivered` (Viber, WhatsApp) still `sending` or `sent` gets its ttl timer,
  * due when its ttl ends counted from the hand-over (in the waiting walk from the attempt's creation
  * if none is recorded; after a loss such an attempt is left to the dispatch job that will hand it
  * over); an SMS `sent` without a receipt stays as it is (its step succeeded, D3).
@@ -229,14 +230,11 @@ export async function sweepWaitingAttempts(
   const rows = await attemptPage(db, cursor, Number.MAX_SAFE_INTEGER, limit);
   const plan = planAttemptPage(rows, { now, boundMs: opts.boundMs });
   await timers.setEachKeep(plan.timers);
-  // Each in its attempt's status partition (one attempt's reports are applied in one order).
-  const failure = { state: 'failed' as const, resultInfo: NO_ANSWER_INFO, at: now };
-  for (const attemptId of plan.failed) {
-    const reports = [{ attemptId, ...failure }];
-    await queues.statusQueueFor(attemptId).add('reports', { kind: 'reports', reports } satisfies StatusJob, STATUS_JOB_OPTIONS);
-  }
-  for (const attemptId of plan.partlySent) {
-    const reports = [{ attemptId, state: 'sent' as const, resultInfo: 'Sent', at: now }, { attemptId, ...failure }];
+  // Each in its attempt's status partition (one attempt's reports are applied in one order); a
+  // partly sent SMS passes through `sent`, so it stays charged.
+  for (const attemptId of [...plan.failed, ...plan.partlySent]) {
+    const reports: StatusReport[] = [{ attemptId, state: 'failed', resultInfo: NO_ANSWER_INFO, at: now }];
+    if (plan.partlySent.includes(attemptId)) reports.unshift({ attemptId, state: 'sent', resultInfo: defaultResultInfo('sent'), at: now });
     await queues.statusQueueFor(attemptId).add('reports', { kind: 'reports', reports } satisfies StatusJob, STATUS_JOB_OPTIONS);
   }
   if (plan.last !== null) await redis.set(opts.cursorKey, String(plan.last));
