@@ -255,10 +255,11 @@ export async function acceptScenario(ctx: Ctx): Promise<ScenarioResult> {
   const { opts } = ctx;
   const service = await startService(ctx, { label: 'accept', role: opts.acceptRole === 'web' ? 'web' : serviceRole(ctx), sandbox: false });
   const notes: string[] = [];
-  let client: Client | null = null;
+  let client: SpreadClient | null = null;
   try {
     const account = await createAccount(service);
-    client = new Client(service.url, opts.acceptConcurrency, { 'x-api-key': account.apiKey });
+    // Spread over the web copies (`--copies web=2`) as a round-robin balancer would.
+    client = new SpreadClient(service.urls, opts.acceptConcurrency, { 'x-api-key': account.apiKey });
     // 64 distinct bodies of 10 objects x 10 recipients (no callback: nothing to deliver).
     const bodies = Array.from({ length: 64 }, (_, b) =>
       messagesBody(Array.from({ length: 100 }, (_, k) => backlogPhone(b * 100 + k)), null, 'Benchmark accept message'));
