@@ -8,6 +8,7 @@ import { OutboxRelay } from '../shared/webhooks/relay.js';
 import { DirectDelivery, OriginSlots } from '../shared/webhooks/direct.js';
 import { WebhookClient } from '../shared/webhooks/http.js';
 import { WebhookFailureLog } from '../shared/webhooks/failure-log.js';
+import { BatchHolder } from '../shared/webhooks/holders.js';
 import { perOriginLimit, startWebhookPool } from '../workers/webhook-pool.js';
 import type { Core } from './core.js';
 
@@ -30,10 +31,14 @@ export function startWebhooks(core: Core, run: { pool: boolean; relay: boolean }
     }, { client, slots, failures }, { connection: core.connection, prefix: config.redisPrefix, outages: core.outages }, logger));
   }
   let relay: OutboxRelay | null = null;
+  let holder: BatchHolder | null = null;
   if (run.relay) {
+    // The batches this relay delivers itself carry its holder id while its key lives (holders.ts).
+    holder = new BatchHolder(core.redis, config.redisPrefix, logger);
+    holder.start();
     const direct = new DirectDelivery({ db, client, queues, slots, logger, failures }, {
       concurrency: config.concurrency.webhooks, allowPrivate: config.allowPrivateCallbacks, retryScheduleMs: config.webhookRetryScheduleMs,
-      maxWaitingBytes: config.webhookDirectBacklogBytes,
+      maxWaitingBytes: config.webhookDirectBacklogBytes, holder: holder.id,
     });
     relay = new OutboxRelay(db, queues, {
       batchMax: config.webhookBatchMax, lingerMs: config.webhookLingerMs, retries: config.webhookRetryScheduleMs.length,
@@ -44,10 +49,14 @@ export function startWebhooks(core: Core, run: { pool: boolean; relay: boolean }
   return {
     workers,
     stopRelay: async () => {
+      // The relay's stop queues the batches still waiting and records the deliveries under way:
+      // then nothing is held here any more.
       await relay?.stop();
+      await holder?.stop();
     },
     stop: async () => {
       await relay?.stop();
+      await holder?.stop();
       await Promise.all(workers.map((w) => w.close()));
       await client.close();
     },

@@ -16,6 +16,7 @@ import { defaultResultInfo, stepTtlMinutes } from '../shared/engine/transitions.
 import { MAX_TTL_MINUTES } from '../shared/channels/fields.js';
 import { addDispatchJobs, callJob, messageJob, recipientJob } from '../shared/engine/dispatch-jobs.js';
 import { enqueueBatches } from '../shared/webhooks/jobs.js';
+import { batchesToQueue, DEAD_HOLDER_GRACE_MS, holdersToCheck, liveHolders, type PendingBatch } from '../shared/webhooks/holders.js';
 
 interface LostStep {
   message_id: string;
@@ -40,9 +41,13 @@ export interface SweepResult {
  * attempts were handed to a carrier (dispatch clears the marks only then): through the recipient's
  * `due_at` (scheduled, deferred, later flow steps) or its message's `dispatch_pending` (due at
  * acceptance, see `startsLost`). The job that runs again writes what is missing and re-hands
- * attempts that never reached a carrier.
+ * attempts that never reached a carrier. A pending webhook batch is queued after a minute without
+ * progress, or as soon as `liveHolders` says the process that held it is gone (holders.ts; without
+ * it, every holder counts as alive).
  */
-export async function sweepOnce(db: Db, queues: Queues, opts: { graceMs: number; webhookRetries: number }): Promise<SweepResult> {
+export async function sweepOnce(
+  db: Db, queues: Queues, opts: { graceMs: number; webhookRetries: number; liveHolders?: (ids: string[]) => Promise<Set<string>> },
+): Promise<SweepResult> {
   const { rows } = await db.query<LostStep>(
     `SELECT r.message_id, m.request_id, r.step, m.lane, m.flow, array_agg(r.id ORDER BY r.id) AS ids, false AS at_acceptance
        FROM (SELECT id, message_id, step FROM recipients
@@ -68,11 +73,17 @@ export async function sweepOnce(db: Db, queues: Queues, opts: { graceMs: number;
     replaced += (await addDispatchJobs(queues, jobs, { replaceFailed: true })).replaced;
     dispatch += jobs.length;
   }
-  const { rows: batches } = await db.query<{ id: number; url: string }>(
-    `SELECT id, url FROM webhook_batches WHERE status = 'pending' AND updated_at < now() - make_interval(secs => $1::float / 1000)
+  // $1: ms without progress after which a batch is queued whoever holds it; $2: the youngest a
+  // batch may be to be queued because its holder is gone (holders.ts, DEAD_HOLDER_GRACE_MS).
+  const { rows: pending } = await db.query<PendingBatch>(
+    `SELECT id, url, holder, updated_at < now() - make_interval(secs => $1::float / 1000) AS stale
+       FROM webhook_batches WHERE status = 'pending' AND updated_at < now() - make_interval(secs => $2::float / 1000)
       ORDER BY updated_at LIMIT 5000`,
-    [Math.max(opts.graceMs, 60_000)],
+    [Math.max(opts.graceMs, 60_000), DEAD_HOLDER_GRACE_MS],
   );
+  const holders = holdersToCheck(pending);
+  const live = holders.length > 0 && opts.liveHolders ? await opts.liveHolders(holders) : new Set(holders);
+  const batches = batchesToQueue(pending, live);
   // A pending batch with a live job (waiting out its retry delay) keeps that job: same job id.
   await enqueueBatches(queues, batches, opts.webhookRetries);
   return { dispatch, replaced, webhooks: batches.length };
@@ -420,7 +431,9 @@ export class RecoverySweep {
   /** One sweep, what `start` runs every interval. Never throws: a failure is logged, and the next sweep tries again. */
   async runOnce(): Promise<void> {
     try {
-      const result = await sweepOnce(this.db, this.queues, this.opts);
+      const result = await sweepOnce(this.db, this.queues, {
+        ...this.opts, liveHolders: (ids) => liveHolders(this.redis, this.opts.redisPrefix, ids),
+      });
       if (result.dispatch + result.webhooks > 0) {
         this.logger.info(result, 'recovery sweep re-enqueued work');
       }

@@ -70,6 +70,11 @@ export interface DirectDeliveryOptions {
    * scripts and two reads each.
    */
   maxWaitingBytes: number;
+  /**
+   * This process's holder id (holders.ts), written on the batches it delivers itself so that the
+   * recovery sweep can tell when they were left by a process that is gone; null: not written.
+   */
+  holder?: string | null;
 }
 
 interface Outcome {
@@ -94,6 +99,11 @@ export class DirectDelivery {
   ) {
     // A slot the queue worker gives back may be the one a waiting batch needs.
     deps.slots.onRelease(() => this.startWaiting());
+  }
+
+  /** The id the relay writes on the batches it offers here (holders.ts); null when none. */
+  get holder(): string | null {
+    return this.opts.holder ?? null;
   }
 
   /** Takes the batch (delivers it now or once its receiver has a free slot); false: queue it instead. */

@@ -145,14 +145,16 @@ export async function relayOnce(
     // batch by the span from its first id to its last (migration 024, lookup/webhooks.ts).
     const webhookIds = batches.map(() => `msg_${randomUUID().replace(/-/g, '')}`);
     const { rows: inserted } = await tx.query<{ id: number; url: string; webhook_id: string }>(prepared(
-      `INSERT INTO webhook_batches (webhook_id, account_id, key_id, url, event_ids)
-       SELECT u.webhook_id, u.account_id, u.key_id, u.url, u.ids::bigint[]
+      // $1..$5: each batch's webhook id, account, key, URL and event ids (as array literals);
+      // $6: the process that makes their first attempts itself (holders.ts), or null.
+      `INSERT INTO webhook_batches (webhook_id, account_id, key_id, url, event_ids, holder)
+       SELECT u.webhook_id, u.account_id, u.key_id, u.url, u.ids::bigint[], $6::text
          FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[]) WITH ORDINALITY
            AS u(webhook_id, account_id, key_id, url, ids, n)
         ORDER BY n
        RETURNING id, url, webhook_id`,
       [webhookIds, batches.map((b) => b.accountId), batches.map((b) => b.keyId),
-        batches.map((b) => b.url), batches.map((b) => `{${b.events.map((e) => e.id).join(',')}}`)]),
+        batches.map((b) => b.url), batches.map((b) => `{${b.events.map((e) => e.id).join(',')}}`), direct?.holder ?? null]),
     );
     const idOf = new Map(inserted.map((row) => [row.webhook_id, Number(row.id)]));
     const created = batches.map((b, i) => ({ ...b, id: idOf.get(webhookIds[i]!)!, webhookId: webhookIds[i]! }));

@@ -8,6 +8,8 @@ import assert from 'node:assert/strict';
 import { startTestService, waitFor, type TestService } from '../support/harness.js';
 import { sweepOnce } from '../../workers/recovery.js';
 import { callJobId, messageJobId, recipientJobId } from '../../shared/engine/dispatch-jobs.js';
+import { webhookJobId } from '../../shared/queues.js';
+import { BatchHolder, holderKey, liveHolders } from '../../shared/webhooks/holders.js';
 
 let svc: TestService;
 before(async () => {
@@ -232,4 +234,42 @@ test('a call\'s job still waiting in a backlog is not run twice: the sweep adds 
     .filter((j) => j.data.messages.some((m) => ids.includes(m.messageId)));
   assert.deepEqual(theirs.map((j) => j.id), [callJobId(res.body.request_id)], 'no second job for them');
   await queue.obliterate({ force: true });
+});
+
+test('a pending webhook batch whose holder is gone is queued at once; a live holder\'s waits the minute', async () => {
+  const { accountId } = await svc.createAccount();
+  const prefix = svc.runtime.config.redisPrefix;
+  const redis = svc.runtime.redis;
+  // A live holder (its key renewed, as the relay's process keeps it) and one that was killed.
+  const live = new BatchHolder(redis, prefix, svc.runtime.logger);
+  live.start();
+  await waitFor(async () => (await redis.exists(holderKey(prefix, live.id))) === 1, 5_000, 'the live holder\'s key');
+  const insert = async (holder: string | null, agoSeconds: number): Promise<number> => {
+    const [row] = await svc.sql<{ id: string }>(
+      `INSERT INTO webhook_batches (webhook_id, account_id, url, event_ids, holder, updated_at)
+       VALUES ($1, $2, 'http://127.0.0.1:9/hook', '{1}', $3, now() - make_interval(secs => $4)) RETURNING id`,
+      [`msg_holder_${holder ?? 'none'}_${agoSeconds}`, accountId, holder, agoSeconds]);
+    return Number(row!.id);
+  };
+  const deadRecent = await insert('gone-host:1:0000', 20);
+  const liveRecent = await insert(live.id, 20);
+  const queuedRecent = await insert(null, 20);
+  const deadYoung = await insert('gone-host:1:0000', 2);
+  const liveStale = await insert(live.id, 70);
+  const swept = await sweepOnce(svc.runtime.db, svc.runtime.queues, {
+    graceMs: 30_000, webhookRetries: 3, liveHolders: (ids) => liveHolders(redis, prefix, ids),
+  });
+  const jobs = async (ids: number[]) => Promise.all(ids.map(async (id) => (await svc.runtime.queues.webhooks.getJob(webhookJobId(id))) !== undefined));
+  assert.deepEqual(await jobs([deadRecent, liveStale]), [true, true], 'a gone holder\'s batch at once, any batch after a minute');
+  assert.deepEqual(await jobs([liveRecent, queuedRecent, deadYoung]), [false, false, false],
+    'a live holder\'s batch, one a job stands for and one younger than the grace stay as they are');
+  assert.equal(swept.webhooks, 2);
+
+  // A graceful stop deletes the key: the holder's batches no longer wait the minute.
+  await live.stop();
+  assert.equal(await redis.exists(holderKey(prefix, live.id)), 0);
+  await sweepOnce(svc.runtime.db, svc.runtime.queues, { graceMs: 30_000, webhookRetries: 3, liveHolders: (ids) => liveHolders(redis, prefix, ids) });
+  assert.equal(await svc.runtime.queues.webhooks.getJob(webhookJobId(liveRecent)) !== undefined, true);
+  await svc.runtime.queues.webhooks.obliterate({ force: true });
+  await svc.sql('DELETE FROM webhook_batches WHERE id = ANY($1)', [[deadRecent, liveRecent, queuedRecent, deadYoung, liveStale]]);
 });

@@ -8,6 +8,7 @@ import { Webhook } from 'standardwebhooks';
 import pg from 'pg';
 import { startTestService, startReceiver, waitFor, type TestService, type Receiver } from '../support/harness.js';
 import { generateWebhookSecret } from '../../shared/webhooks/sign.js';
+import { holderKey } from '../../shared/webhooks/holders.js';
 
 let svc: TestService;
 let rx: Receiver;
@@ -57,6 +58,12 @@ test('150 events travel in 2 POSTs of JSON arrays, in order per recipient', asyn
   for (const results of byRecipient.values()) {
     assert.deepEqual(results, order);
   }
+  // The relay delivered them itself: each batch names this process as its holder, whose key
+  // lives in Redis while it runs (shared/webhooks/holders.ts).
+  const holders = await svc.sql<{ holder: string | null }>(`SELECT DISTINCT holder FROM webhook_batches WHERE url LIKE '%/batch'`);
+  assert.equal(holders.length, 1);
+  assert.ok(holders[0]!.holder, 'a holder id');
+  assert.equal(await svc.runtime.redis.exists(holderKey(svc.runtime.config.redisPrefix, holders[0]!.holder)), 1);
 });
 
 /** 400 recipients' events to one receiver that takes 300 ms per POST: each batch once, at its first attempt, at most 8 at a time. */
