@@ -11,8 +11,9 @@ import { arrayRows, boolArray, numberArray, textArray, timestampArray } from '..
 import { namedParams } from '../db/params.js';
 import type { PriorHandOvers, StatusReport } from '../carriers/types.js';
 import { smsGatewayOf, stepOf, type AttemptState } from '../channels/index.js';
-import { planTransition, planReceiptTransition, isStepFailure, isRefunded, ttlExpiryApplies, defaultResultInfo, FINAL_STATES } from './transitions.js';
+import { planTransition, planReceiptTransition, isStepFailure, isRefunded, isLateSent, ttlExpiryApplies, defaultResultInfo, FINAL_STATES } from './transitions.js';
 import { ATTEMPT_FACT_COLUMNS, factsOf, type AttemptFacts } from './attempt-facts.js';
+import type { MessageFacts } from './message-facts.js';
 import { EVENT_PARAMS, eventsCtes, eventParams, SentMessageBody, type OutboxEvent } from './events.js';
 import { mayHoldTtlTimer } from './ttl-timers.js';
 import type { EngineDeps, NextStep } from './types.js';
@@ -136,8 +137,11 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
   moves.sort(byStateRank);
 
   const events: OutboxEvent[] = [];
-  /** Attempt id → the result_info of the last state it entered in this batch, and when it reached sent / delivered. */
-  const changed = new Map<number, { resultInfo: string; sent: Date | null; delivered: Date | null }>();
+  /**
+   * Attempt id → the result_info of the last state it entered in this batch (null: none, only a
+   * late `sent` reported), and when it reached sent / delivered.
+   */
+  const changed = new Map<number, { resultInfo: string | null; sent: Date | null; delivered: Date | null }>();
   /** Recipients moving on to their next flow step. */
   const fallbacks = new Map<number, { step: number; due: Date }>();
   const nextSteps: NextStep[] = [];
@@ -158,24 +162,24 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
     }
     const path = move.receipt ? planReceiptTransition(f.channel, a.state, move.state, a.ttl_expired) : planTransition(a.state, move.state, a.ttl_expired);
     if (!path) {
+      if (isLateSent(a.state, move.state, a.reached_sent)) {
+        // Reported and recorded; the state, its result_info (null: kept) and the refund stay.
+        events.push(sentMessageEvent(f, m, a, 'sent', move.resultInfo, move.at));
+        a.reached_sent = true;
+        const late = changed.get(a.id) ?? { resultInfo: null, sent: null, delivered: null };
+        late.sent = new Date(move.at);
+        changed.set(a.id, late);
+      }
       continue;
     }
     if (move.ttl) {
       a.ttl_expired = true;
     }
-    const change = changed.get(a.id) ?? { resultInfo: '', sent: null, delivered: null };
+    const change = changed.get(a.id) ?? { resultInfo: null, sent: null, delivered: null };
     for (const state of path) {
       a.state = state;
       const resultInfo = state === move.state ? move.resultInfo : defaultResultInfo(state);
-      events.push({
-        accountId: f.account_id, keyId: f.key_id, callbackUrl: m.callback ?? a.default_callback_url,
-        recipientId: f.recipient_id, kind: 'sentMessage',
-        body: new SentMessageBody({
-          requestId: m.request_id, publicId: f.public_id, channel: f.channel, payload: m.payload, phone: f.phone,
-          state, resultInfo, at: move.at, sender: f.sender, country: f.country, operator: f.operator,
-          priceCzk: f.price_czk, priceEur: f.price_eur, count: f.parts, smsGateway: f.channel === 'sms' ? smsGatewayOf(m.flow[f.step]) : null,
-        }),
-      });
+      events.push(sentMessageEvent(f, m, a, state, resultInfo, move.at));
       change.resultInfo = resultInfo;
       if (state === 'sent') {
         change.sent = new Date(move.at);
@@ -230,6 +234,19 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
 // Module-level helpers and loops instead of per-call arrows on this path (docs/architecture.md,
 // "Hot loops").
 
+/** The `sentMessage` event of an attempt entering (or, late, reporting) `state`. */
+function sentMessageEvent(f: AttemptFacts, m: MessageFacts, a: AttemptNow, state: AttemptState, resultInfo: string, at: number): OutboxEvent {
+  return {
+    accountId: f.account_id, keyId: f.key_id, callbackUrl: m.callback ?? a.default_callback_url,
+    recipientId: f.recipient_id, kind: 'sentMessage',
+    body: new SentMessageBody({
+      requestId: m.request_id, publicId: f.public_id, channel: f.channel, payload: m.payload, phone: f.phone,
+      state, resultInfo, at, sender: f.sender, country: f.country, operator: f.operator,
+      priceCzk: f.price_czk, priceEur: f.price_eur, count: f.parts, smsGateway: f.channel === 'sms' ? smsGatewayOf(m.flow[f.step]) : null,
+    }),
+  };
+}
+
 /** The distinct attempt ids of a batch's moves, ascending (rows are locked in this order). */
 function attemptIdsOf(moves: Move[]): number[] {
   const ids = new Set<number>();
@@ -263,7 +280,7 @@ const APPLY = namedParams([...CHANGE_PARAMS, ...FALLBACK_PARAMS, ...EVENT_PARAMS
 const $ = APPLY.$;
 /** Changed attempts, recipients moving on to their next step, and the events, in one statement. */
 const APPLY_SQL = `WITH attempts_up AS (
-       UPDATE attempts a SET state = u.state, result_info = u.result_info, reached_sent = u.reached_sent,
+       UPDATE attempts a SET state = u.state, result_info = COALESCE(u.result_info, a.result_info), reached_sent = u.reached_sent,
               refunded = u.refunded, ttl_expired = u.ttl_expired, handed_at = COALESCE(a.handed_at, now()),
               sent_at = COALESCE(a.sent_at, u.sent_at), delivered_at = COALESCE(a.delivered_at, u.delivered_at), updated_at = now()
          FROM ${arrayRows({
@@ -281,9 +298,9 @@ const APPLY_SQL = `WITH attempts_up AS (
 
 /** The update's values for each changed attempt's new state, in the order of `changed`. */
 function changeColumns(
-  changed: Map<number, { resultInfo: string; sent: Date | null; delivered: Date | null }>, attempts: Map<number, AttemptNow>,
+  changed: Map<number, { resultInfo: string | null; sent: Date | null; delivered: Date | null }>, attempts: Map<number, AttemptNow>,
 ): Record<(typeof CHANGE_PARAMS)[number], string> {
-  const id: number[] = [], state: string[] = [], resultInfo: string[] = [], sent: Array<Date | null> = [], delivered: Array<Date | null> = [];
+  const id: number[] = [], state: string[] = [], resultInfo: Array<string | null> = [], sent: Array<Date | null> = [], delivered: Array<Date | null> = [];
   const reachedSent: boolean[] = [], refunded: boolean[] = [], ttlExpired: boolean[] = [];
   for (const [attemptId, change] of changed) {
     const a = attempts.get(attemptId)!;

@@ -65,6 +65,18 @@ export function planReceiptTransition(channel: Channel, current: AttemptState, t
   return rest === null ? null : ['sent', ...rest];
 }
 
+/**
+ * A `sent` that arrives after its attempt ended without reaching `sent`: the carrier took the
+ * message before the failure it reported first. Meta and Viber do not keep their callbacks in
+ * order, and reports queued after a batch that could not be applied are applied after later
+ * ones. The attempt keeps its final state and its refund (credit is never taken back after a
+ * refund); the `sent` is reported once, as late reports are (D3), and recorded (`reached_sent`,
+ * `sent_at`). Pure.
+ */
+export function isLateSent(current: AttemptState, target: AttemptState, reachedSent: boolean): boolean {
+  return target === 'sent' && !reachedSent && isStepFailure(current);
+}
+
 /** A step ends without success in these states and the flow moves to its next step (D3). */
 export function isStepFailure(state: AttemptState): boolean {
   return state === 'undelivered' || state === 'rejected' || state === 'failed';

@@ -390,6 +390,30 @@ describe('statuses', () => {
     }
   });
 
+  it('a sent that arrives after the failure it preceded is reported once, after it; the state and the refund stay', T, async () => {
+    // …01: sent, then failed 131026; out of order, the failure comes first (Meta keeps no order).
+    sim.configure({ outOfOrder: true });
+    try {
+      const id = await send({ body: 'x', to: [{ phone_number: '420777104501' }], flow: [{ whatsapp_template: { sender: PN, template_name: 'hello_world' } }] });
+      await waitTrail(`${id}-0`, ['whatsapp_template:sending', 'whatsapp_template:undelivered', 'whatsapp_template:sent']);
+      await sim.idle(5000);
+      await new Promise((r) => setTimeout(r, 200));
+      const evs = await events(`${id}-0`);
+      assert.equal(evs.length, 3, 'the sent once');
+      assert.equal(evs[2]!.result_info, 'Sent');
+      const attempt = await attemptOf(`${id}-0`);
+      assert.equal(attempt.state, 'undelivered');
+      assert.equal(attempt.refunded, true, 'refunded when it ended; not charged again');
+      const [row] = await svc.sql<{ reached_sent: boolean; sent_at: Date | null; result_info: string }>(
+        'SELECT reached_sent, sent_at, result_info FROM attempts WHERE id = $1', [attempt.id]);
+      assert.equal(row!.reached_sent, true);
+      assert.ok(row!.sent_at, 'sent_at recorded');
+      assert.match(row!.result_info, /^\[131026\] /, 'the final result_info kept');
+    } finally {
+      sim.configure({ outOfOrder: false });
+    }
+  });
+
   it('refuses a bad or missing signature (401) and a malformed body (400) with nothing applied; unknown wamids are answered 200', T, async () => {
     const id = await send({ body: 'x', to: [{ phone_number: '420777104303' }], flow: [{ whatsapp_template: { sender: PN, template_name: 'hello_world' } }] });
     await waitTrail(`${id}-0`, ['whatsapp_template:sending', 'whatsapp_template:sent']);

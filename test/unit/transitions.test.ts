@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { planTransition, planReceiptTransition, isRefunded, ttlExpiryApplies, defaultTtlMinutes, stepTtlMinutes } from '../../shared/engine/transitions.js';
+import { planTransition, planReceiptTransition, isRefunded, isLateSent, ttlExpiryApplies, defaultTtlMinutes, stepTtlMinutes } from '../../shared/engine/transitions.js';
 import { isStepSuccess, type FlowStep } from '../../shared/channels/index.js';
 import { sandboxScript } from '../../shared/carriers/sandbox/outcomes.js';
 import type { AttemptState } from '../../shared/carriers/types.js';
@@ -104,5 +104,25 @@ test('refunds: an attempt that ends without reaching sent, except by its ttl', (
   ];
   for (const [state, reachedSent, byTtl, expected] of cases) {
     assert.equal(isRefunded(state, reachedSent, byTtl), expected, `${state} reachedSent=${reachedSent} ttl=${byTtl}`);
+  }
+});
+
+test('isLateSent: a sent after a failure that skipped it is reported once; nothing else is', () => {
+  const cases: Array<[current: AttemptState, target: AttemptState, reachedSent: boolean, late: boolean]> = [
+    ['undelivered', 'sent', false, true],
+    ['failed', 'sent', false, true],
+    ['rejected', 'sent', false, true],
+    ['undelivered', 'sent', true, false], // it passed through sent: a repeat
+    ['failed', 'sent', true, false],
+    ['sending', 'sent', false, false], // a move, not a late report
+    ['sent', 'sent', true, false],
+    ['delivered', 'sent', true, false],
+    ['seen', 'sent', true, false],
+    ['undelivered', 'delivered', false, false],
+    ['failed', 'undelivered', false, false],
+  ];
+  for (const [current, target, reachedSent, late] of cases) {
+    assert.equal(isLateSent(current, target, reachedSent), late, `${current} ← ${target} (reached sent: ${reachedSent})`);
+    if (late) assert.equal(planTransition(current, target), null, 'never a move of the state path');
   }
 });
