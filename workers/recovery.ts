@@ -16,7 +16,7 @@ import { defaultResultInfo, stepTtlMinutes } from '../shared/engine/transitions.
 import { MAX_TTL_MINUTES } from '../shared/channels/fields.js';
 import { addDispatchJobs, callJob, messageJob, recipientJob } from '../shared/engine/dispatch-jobs.js';
 import { enqueueBatches } from '../shared/webhooks/jobs.js';
-import { batchesToQueue, DEAD_HOLDER_GRACE_MS, holdersToCheck, liveHolders, type PendingBatch } from '../shared/webhooks/holders.js';
+import { batchesToQueue, CONFIRM_GONE_MS, DEAD_HOLDER_GRACE_MS, holdersToCheck, liveHolders, type PendingBatch } from '../shared/webhooks/holders.js';
 
 interface LostStep {
   message_id: string;
@@ -46,7 +46,8 @@ export interface SweepResult {
  * it, every holder counts as alive).
  */
 export async function sweepOnce(
-  db: Db, queues: Queues, opts: { graceMs: number; webhookRetries: number; liveHolders?: (ids: string[]) => Promise<Set<string>> },
+  db: Db, queues: Queues,
+  opts: { graceMs: number; webhookRetries: number; liveHolders?: (ids: string[]) => Promise<Set<string>>; confirmGoneMs?: number },
 ): Promise<SweepResult> {
   const { rows } = await db.query<LostStep>(
     `SELECT r.message_id, m.request_id, r.step, m.lane, m.flow, array_agg(r.id ORDER BY r.id) AS ids, false AS at_acceptance
@@ -73,20 +74,47 @@ export async function sweepOnce(
     replaced += (await addDispatchJobs(queues, jobs, { replaceFailed: true })).replaced;
     dispatch += jobs.length;
   }
-  // $1: ms without progress after which a batch is queued whoever holds it; $2: the youngest a
-  // batch may be to be queued because its holder is gone (holders.ts, DEAD_HOLDER_GRACE_MS).
+  // Two ranges of the pending batches' index, so that a backlog of stale ones (a receiver down,
+  // its retries waiting) cannot hide the recent batches of a holder that is gone. $1: ms without
+  // progress after which a batch is queued whoever holds it; $2: the youngest a batch may be to be
+  // queued because its holder is gone (holders.ts, DEAD_HOLDER_GRACE_MS).
   const { rows: pending } = await db.query<PendingBatch>(
-    `SELECT id, url, holder, updated_at < now() - make_interval(secs => $1::float / 1000) AS stale
-       FROM webhook_batches WHERE status = 'pending' AND updated_at < now() - make_interval(secs => $2::float / 1000)
-      ORDER BY updated_at LIMIT 5000`,
+    `(SELECT id, url, holder, true AS stale FROM webhook_batches
+       WHERE status = 'pending' AND updated_at < now() - make_interval(secs => $1::float / 1000)
+       ORDER BY updated_at LIMIT 5000)
+     UNION ALL
+     (SELECT id, url, holder, false AS stale FROM webhook_batches
+       WHERE status = 'pending' AND updated_at >= now() - make_interval(secs => $1::float / 1000)
+         AND updated_at < now() - make_interval(secs => $2::float / 1000) AND holder IS NOT NULL
+       ORDER BY updated_at LIMIT 5000)`,
     [Math.max(opts.graceMs, 60_000), DEAD_HOLDER_GRACE_MS],
   );
-  const holders = holdersToCheck(pending);
-  const live = holders.length > 0 && opts.liveHolders ? await opts.liveHolders(holders) : new Set(holders);
+  const live = await liveOf(holdersToCheck(pending), opts.liveHolders, opts.confirmGoneMs ?? CONFIRM_GONE_MS);
   const batches = batchesToQueue(pending, live);
   // A pending batch with a live job (waiting out its retry delay) keeps that job: same job id.
   await enqueueBatches(queues, batches, opts.webhookRetries);
   return { dispatch, replaced, webhooks: batches.length };
+}
+
+/**
+ * The holders among `holders` that count as alive: those whose key exists, and those whose key
+ * was missing but is back `confirmMs` later (a Redis that restarted empty, a failover that lost the
+ * last SET: a live holder writes it again within HOLDER_RENEW_MS). When the keys cannot be read,
+ * every holder counts as alive: the one-minute rule still queues their batches, and the rest of
+ * the sweep goes on.
+ */
+async function liveOf(holders: string[], read: ((ids: string[]) => Promise<Set<string>>) | undefined, confirmMs: number): Promise<Set<string>> {
+  if (holders.length === 0 || !read) return new Set(holders);
+  try {
+    const live = await read(holders);
+    const missing = holders.filter((h) => !live.has(h));
+    if (missing.length === 0) return live;
+    await new Promise((resolve) => setTimeout(resolve, confirmMs));
+    for (const h of await read(missing)) live.add(h);
+    return live;
+  } catch {
+    return new Set(holders);
+  }
 }
 
 /**

@@ -162,8 +162,9 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
     }
     const path = move.receipt ? planReceiptTransition(f.channel, a.state, move.state, a.ttl_expired) : planTransition(a.state, move.state, a.ttl_expired);
     if (!path) {
-      if (isLateSent(a.state, move.state, a.reached_sent)) {
-        // Reported and recorded; the state, its result_info (null: kept) and the refund stay.
+      if (isLateSent(f.channel, a.state, move.state, a.reached_sent)) {
+        // Reported and recorded; the state, its result_info and updated_at (null result_info: both
+        // kept; the lookup reads updated_at as a final attempt's receipt time) and the refund stay.
         events.push(sentMessageEvent(f, m, a, 'sent', move.resultInfo, move.at));
         a.reached_sent = true;
         const late = changed.get(a.id) ?? { resultInfo: null, sent: null, delivered: null };
@@ -282,7 +283,8 @@ const $ = APPLY.$;
 const APPLY_SQL = `WITH attempts_up AS (
        UPDATE attempts a SET state = u.state, result_info = COALESCE(u.result_info, a.result_info), reached_sent = u.reached_sent,
               refunded = u.refunded, ttl_expired = u.ttl_expired, handed_at = COALESCE(a.handed_at, now()),
-              sent_at = COALESCE(a.sent_at, u.sent_at), delivered_at = COALESCE(a.delivered_at, u.delivered_at), updated_at = now()
+              sent_at = COALESCE(a.sent_at, u.sent_at), delivered_at = COALESCE(a.delivered_at, u.delivered_at),
+              updated_at = CASE WHEN u.result_info IS NULL THEN a.updated_at ELSE now() END
          FROM ${arrayRows({
            id: `${$.id}::bigint[]`, state: `${$.state}::text[]`, result_info: `${$.result_info}::text[]`, reached_sent: `${$.reached_sent}::boolean[]`,
            refunded: `${$.refunded}::boolean[]`, ttl_expired: `${$.ttl_expired}::boolean[]`, sent_at: `${$.sent_at}::timestamptz[]`,

@@ -71,10 +71,12 @@ export function planReceiptTransition(channel: Channel, current: AttemptState, t
  * order, and reports queued after a batch that could not be applied are applied after later
  * ones. The attempt keeps its final state and its refund (credit is never taken back after a
  * refund); the `sent` is reported once, as late reports are (D3), and recorded (`reached_sent`,
- * `sent_at`). Pure.
+ * `sent_at`). Only for channels whose step succeeds later than `sent` (Viber, WhatsApp): for SMS
+ * `sent` is success, and one after a failure (and its fallback) would read as one; an SMPP
+ * hand-over reports its parts in order, so none arrives late there. Pure.
  */
-export function isLateSent(current: AttemptState, target: AttemptState, reachedSent: boolean): boolean {
-  return target === 'sent' && !reachedSent && isStepFailure(current);
+export function isLateSent(channel: Channel, current: AttemptState, target: AttemptState, reachedSent: boolean): boolean {
+  return target === 'sent' && !reachedSent && isStepFailure(current) && CHANNEL_MODULES[channel].succeedsAt !== 'sent';
 }
 
 /** A step ends without success in these states and the flow moves to its next step (D3). */

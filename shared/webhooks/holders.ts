@@ -6,12 +6,14 @@
  * waiting for a slot, and so waited a minute without progress before queueing it (at least once,
  * D4: a live holder's batch queued again is POSTed twice).
  *
- * Now each relay process has a holder id, written on its batches (`webhook_batches.holder`,
- * migration 026), and keeps the key `<prefix>:webhooks:holder:<id>` alive in Redis (renewed every
- * `HOLDER_RENEW_MS`, expiring after `HOLDER_TTL_MS`; deleted at a graceful stop, after the batches
- * still waiting went to the queue). The sweep queues a pending batch at once when its holder's key
- * is gone, and every batch after a minute without progress as before. A killed relay's batches are
- * delivered again 15-45 s after the kill at the defaults (the key's expiry, then the next sweep),
+ * Now each relay process has a holder id, written on the batches it makes (`webhook_batches.holder`,
+ * migration 026; it stays when a job takes the batch later, and then matters no more: a job
+ * re-added under its id is a no-op), and keeps the key `<prefix>:webhooks:holder:<id>` alive in
+ * Redis (renewed every `HOLDER_RENEW_MS`, expiring after `HOLDER_TTL_MS`; deleted at a graceful
+ * stop, after the batches still waiting went to the queue). The sweep queues a pending batch at
+ * once when its holder's key is gone (missing twice, `CONFIRM_GONE_MS` apart), and every batch
+ * after a minute without progress as before. A killed relay's batches are delivered again about
+ * 20-50 s after the kill at the defaults (the key's expiry, the next sweep and its second look),
  * not 60-90 s.
  *
  * Each key is a key of its own (no hash tag): on a cluster the sweep reads them one by one.
@@ -31,6 +33,12 @@ export const HOLDER_RENEW_MS = 5_000;
  * restarted empty, and comes back at the next renewal.
  */
 export const DEAD_HOLDER_GRACE_MS = HOLDER_TTL_MS;
+/**
+ * A holder whose key is missing counts as gone only when it is still missing this much later
+ * (longer than HOLDER_RENEW_MS): a live holder whose key went with Redis's data writes it again
+ * meanwhile, and its batches are not POSTed a second time.
+ */
+export const CONFIRM_GONE_MS = HOLDER_RENEW_MS + 1_000;
 
 export const holderKey = (prefix: string, id: string): string => `${prefix}:webhooks:holder:${id}`;
 
@@ -90,7 +98,7 @@ export async function liveHolders(redis: Redis, prefix: string, ids: readonly st
 export interface PendingBatch {
   id: number;
   url: string;
-  /** The process that makes its first attempt itself; null when a queue job stands for it. */
+  /** The relay process that made it (and its first attempt); null: made without direct delivery. */
   holder: string | null;
   /** No progress for the sweep's grace (a minute at least): queued whoever holds it. */
   stale: boolean;

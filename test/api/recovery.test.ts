@@ -240,36 +240,68 @@ test('a pending webhook batch whose holder is gone is queued at once; a live hol
   const { accountId } = await svc.createAccount();
   const prefix = svc.runtime.config.redisPrefix;
   const redis = svc.runtime.redis;
+  const webhooks = svc.runtime.queues.webhooks;
   // A live holder (its key renewed, as the relay's process keeps it) and one that was killed.
   const live = new BatchHolder(redis, prefix, svc.runtime.logger);
   live.start();
   await waitFor(async () => (await redis.exists(holderKey(prefix, live.id))) === 1, 5_000, 'the live holder\'s key');
+  const inserted: number[] = [];
   const insert = async (holder: string | null, agoSeconds: number): Promise<number> => {
     const [row] = await svc.sql<{ id: string }>(
       `INSERT INTO webhook_batches (webhook_id, account_id, url, event_ids, holder, updated_at)
        VALUES ($1, $2, 'http://127.0.0.1:9/hook', '{1}', $3, now() - make_interval(secs => $4)) RETURNING id`,
-      [`msg_holder_${holder ?? 'none'}_${agoSeconds}`, accountId, holder, agoSeconds]);
+      [`msg_holder_${inserted.length}`, accountId, holder, agoSeconds]);
+    inserted.push(Number(row!.id));
     return Number(row!.id);
   };
-  const deadRecent = await insert('gone-host:1:0000', 20);
-  const liveRecent = await insert(live.id, 20);
-  const queuedRecent = await insert(null, 20);
-  const deadYoung = await insert('gone-host:1:0000', 2);
-  const liveStale = await insert(live.id, 70);
-  const swept = await sweepOnce(svc.runtime.db, svc.runtime.queues, {
-    graceMs: 30_000, webhookRetries: 3, liveHolders: (ids) => liveHolders(redis, prefix, ids),
-  });
-  const jobs = async (ids: number[]) => Promise.all(ids.map(async (id) => (await svc.runtime.queues.webhooks.getJob(webhookJobId(id))) !== undefined));
-  assert.deepEqual(await jobs([deadRecent, liveStale]), [true, true], 'a gone holder\'s batch at once, any batch after a minute');
-  assert.deepEqual(await jobs([liveRecent, queuedRecent, deadYoung]), [false, false, false],
-    'a live holder\'s batch, one a job stands for and one younger than the grace stay as they are');
-  assert.equal(swept.webhooks, 2);
+  const queued = async (ids: number[]) => Promise.all(ids.map(async (id) => (await webhooks.getJob(webhookJobId(id))) !== undefined));
+  const sweep = (liveOf: (ids: string[]) => Promise<Set<string>>) =>
+    sweepOnce(svc.runtime.db, svc.runtime.queues, { graceMs: 30_000, webhookRetries: 3, liveHolders: liveOf, confirmGoneMs: 50 });
+  const fromRedis = (ids: string[]) => liveHolders(redis, prefix, ids);
+  try {
+    const deadRecent = await insert('gone-host:1:0000', 20);
+    const liveRecent = await insert(live.id, 20);
+    const queuedRecent = await insert(null, 20);
+    const deadYoung = await insert('gone-host:1:0000', 2);
+    const liveStale = await insert(live.id, 70);
 
-  // A graceful stop deletes the key: the holder's batches no longer wait the minute.
-  await live.stop();
-  assert.equal(await redis.exists(holderKey(prefix, live.id)), 0);
-  await sweepOnce(svc.runtime.db, svc.runtime.queues, { graceMs: 30_000, webhookRetries: 3, liveHolders: (ids) => liveHolders(redis, prefix, ids) });
-  assert.equal(await svc.runtime.queues.webhooks.getJob(webhookJobId(liveRecent)) !== undefined, true);
-  await svc.runtime.queues.webhooks.obliterate({ force: true });
-  await svc.sql('DELETE FROM webhook_batches WHERE id = ANY($1)', [[deadRecent, liveRecent, queuedRecent, deadYoung, liveStale]]);
+    // The keys cannot be read: every holder counts as alive, stale batches are still queued.
+    const unread = await sweep(async () => { throw new Error('CLUSTERDOWN'); });
+    assert.equal(unread.webhooks, 1);
+    assert.deepEqual(await queued([liveStale, deadRecent]), [true, false]);
+    // A key missing at the first look and back at the second (Redis lost it; the holder wrote it
+    // again): its holder is alive.
+    let looks = 0;
+    await sweep(async (ids) => (++looks === 1 ? new Set<string>() : new Set(ids)));
+    assert.equal(looks, 2, 'looked again');
+    assert.deepEqual(await queued([deadRecent]), [false]);
+
+    const swept = await sweep(fromRedis);
+    assert.deepEqual(await queued([deadRecent, liveStale]), [true, true], 'a gone holder\'s batch at once, any batch after a minute');
+    assert.deepEqual(await queued([liveRecent, queuedRecent, deadYoung]), [false, false, false],
+      'a live holder\'s batch, one without a holder and one younger than the grace stay as they are');
+    assert.equal(swept.webhooks, 2);
+
+    // A graceful stop deletes the key: the holder's batches no longer wait the minute.
+    await live.stop();
+    assert.equal(await redis.exists(holderKey(prefix, live.id)), 0);
+    await sweep(fromRedis);
+    assert.deepEqual(await queued([liveRecent]), [true]);
+
+    // 5,000 stale batches waiting (a receiver down) do not hide a recent one whose holder is gone.
+    await webhooks.obliterate({ force: true });
+    await svc.sql('DELETE FROM webhook_batches WHERE id = ANY($1)', [inserted]);
+    await svc.sql(
+      `INSERT INTO webhook_batches (webhook_id, account_id, url, event_ids, updated_at)
+       SELECT 'msg_backlog_' || n, $1, 'http://127.0.0.1:9/backlog', '{1}', now() - interval '10 minutes' FROM generate_series(1, 5000) n`,
+      [accountId]);
+    const behind = await insert('gone-host:2:0000', 20);
+    const backlog = await sweep(fromRedis);
+    assert.equal(backlog.webhooks, 5001);
+    assert.deepEqual(await queued([behind]), [true]);
+  } finally {
+    await live.stop();
+    await webhooks.obliterate({ force: true });
+    await svc.sql(`DELETE FROM webhook_batches WHERE id = ANY($1) OR webhook_id LIKE 'msg_backlog_%'`, [inserted]);
+  }
 });

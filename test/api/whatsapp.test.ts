@@ -391,8 +391,9 @@ describe('statuses', () => {
   });
 
   it('a sent that arrives after the failure it preceded is reported once, after it; the state and the refund stay', T, async () => {
-    // …01: sent, then failed 131026; out of order, the failure comes first (Meta keeps no order).
-    sim.configure({ outOfOrder: true });
+    // …01: sent, then failed 131026; out of order, the failure comes first (Meta keeps no order),
+    // and each status twice: the late sent is reported once.
+    sim.configure({ outOfOrder: true, duplicateStatuses: true });
     try {
       const id = await send({ body: 'x', to: [{ phone_number: '420777104501' }], flow: [{ whatsapp_template: { sender: PN, template_name: 'hello_world' } }] });
       await waitTrail(`${id}-0`, ['whatsapp_template:sending', 'whatsapp_template:undelivered', 'whatsapp_template:sent']);
@@ -409,8 +410,9 @@ describe('statuses', () => {
       assert.equal(row!.reached_sent, true);
       assert.ok(row!.sent_at, 'sent_at recorded');
       assert.match(row!.result_info, /^\[131026\] /, 'the final result_info kept');
+      assert.equal(graphSends('420777104501')[0]!.statuses.length, 2, 'sent and failed, each posted twice');
     } finally {
-      sim.configure({ outOfOrder: false });
+      sim.configure({ outOfOrder: false, duplicateStatuses: false });
     }
   });
 

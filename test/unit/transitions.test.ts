@@ -108,21 +108,24 @@ test('refunds: an attempt that ends without reaching sent, except by its ttl', (
 });
 
 test('isLateSent: a sent after a failure that skipped it is reported once; nothing else is', () => {
-  const cases: Array<[current: AttemptState, target: AttemptState, reachedSent: boolean, late: boolean]> = [
-    ['undelivered', 'sent', false, true],
-    ['failed', 'sent', false, true],
-    ['rejected', 'sent', false, true],
-    ['undelivered', 'sent', true, false], // it passed through sent: a repeat
-    ['failed', 'sent', true, false],
-    ['sending', 'sent', false, false], // a move, not a late report
-    ['sent', 'sent', true, false],
-    ['delivered', 'sent', true, false],
-    ['seen', 'sent', true, false],
-    ['undelivered', 'delivered', false, false],
-    ['failed', 'undelivered', false, false],
+  const cases: Array<[channel: 'sms' | 'viber' | 'whatsapp_template' | 'whatsapp_text', current: AttemptState, target: AttemptState, reachedSent: boolean, late: boolean]> = [
+    ['whatsapp_template', 'undelivered', 'sent', false, true],
+    ['whatsapp_text', 'failed', 'sent', false, true],
+    ['viber', 'rejected', 'sent', false, true],
+    ['viber', 'undelivered', 'sent', false, true],
+    ['sms', 'failed', 'sent', false, false], // sent is SMS's success: never after a failure
+    ['sms', 'undelivered', 'sent', false, false],
+    ['whatsapp_template', 'undelivered', 'sent', true, false], // it passed through sent: a repeat
+    ['viber', 'failed', 'sent', true, false],
+    ['whatsapp_template', 'sending', 'sent', false, false], // a move, not a late report
+    ['whatsapp_template', 'sent', 'sent', true, false],
+    ['whatsapp_template', 'delivered', 'sent', true, false],
+    ['viber', 'seen', 'sent', true, false],
+    ['whatsapp_template', 'undelivered', 'delivered', false, false],
+    ['viber', 'failed', 'undelivered', false, false],
   ];
-  for (const [current, target, reachedSent, late] of cases) {
-    assert.equal(isLateSent(current, target, reachedSent), late, `${current} ← ${target} (reached sent: ${reachedSent})`);
+  for (const [channel, current, target, reachedSent, late] of cases) {
+    assert.equal(isLateSent(channel, current, target, reachedSent), late, `${channel}: ${current} ← ${target} (reached sent: ${reachedSent})`);
     if (late) assert.equal(planTransition(current, target), null, 'never a move of the state path');
   }
 });
