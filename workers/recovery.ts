@@ -16,7 +16,7 @@ import { defaultResultInfo, stepTtlMinutes } from '../shared/engine/transitions.
 import { MAX_TTL_MINUTES } from '../shared/channels/fields.js';
 import { addDispatchJobs, callJob, messageJob, recipientJob } from '../shared/engine/dispatch-jobs.js';
 import { enqueueBatches } from '../shared/webhooks/jobs.js';
-import { batchesToQueue, CONFIRM_GONE_MS, DEAD_HOLDER_GRACE_MS, holdersToCheck, liveHolders, type PendingBatch } from '../shared/webhooks/holders.js';
+import { CONFIRM_GONE_MS, DEAD_HOLDER_GRACE_MS, goneHolders, liveHolders } from '../shared/webhooks/holders.js';
 
 interface LostStep {
   message_id: string;
@@ -36,6 +36,19 @@ export interface SweepResult {
   webhooks: number;
 }
 
+export interface SweepOptions {
+  graceMs: number;
+  webhookRetries: number;
+  /** Which webhook batch holders are alive (holders.ts); without it, none counts as gone. */
+  liveHolders?: (ids: string[]) => Promise<Set<string>>;
+  /** The second look at a missing holder key (default CONFIRM_GONE_MS). */
+  confirmGoneMs?: number;
+  /** Aborts the wait between the two looks (the process stops). */
+  signal?: AbortSignal;
+  /** The holder keys could not be read (their batches wait for the one-minute rule). */
+  onHolderReadError?: (err: Error) => void;
+}
+
 /**
  * Work older than `graceMs` without progress is re-enqueued. A step stays findable until its
  * attempts were handed to a carrier (dispatch clears the marks only then): through the recipient's
@@ -45,10 +58,7 @@ export interface SweepResult {
  * progress, or as soon as `liveHolders` says the process that held it is gone (holders.ts; without
  * it, every holder counts as alive).
  */
-export async function sweepOnce(
-  db: Db, queues: Queues,
-  opts: { graceMs: number; webhookRetries: number; liveHolders?: (ids: string[]) => Promise<Set<string>>; confirmGoneMs?: number },
-): Promise<SweepResult> {
+export async function sweepOnce(db: Db, queues: Queues, opts: SweepOptions): Promise<SweepResult> {
   const { rows } = await db.query<LostStep>(
     `SELECT r.message_id, m.request_id, r.step, m.lane, m.flow, array_agg(r.id ORDER BY r.id) AS ids, false AS at_acceptance
        FROM (SELECT id, message_id, step FROM recipients
@@ -74,47 +84,40 @@ export async function sweepOnce(
     replaced += (await addDispatchJobs(queues, jobs, { replaceFailed: true })).replaced;
     dispatch += jobs.length;
   }
-  // Two ranges of the pending batches' index, so that a backlog of stale ones (a receiver down,
-  // its retries waiting) cannot hide the recent batches of a holder that is gone. $1: ms without
-  // progress after which a batch is queued whoever holds it; $2: the youngest a batch may be to be
-  // queued because its holder is gone (holders.ts, DEAD_HOLDER_GRACE_MS).
-  const { rows: pending } = await db.query<PendingBatch>(
-    `(SELECT id, url, holder, true AS stale FROM webhook_batches
-       WHERE status = 'pending' AND updated_at < now() - make_interval(secs => $1::float / 1000)
-       ORDER BY updated_at LIMIT 5000)
-     UNION ALL
-     (SELECT id, url, holder, false AS stale FROM webhook_batches
-       WHERE status = 'pending' AND updated_at >= now() - make_interval(secs => $1::float / 1000)
-         AND updated_at < now() - make_interval(secs => $2::float / 1000) AND holder IS NOT NULL
-       ORDER BY updated_at LIMIT 5000)`,
-    [Math.max(opts.graceMs, 60_000), DEAD_HOLDER_GRACE_MS],
+  // $1: ms without progress after which a pending batch is queued whoever holds it.
+  const staleMs = Math.max(opts.graceMs, 60_000);
+  const { rows: stale } = await db.query<{ id: number; url: string }>(
+    `SELECT id, url FROM webhook_batches WHERE status = 'pending' AND updated_at < now() - make_interval(secs => $1::float / 1000)
+      ORDER BY updated_at LIMIT 5000`,
+    [staleMs],
   );
-  const live = await liveOf(holdersToCheck(pending), opts.liveHolders, opts.confirmGoneMs ?? CONFIRM_GONE_MS);
-  const batches = batchesToQueue(pending, live);
+  const orphaned = await batchesOfGoneHolders(db, staleMs, opts);
+  const batches = [...stale, ...orphaned];
   // A pending batch with a live job (waiting out its retry delay) keeps that job: same job id.
   await enqueueBatches(queues, batches, opts.webhookRetries);
   return { dispatch, replaced, webhooks: batches.length };
 }
 
 /**
- * The holders among `holders` that count as alive: those whose key exists, and those whose key
- * was missing but is back `confirmMs` later (a Redis that restarted empty, a failover that lost the
- * last SET: a live holder writes it again within HOLDER_RENEW_MS). When the keys cannot be read,
- * every holder counts as alive: the one-minute rule still queues their batches, and the rest of
- * the sweep goes on.
+ * Pending batches younger than `staleMs` (and at least DEAD_HOLDER_GRACE_MS old) whose holder is
+ * gone: their holders read first, so that any number of live holders' batches cannot hide them.
+ * $1: `staleMs`; $2: DEAD_HOLDER_GRACE_MS; $3: the gone holders. Both use the index
+ * webhook_batches_pending (updated_at, pending only).
  */
-async function liveOf(holders: string[], read: ((ids: string[]) => Promise<Set<string>>) | undefined, confirmMs: number): Promise<Set<string>> {
-  if (holders.length === 0 || !read) return new Set(holders);
-  try {
-    const live = await read(holders);
-    const missing = holders.filter((h) => !live.has(h));
-    if (missing.length === 0) return live;
-    await new Promise((resolve) => setTimeout(resolve, confirmMs));
-    for (const h of await read(missing)) live.add(h);
-    return live;
-  } catch {
-    return new Set(holders);
-  }
+async function batchesOfGoneHolders(db: Db, staleMs: number, opts: SweepOptions): Promise<Array<{ id: number; url: string }>> {
+  if (!opts.liveHolders) return [];
+  const window = `status = 'pending' AND updated_at >= now() - make_interval(secs => $1::float / 1000)
+         AND updated_at < now() - make_interval(secs => $2::float / 1000)`;
+  const { rows: held } = await db.query<{ holder: string }>(
+    `SELECT DISTINCT holder FROM webhook_batches WHERE ${window} AND holder IS NOT NULL`, [staleMs, DEAD_HOLDER_GRACE_MS]);
+  const gone = await goneHolders(held.map((h) => h.holder), opts.liveHolders, {
+    confirmMs: opts.confirmGoneMs ?? CONFIRM_GONE_MS, signal: opts.signal, onError: opts.onHolderReadError,
+  });
+  if (gone.length === 0) return [];
+  const { rows } = await db.query<{ id: number; url: string }>(
+    `SELECT id, url FROM webhook_batches WHERE ${window} AND holder = ANY($3::text[]) ORDER BY updated_at LIMIT 5000`,
+    [staleMs, DEAD_HOLDER_GRACE_MS, gone]);
+  return rows;
 }
 
 /**
@@ -446,6 +449,8 @@ export class RecoverySweep {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private stopped = false;
+  private readonly abort = new AbortController();
+  private holderReadsFailing = false;
 
   constructor(
     private readonly db: Db,
@@ -459,9 +464,12 @@ export class RecoverySweep {
   /** One sweep, what `start` runs every interval. Never throws: a failure is logged, and the next sweep tries again. */
   async runOnce(): Promise<void> {
     try {
+      let holderReadError: Error | null = null;
       const result = await sweepOnce(this.db, this.queues, {
-        ...this.opts, liveHolders: (ids) => liveHolders(this.redis, this.opts.redisPrefix, ids),
+        ...this.opts, liveHolders: (ids) => liveHolders(this.redis, this.opts.redisPrefix, ids), signal: this.abort.signal,
+        onHolderReadError: (err) => { holderReadError = err; },
       });
+      this.noteHolderReads(holderReadError);
       if (result.dispatch + result.webhooks > 0) {
         this.logger.info(result, 'recovery sweep re-enqueued work');
       }
@@ -507,6 +515,16 @@ export class RecoverySweep {
     }
   }
 
+  /** Once per outage: the webhook batch holders' keys could not be read, then again could. */
+  private noteHolderReads(err: Error | null): void {
+    if (err && !this.holderReadsFailing) {
+      this.logger.warn({ err: err.message }, 'webhook batch holders could not be read; a killed relay\'s batches wait for the one-minute rule');
+    } else if (!err && this.holderReadsFailing) {
+      this.logger.info('webhook batch holders readable again');
+    }
+    this.holderReadsFailing = err !== null;
+  }
+
   start(): void {
     const tick = async () => {
       await this.runOnce();
@@ -527,6 +545,7 @@ export class RecoverySweep {
    */
   async stop(): Promise<void> {
     this.stopped = true;
+    this.abort.abort();
     if (this.timer) clearTimeout(this.timer);
     let waited: NodeJS.Timeout | undefined;
     await Promise.race([this.running, new Promise<void>((resolve) => { waited = setTimeout(resolve, STOP_WAIT_MS); })]);

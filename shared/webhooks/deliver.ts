@@ -101,7 +101,8 @@ export function failureReason(result: WebhookPostResult): string {
  */
 export async function recordOutcomes(db: Db, outcomes: Array<{ batchId: number; result: WebhookPostResult }>): Promise<Map<number, number>> {
   const { rows } = await db.query<{ id: number; attempts: number }>(prepared(
-    `UPDATE webhook_batches b SET attempts = b.attempts + 1, last_status = u.status, last_error = u.error, updated_at = now(),
+    // holder: cleared, as a retry job stands for a batch whose attempt failed (holders.ts).
+    `UPDATE webhook_batches b SET attempts = b.attempts + 1, last_status = u.status, last_error = u.error, updated_at = now(), holder = NULL,
             status = CASE WHEN u.ok THEN 'delivered' ELSE b.status END, delivered_at = CASE WHEN u.ok THEN now() END
        FROM unnest($1::bigint[], $2::int[], $3::text[], $4::boolean[]) AS u(id, status, error, ok)
       WHERE b.id = u.id

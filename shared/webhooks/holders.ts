@@ -7,18 +7,19 @@
  * D4: a live holder's batch queued again is POSTed twice).
  *
  * Now each relay process has a holder id, written on the batches it makes (`webhook_batches.holder`,
- * migration 026; it stays when a job takes the batch later, and then matters no more: a job
- * re-added under its id is a no-op), and keeps the key `<prefix>:webhooks:holder:<id>` alive in
- * Redis (renewed every `HOLDER_RENEW_MS`, expiring after `HOLDER_TTL_MS`; deleted at a graceful
- * stop, after the batches still waiting went to the queue). The sweep queues a pending batch at
- * once when its holder's key is gone (missing twice, `CONFIRM_GONE_MS` apart), and every batch
- * after a minute without progress as before. A killed relay's batches are delivered again about
- * 20-50 s after the kill at the defaults (the key's expiry, the next sweep and its second look),
- * not 60-90 s.
+ * migration 026; cleared when an attempt's outcome is recorded, after which a retry job stands
+ * for the batch), and keeps the key `<prefix>:webhooks:holder:<id>` alive in Redis (renewed every
+ * `HOLDER_RENEW_MS`, expiring after `HOLDER_TTL_MS`; deleted at a graceful stop, after the batches
+ * still waiting went to the queue). The sweep queues a pending batch at once when its holder is
+ * gone (`goneHolders`: the key missing twice, `CONFIRM_GONE_MS` apart), and every batch after a
+ * minute without progress as before. A killed relay's batches are delivered again about 25-55 s
+ * after the kill at the defaults (the key's expiry, the next sweep and its second look), not
+ * 60-90 s.
  *
  * Each key is a key of its own (no hash tag): on a cluster the sweep reads them one by one.
  */
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { hostname } from 'node:os';
 import type { Redis } from '../redis.js';
 import type { Logger } from '../logger.js';
@@ -34,11 +35,12 @@ export const HOLDER_RENEW_MS = 5_000;
  */
 export const DEAD_HOLDER_GRACE_MS = HOLDER_TTL_MS;
 /**
- * A holder whose key is missing counts as gone only when it is still missing this much later
- * (longer than HOLDER_RENEW_MS): a live holder whose key went with Redis's data writes it again
- * meanwhile, and its batches are not POSTed a second time.
+ * A holder whose key is missing counts as gone only when it is still missing this much later:
+ * two of its renewals, so that a live holder whose key went with Redis's data has written it
+ * again meanwhile even if its client needed a reconnect first, and its batches are not POSTed a
+ * second time.
  */
-export const CONFIRM_GONE_MS = HOLDER_RENEW_MS + 1_000;
+export const CONFIRM_GONE_MS = 2 * HOLDER_RENEW_MS;
 
 export const holderKey = (prefix: string, id: string): string => `${prefix}:webhooks:holder:${id}`;
 
@@ -94,29 +96,27 @@ export async function liveHolders(redis: Redis, prefix: string, ids: readonly st
   return live;
 }
 
-/** A pending batch as the sweep reads it. */
-export interface PendingBatch {
-  id: number;
-  url: string;
-  /** The relay process that made it (and its first attempt); null: made without direct delivery. */
-  holder: string | null;
-  /** No progress for the sweep's grace (a minute at least): queued whoever holds it. */
-  stale: boolean;
-}
-
 /**
- * The batches to queue again: every stale one, and those whose holder is gone. Pure. A batch
- * whose queue job is alive keeps that job (the same job id), so queueing is safe either way.
+ * Of `holders`, those gone: their key missing at a first look and still missing `confirmMs` later
+ * (a live holder whose key went with Redis's data writes it again within HOLDER_RENEW_MS). When
+ * the keys cannot be read, or the wait is aborted (the process stops), none counts as gone: the
+ * sweep's one-minute rule still queues their batches. `read` answers which of its ids are alive.
  */
-export function batchesToQueue(batches: readonly PendingBatch[], live: ReadonlySet<string>): PendingBatch[] {
-  return batches.filter((b) => b.stale || (b.holder !== null && !live.has(b.holder)));
-}
-
-/** The distinct holders of batches that are not stale (the ones whose liveness decides). */
-export function holdersToCheck(batches: readonly PendingBatch[]): string[] {
-  const ids = new Set<string>();
-  for (const b of batches) {
-    if (!b.stale && b.holder !== null) ids.add(b.holder);
+export async function goneHolders(
+  holders: readonly string[],
+  read: (ids: string[]) => Promise<Set<string>>,
+  opts: { confirmMs: number; signal?: AbortSignal; onError?: (err: Error) => void },
+): Promise<string[]> {
+  if (holders.length === 0) return [];
+  try {
+    const live = await read([...holders]);
+    const missing = holders.filter((h) => !live.has(h));
+    if (missing.length === 0) return [];
+    await sleep(opts.confirmMs, undefined, { signal: opts.signal });
+    const back = await read(missing);
+    return missing.filter((h) => !back.has(h));
+  } catch (err) {
+    if (!opts.signal?.aborted) opts.onError?.(err as Error);
+    return [];
   }
-  return [...ids];
 }

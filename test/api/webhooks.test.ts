@@ -58,12 +58,32 @@ test('150 events travel in 2 POSTs of JSON arrays, in order per recipient', asyn
   for (const results of byRecipient.values()) {
     assert.deepEqual(results, order);
   }
-  // The relay delivered them itself: each batch names this process as its holder, whose key
-  // lives in Redis while it runs (shared/webhooks/holders.ts).
+  // The relay delivered them itself, as the holder its key in Redis says is alive while it runs
+  // (shared/webhooks/holders.ts); once an attempt's outcome is recorded, the batch has no holder.
   const holders = await svc.sql<{ holder: string | null }>(`SELECT DISTINCT holder FROM webhook_batches WHERE url LIKE '%/batch'`);
-  assert.equal(holders.length, 1);
-  assert.ok(holders[0]!.holder, 'a holder id');
-  assert.equal(await svc.runtime.redis.exists(holderKey(svc.runtime.config.redisPrefix, holders[0]!.holder)), 1);
+  assert.deepEqual(holders.map((h) => h.holder), [null]);
+  const keys = await svc.runtime.redis.keys(holderKey(svc.runtime.config.redisPrefix, '*'));
+  assert.equal(keys.length, 1, 'this process\'s holder key');
+});
+
+test('a batch the relay is POSTing names its process as the holder until the outcome is recorded', async () => {
+  const { apiKey } = await account();
+  const prev = rx.respond;
+  rx.respond = (req) => (req.url === '/held' ? { status: 200, delayMs: 1500 } : prev(req));
+  try {
+    await send(apiKey, [{ body: 'held', to: [{ phone_number: '420777209900' }], callback: `${rx.url}/held` }]);
+    const [inFlight] = await waitFor(async () => {
+      const rows = await svc.sql<{ holder: string | null; status: string }>(`SELECT holder, status FROM webhook_batches WHERE url LIKE '%/held'`);
+      return rows.length > 0 ? rows : null;
+    }, 10000, 'the batch made');
+    assert.equal(inFlight!.status, 'pending');
+    assert.ok(inFlight!.holder, 'the relay\'s holder id');
+    assert.equal(await svc.runtime.redis.exists(holderKey(svc.runtime.config.redisPrefix, inFlight!.holder)), 1, 'its key alive');
+    await waitFor(async () => (await svc.sql<{ holder: string | null }>(
+      `SELECT holder FROM webhook_batches WHERE url LIKE '%/held' AND status = 'delivered' AND holder IS NULL`)).length > 0, 10000, 'delivered, holder cleared');
+  } finally {
+    rx.respond = prev;
+  }
 });
 
 /** 400 recipients' events to one receiver that takes 300 ms per POST: each batch once, at its first attempt, at most 8 at a time. */

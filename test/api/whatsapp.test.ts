@@ -410,7 +410,12 @@ describe('statuses', () => {
       assert.equal(row!.reached_sent, true);
       assert.ok(row!.sent_at, 'sent_at recorded');
       assert.match(row!.result_info, /^\[131026\] /, 'the final result_info kept');
-      assert.equal(graphSends('420777104501')[0]!.statuses.length, 2, 'sent and failed, each posted twice');
+      // updated_at stays the failure's (the lookup reads it as the receipt time): earlier than
+      // the late sent's event, which its own statement wrote.
+      const [times] = await svc.sql<{ updated_before_late: boolean }>(
+        `SELECT a.updated_at < (SELECT max(e.created_at) FROM events e WHERE e.recipient_id = a.recipient_id) AS updated_before_late
+           FROM attempts a WHERE a.id = $1`, [attempt.id]);
+      assert.equal(times!.updated_before_late, true);
     } finally {
       sim.configure({ outOfOrder: false, duplicateStatuses: false });
     }

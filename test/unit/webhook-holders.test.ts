@@ -1,26 +1,46 @@
-/** Which pending webhook batches the recovery sweep queues (shared/webhooks/holders.ts). */
+/** Which webhook batch holders the recovery sweep counts as gone (shared/webhooks/holders.ts). */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { batchesToQueue, holdersToCheck, type PendingBatch } from '../../shared/webhooks/holders.js';
+import { goneHolders } from '../../shared/webhooks/holders.js';
 
-const batch = (id: number, holder: string | null, stale: boolean): PendingBatch => ({ id, url: 'http://receiver.example/hook', holder, stale });
+/** A reader answering from one list of live ids per look, recording what it was asked. */
+function looks(...answers: string[][]) {
+  const asked: string[][] = [];
+  const read = async (ids: string[]) => {
+    asked.push(ids);
+    const live = answers[asked.length - 1] ?? [];
+    return new Set(ids.filter((id) => live.includes(id)));
+  };
+  return { read, asked };
+}
 
-test('batchesToQueue: stale batches always, others only when their holder is gone', () => {
-  const cases: Array<{ name: string; batch: PendingBatch; live: string[]; queued: boolean }> = [
-    { name: 'stale, live holder', batch: batch(1, 'a', true), live: ['a'], queued: true },
-    { name: 'stale, gone holder', batch: batch(2, 'b', true), live: ['a'], queued: true },
-    { name: 'stale, no holder (a job stands for it)', batch: batch(3, null, true), live: [], queued: true },
-    { name: 'recent, live holder', batch: batch(4, 'a', false), live: ['a'], queued: false },
-    { name: 'recent, gone holder', batch: batch(5, 'b', false), live: ['a'], queued: true },
-    { name: 'recent, no holder', batch: batch(6, null, false), live: [], queued: false },
+test('goneHolders: a holder is gone when its key is missing at both looks', async () => {
+  const cases: Array<{ name: string; holders: string[]; answers: string[][]; gone: string[]; looks: number }> = [
+    { name: 'all alive: one look', holders: ['a', 'b'], answers: [['a', 'b']], gone: [], looks: 1 },
+    { name: 'missing twice', holders: ['a', 'b'], answers: [['a'], ['a']], gone: ['b'], looks: 2 },
+    { name: 'back at the second look (Redis lost the key)', holders: ['a', 'b'], answers: [['a'], ['b']], gone: [], looks: 2 },
+    { name: 'several missing, one back', holders: ['a', 'b', 'c'], answers: [[], ['b']], gone: ['a', 'c'], looks: 2 },
+    { name: 'no holders: no look', holders: [], answers: [], gone: [], looks: 0 },
   ];
   for (const c of cases) {
-    assert.equal(batchesToQueue([c.batch], new Set(c.live)).length === 1, c.queued, c.name);
+    const reader = looks(...c.answers);
+    assert.deepEqual(await goneHolders(c.holders, reader.read, { confirmMs: 1 }), c.gone, c.name);
+    assert.equal(reader.asked.length, c.looks, `${c.name}: looks`);
+    if (c.looks === 2) assert.deepEqual(reader.asked[1], c.holders.filter((h) => !(c.answers[0] ?? []).includes(h)), `${c.name}: only the missing looked at again`);
   }
 });
 
-test('holdersToCheck: each holder of a batch that is not stale, once', () => {
-  const batches = [batch(1, 'a', false), batch(2, 'a', false), batch(3, 'b', true), batch(4, null, false), batch(5, 'c', false)];
-  assert.deepEqual(holdersToCheck(batches), ['a', 'c']);
-  assert.deepEqual(holdersToCheck([]), []);
+test('goneHolders: unreadable keys and a stop count nobody as gone', async () => {
+  const errors: string[] = [];
+  const failing = async () => { throw new Error('CLUSTERDOWN'); };
+  assert.deepEqual(await goneHolders(['a'], failing, { confirmMs: 1, onError: (e) => errors.push(e.message) }), []);
+  assert.deepEqual(errors, ['CLUSTERDOWN']);
+
+  const stop = new AbortController();
+  const reader = looks([], []);
+  const pending = goneHolders(['a'], reader.read, { confirmMs: 60_000, signal: stop.signal, onError: (e) => errors.push(e.message) });
+  stop.abort();
+  assert.deepEqual(await pending, [], 'the wait ends at the stop, with nobody gone');
+  assert.equal(reader.asked.length, 1);
+  assert.deepEqual(errors, ['CLUSTERDOWN'], 'a stop is not an error');
 });
