@@ -30,8 +30,7 @@ export const HOLDER_TTL_MS = 15_000;
 export const HOLDER_RENEW_MS = 5_000;
 /**
  * A batch younger than this is never queued for a missing key: its holder's key may not be
- * written yet (Redis was unreachable at the process's start) or may have gone with a Redis that
- * restarted empty, and comes back at the next renewal.
+ * written yet (Redis was unreachable at the process's start).
  */
 export const DEAD_HOLDER_GRACE_MS = HOLDER_TTL_MS;
 /**
@@ -65,12 +64,7 @@ export class BatchHolder {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
     // Not waited for past a second (Redis may be down at shutdown): the key expires anyway.
-    let waited: NodeJS.Timeout | undefined;
-    await Promise.race([
-      this.redis.del(holderKey(this.prefix, this.id)).catch(() => undefined),
-      new Promise<void>((resolve) => { waited = setTimeout(resolve, 1_000); }),
-    ]);
-    clearTimeout(waited);
+    await Promise.race([this.redis.del(holderKey(this.prefix, this.id)).catch(() => undefined), sleep(1_000, undefined, { ref: false })]);
   }
 
   private async renew(): Promise<void> {
