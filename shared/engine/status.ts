@@ -11,7 +11,8 @@ import { arrayRows, boolArray, numberArray, textArray, timestampArray } from '..
 import { namedParams } from '../db/params.js';
 import type { PriorHandOvers, StatusReport } from '../carriers/types.js';
 import { smsGatewayOf, stepOf, type AttemptState } from '../channels/index.js';
-import { planTransition, planReceiptTransition, isStepFailure, isRefunded, isLateSent, ttlExpiryApplies, defaultResultInfo, FINAL_STATES } from './transitions.js';
+import { planTransition, planReceiptTransition, isStepFailure, isRefunded, isLateSent, ttlExpiryApplies, defaultResultInfo, FINAL_STATES,
+  keepsEarlierReceipt, STATE_RANK } from './transitions.js';
 import { ATTEMPT_FACT_COLUMNS, factsOf, type AttemptFacts } from './attempt-facts.js';
 import type { MessageFacts } from './message-facts.js';
 import { EVENT_PARAMS, eventsCtes, eventParams, SentMessageBody, type OutboxEvent } from './events.js';
@@ -21,10 +22,6 @@ import { ascending } from '../collections.js';
 import { PayerSums } from '../domain/payer.js';
 import { toUnits, fromUnits } from '../domain/money.js';
 import { countReportsApplied } from '../metrics.js';
-
-const STATE_RANK: Record<AttemptState, number> = {
-  sending: 0, sent: 1, delivered: 2, undelivered: 2, rejected: 2, failed: 2, seen: 3,
-};
 
 /**
  * What a status batch locks and reads of each attempt: what changes. The rest is the attempt's
@@ -356,7 +353,7 @@ function refRows(reports: StatusReport[]): { rows: RefRow[]; byKey: Map<string, 
     const key = refKey(r.ref, r.carrier);
     const row = keyed.get(key) ?? { ref: r.ref, carrier: r.carrier, attemptId: null, part: 0, receipt: null };
     if (r.attemptId === undefined) {
-      row.receipt = r;
+      if (row.receipt === null || !keepsEarlierReceipt(row.receipt.state, r.state)) row.receipt = r;
     } else if (row.attemptId === null) {
       row.attemptId = r.attemptId;
       row.part = r.part ?? 0;
@@ -374,11 +371,20 @@ function refRows(reports: StatusReport[]): { rows: RefRow[]; byKey: Map<string, 
 const REF_PARAMS = namedParams(['ref', 'carrier', 'attempt_id', 'part', 'state', 'result_info', 'reported_at']);
 
 const R = REF_PARAMS.$;
+/** `STATE_RANK` of a state column, in SQL. */
+const rankSql = (column: string): string =>
+  `CASE ${column} ${Object.entries(STATE_RANK).map(([state, rank]) => `WHEN '${state}' THEN ${rank}`).join(' ')} END`;
+/**
+ * A ref's row keeps the receipt it holds (parked, or a part's) when the incoming row has none (a
+ * registration) or one less far along (`keepsEarlierReceipt`, the same rule as within a batch).
+ */
+const KEEPS_RECEIPT = `(EXCLUDED.result_info IS NULL OR (c.result_info IS NOT NULL AND ${rankSql('c.state')} > ${rankSql('EXCLUDED.state')}))`;
 /**
  * Registers refs and records receipts (see `resolveMoves`). The rows stay a function in FROM, not
  * `arrayRows`: the CTE is read twice, so it is materialised either way, and the numbering that
  * keeps the insert in key order (concurrent batches take the keys in one order) comes with it
- * (docs/benchmarks.md, "Batches without a function in FROM").
+ * (docs/benchmarks.md, "Batches without a function in FROM"). Parameters: one element per ref
+ * row (`refColumns`); `state`, `result_info` and `reported_at` are null for a registration.
  */
 const RESOLVE_REFS_SQL = `WITH u AS (
        SELECT * FROM unnest(${R.ref}::text[], ${R.carrier}::text[], ${R.attempt_id}::bigint[], ${R.part}::int[], ${R.state}::text[],
@@ -397,9 +403,9 @@ const RESOLVE_REFS_SQL = `WITH u AS (
        ON CONFLICT (ref, carrier) DO UPDATE SET
          attempt_id = COALESCE(c.attempt_id, EXCLUDED.attempt_id),
          part = CASE WHEN c.attempt_id IS NULL THEN EXCLUDED.part ELSE c.part END,
-         state = CASE WHEN EXCLUDED.result_info IS NULL THEN c.state ELSE EXCLUDED.state END,
-         result_info = COALESCE(EXCLUDED.result_info, c.result_info),
-         reported_at = COALESCE(EXCLUDED.reported_at, c.reported_at)
+         state = CASE WHEN ${KEEPS_RECEIPT} THEN c.state ELSE EXCLUDED.state END,
+         result_info = CASE WHEN ${KEEPS_RECEIPT} THEN c.result_info ELSE EXCLUDED.result_info END,
+         reported_at = CASE WHEN ${KEEPS_RECEIPT} THEN c.reported_at ELSE EXCLUDED.reported_at END
        RETURNING c.ref, c.carrier, c.attempt_id, c.state, c.result_info, c.reported_at)
      SELECT c.ref, c.carrier, c.attempt_id, c.state, c.result_info, c.reported_at, a.parts, false AS registered
        FROM c JOIN attempts a ON a.id = c.attempt_id

@@ -26,6 +26,23 @@ const NEXT: Record<AttemptState, readonly AttemptState[]> = {
 
 export const FINAL_STATES: ReadonlySet<AttemptState> = new Set(['seen', 'undelivered', 'rejected', 'failed']);
 
+/** How far along the state path each state is: the order moves are applied in, and receipts compared by. */
+export const STATE_RANK: Readonly<Record<AttemptState, number>> = {
+  sending: 0, sent: 1, delivered: 2, undelivered: 2, rejected: 2, failed: 2, seen: 3,
+};
+
+/**
+ * Of two receipts for one carrier ref that are kept before they can be applied (parked until the
+ * ref is registered, or met in one status batch, where one row per ref is written), whether the
+ * earlier stays: it does when it is further along than the later one. A carrier that reports out
+ * of order (Meta: `failed` before the `sent` that preceded it; a report retried after a later one)
+ * then loses the late intermediate report, not the outcome. Of two at the same rank the later one
+ * wins, as a carrier's correction does. Pure.
+ */
+export function keepsEarlierReceipt(earlier: AttemptState, later: AttemptState): boolean {
+  return STATE_RANK[earlier] > STATE_RANK[later];
+}
+
 /**
  * States to pass through (in order) to move from `current` to `target`, or null when that is no
  * valid move. `ttlExpired`: the attempt was ended `undelivered` by its step's ttl, not by the

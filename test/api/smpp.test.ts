@@ -69,6 +69,20 @@ async function waitResult(id: string, result: string, timeoutMs = 10_000): Promi
   }
 }
 
+/**
+ * Sends `count` numbers `42077<group>NN03` (03: the SMSC sends no receipt), waits until each is
+ * `sent`, and returns them in order: public id and attempt id.
+ */
+async function sentWithoutReceipt(group: string, count: number, text: string): Promise<Array<{ publicId: string; attemptId: number }>> {
+  const ids = await send(Array.from({ length: count }, (_, i) => `42077${group}${String(i).padStart(2, '0')}03`), text);
+  for (const id of ids) await waitResult(id, 'sent');
+  const rows = await svc.sql<{ id: number; public_id: string }>(
+    `SELECT a.id, r.public_id FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = ANY($1)`, [ids],
+  );
+  const attemptOf = new Map(rows.map((r) => [r.public_id, r.id]));
+  return ids.map((publicId) => ({ publicId, attemptId: attemptOf.get(publicId)! }));
+}
+
 const recordsTo = (phone: string): SubmittedRecord[] => sim.submitted.filter((r) => r.destination_addr === phone);
 
 /** A further SMSC with a connection of its own (admin API) for the destinations under `route`; both removed afterwards. */
@@ -270,17 +284,13 @@ describe('SMS over SMPP', () => {
     // Two status workers: one registers a ref (submit_sm_resp), the other gets its receipt. Neither
     // transaction sees the other's uncommitted row, so without serialising per ref the receipt was
     // parked after the registering transaction had looked for it: lost.
-    const phones = Array.from({ length: 10 }, (_, i) => `42077765${String(i).padStart(2, '0')}03`); // 03: no SMSC receipt
-    const ids = await send(phones, 'Race');
-    for (const id of ids) await waitResult(id, 'sent');
-    const rows = await svc.sql<{ id: number; public_id: string }>(
-      `SELECT a.id, r.public_id FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = ANY($1)`, [ids],
-    );
+    const sent = await sentWithoutReceipt('765', 10, 'Race');
+    const ids = sent.map((s) => s.publicId);
     const deps = svc.runtime.engine.deps;
-    await Promise.all(rows.flatMap((row) => {
-      const ref = `race-${row.id}`;
+    await Promise.all(sent.flatMap(({ attemptId }) => {
+      const ref = `race-${attemptId}`;
       return [
-        applyReports(deps, [{ attemptId: row.id, carrier: 'smpp.race', ref, part: 0, partCount: 1, state: 'sent', resultInfo: 'Sent', at: Date.now() }]),
+        applyReports(deps, [{ attemptId, carrier: 'smpp.race', ref, part: 0, partCount: 1, state: 'sent', resultInfo: 'Sent', at: Date.now() }]),
         applyReports(deps, [{ carrier: 'smpp.race', ref, state: 'delivered', resultInfo: '[0] Delivered', at: Date.now() }]),
       ];
     }));
@@ -291,12 +301,9 @@ describe('SMS over SMPP', () => {
   it('batches that each register one ref and carry the receipt of the other apply both, without a deadlock', T, async () => {
     // A registers x and has y's receipt; B registers y and has x's receipt. Written as two
     // statements per batch, each took one key and waited for the other's (a deadlock).
-    const phones = Array.from({ length: 8 }, (_, i) => `42077767${String(i).padStart(2, '0')}03`); // 03: no SMSC receipt
-    const ids = await send(phones, 'Cross');
-    for (const id of ids) await waitResult(id, 'sent');
-    const rows = await svc.sql<{ id: number }>(
-      `SELECT a.id FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = ANY($1) ORDER BY a.id`, [ids],
-    );
+    const sent = await sentWithoutReceipt('767', 8, 'Cross');
+    const ids = sent.map((s) => s.publicId);
+    const rows = sent.map((s) => ({ id: s.attemptId })).sort((a, b) => a.id - b.id);
     const deps = svc.runtime.engine.deps;
     const register = (id: number) => ({ attemptId: id, carrier: 'smpp.cross', ref: `cross-${id}`, part: 0, partCount: 1, state: 'sent' as const, resultInfo: 'Sent', at: Date.now() });
     const receipt = (id: number) => ({ carrier: 'smpp.cross', ref: `cross-${id}`, state: 'delivered' as const, resultInfo: '[0] Delivered', at: Date.now() });
@@ -307,6 +314,28 @@ describe('SMS over SMPP', () => {
     }));
     for (const id of ids) await waitResult(id, 'delivered', 5_000);
     assert.deepEqual(await svc.sql(`SELECT ref FROM carrier_refs WHERE carrier = 'smpp.cross' AND attempt_id IS NULL`), [], 'no receipt left parked');
+  });
+
+  it('keeps the receipt further along when a later one for the same ref is less so: parked, within one batch, and registered', T, async () => {
+    // A DELIVRD then an intermediate report (ENROUTE, read as `sent`) for one ref: parked until the
+    // ref is registered, the later one replaced the earlier; met in one status batch, only the
+    // batch's last was applied. Either way the attempt stayed `sent` and its delivery was lost.
+    const sent = await sentWithoutReceipt('768', 3, 'Order');
+    const ids = sent.map((s) => s.publicId);
+    const [parked, oneBatch, registered] = sent.map((s) => s.attemptId);
+    const deps = svc.runtime.engine.deps;
+    const register = (id: number) => ({ attemptId: id, carrier: 'smpp.order', ref: `order-${id}`, part: 0, partCount: 1, state: 'sent' as const, resultInfo: 'Sent', at: Date.now() });
+    const delivered = (id: number) => ({ carrier: 'smpp.order', ref: `order-${id}`, state: 'delivered' as const, resultInfo: '[0] Delivered', at: Date.now() });
+    const enroute = (id: number) => ({ carrier: 'smpp.order', ref: `order-${id}`, state: 'sent' as const, resultInfo: 'ENROUTE', at: Date.now() });
+    await applyReports(deps, [delivered(parked!)]);
+    await applyReports(deps, [enroute(parked!)]);
+    await applyReports(deps, [delivered(oneBatch!), enroute(oneBatch!)]);
+    assert.deepEqual(await svc.sql(`SELECT ref, state, result_info FROM carrier_refs WHERE carrier = 'smpp.order' ORDER BY ref`),
+      [parked, oneBatch].map((id) => `order-${id}`).sort().map((ref) => ({ ref, state: 'delivered', result_info: '[0] Delivered' })), 'the delivery is what stays parked');
+    await applyReports(deps, [register(parked!), register(oneBatch!), register(registered!)]);
+    await applyReports(deps, [delivered(registered!), enroute(registered!)]);
+    for (const id of ids) await waitResult(id, 'delivered', 5_000);
+    for (const id of ids) assert.deepEqual(resultsOf(id), ['sending', 'sent', 'delivered'], id);
   });
 
   it('delivers a long message when its part receipts are applied by concurrent status jobs', T, async () => {

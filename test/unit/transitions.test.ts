@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { planTransition, planReceiptTransition, isRefunded, isLateSent, ttlExpiryApplies, defaultTtlMinutes, stepTtlMinutes } from '../../shared/engine/transitions.js';
+import { planTransition, planReceiptTransition, isRefunded, isLateSent, keepsEarlierReceipt, ttlExpiryApplies, defaultTtlMinutes, stepTtlMinutes } from '../../shared/engine/transitions.js';
 import { isStepSuccess, type FlowStep } from '../../shared/channels/index.js';
 import { sandboxScript } from '../../shared/carriers/sandbox/outcomes.js';
 import type { AttemptState } from '../../shared/carriers/types.js';
@@ -127,5 +127,24 @@ test('isLateSent: a sent after a failure that skipped it is reported once; nothi
   for (const [channel, current, target, reachedSent, late] of cases) {
     assert.equal(isLateSent(channel, current, target, reachedSent), late, `${channel}: ${current} ← ${target} (reached sent: ${reachedSent})`);
     if (late) assert.equal(planTransition(current, target), null, 'never a move of the state path');
+  }
+});
+
+test('keepsEarlierReceipt: of two receipts kept for one ref, the one further along stays; at the same rank the later', () => {
+  const cases: Array<[earlier: AttemptState, later: AttemptState, keepsEarlier: boolean]> = [
+    ['failed', 'sent', true], // Meta's failed before the sent that preceded it: the failure stays
+    ['undelivered', 'sent', true],
+    ['delivered', 'sent', true], // a DELIVRD, then an ENROUTE retried after it
+    ['seen', 'delivered', true],
+    ['sent', 'delivered', false], // in order
+    ['sent', 'failed', false],
+    ['delivered', 'seen', false],
+    ['delivered', 'undelivered', false], // the same rank: the later one, a carrier's correction
+    ['undelivered', 'delivered', false],
+    ['failed', 'rejected', false],
+    ['sent', 'sent', false], // a repeat: either
+  ];
+  for (const [earlier, later, keeps] of cases) {
+    assert.equal(keepsEarlierReceipt(earlier, later), keeps, `${earlier} then ${later}`);
   }
 });

@@ -15,10 +15,10 @@ import type { Logger } from '../../logger.js';
 import { isChannel, type AttemptState, type Channel } from '../../channels/index.js';
 import type { Carrier, CarrierSink, OutboundAttempt } from '../types.js';
 import { sandboxScript } from './outcomes.js';
+import { STATE_RANK } from '../../engine/transitions.js';
 
 export const SANDBOX_CARRIER = 'sandbox';
 
-const STATE_RANK: Record<AttemptState, number> = { sending: 0, sent: 1, delivered: 2, undelivered: 2, rejected: 2, failed: 2, seen: 3 };
 
 export interface SandboxOptions {
   /** Delay of the `04` SMS outcome (D10: 5 s). */
