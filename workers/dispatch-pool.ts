@@ -17,7 +17,10 @@ const LANE_SHARE: Record<Lane, number> = { priority: 4, transactional: 1, promot
 /**
  * A job's lock lasts `lockMs` (renewed while it runs); when its worker dies, another takes the job
  * over once the lock lapsed and its stalled-job check ran: after `lockMs` to `2 × lockMs`. The
- * priority lane (one-time codes) checks twice as often.
+ * priority lane (one-time codes) checks twice as often. A run whose lock could not be renewed (its
+ * process was paused past the lock, or cut off from Redis, and the job may be another process's
+ * now) is aborted: its carriers write nothing more of its attempts, so the run that took the job
+ * over resumes the hand-over alone (what both may write is at most what was in flight).
  */
 export function startDispatchPool(
   engine: Engine, pool: ChannelPool, concurrency: number, conn: WorkerConnection, logger: Logger, lanes: readonly Lane[] = LANES,
@@ -26,8 +29,9 @@ export function startDispatchPool(
   return lanes.map((lane) => {
     const worker = new Worker<DispatchJob>(
       dispatchQueueName(pool, lane),
-      async (job: Job<DispatchJob>, token?: string) => {
-        const outcome = await engine.dispatch(job.data, undefined, lane, !isCallJobId(job.id));
+      // Three parameters: BullMQ then gives each run an AbortSignal (`cancelJob` below).
+      async (job: Job<DispatchJob>, token?: string, signal?: AbortSignal) => {
+        const outcome = await engine.dispatch(job.data, undefined, lane, !isCallJobId(job.id), signal);
         if (outcome.delayUntil) {
           // Not yet inside the schedule or window: the same job waits until then (and checks again).
           await job.moveToDelayed(outcome.delayUntil.getTime(), token);
@@ -44,6 +48,10 @@ export function startDispatchPool(
       if (job && job.attemptsMade >= (job.opts.attempts ?? 1)) {
         logger.error({ queue: worker.name, jobId: job.id, err: err.message }, 'dispatch job failed for good; the recovery sweep will retry it');
       }
+    });
+    worker.on('lockRenewalFailed', (jobIds) => {
+      logger.warn({ queue: worker.name, jobIds }, 'dispatch job lock lost (the process was paused or cut off from Redis); its hand-over stops here');
+      for (const id of jobIds) worker.cancelJob(id, 'lock lost');
     });
     logWorkerErrors(worker, conn, logger, 'dispatch');
     return worker;

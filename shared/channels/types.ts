@@ -55,6 +55,13 @@ export interface AttemptBase {
    * carrier may skip that lookup for it.
    */
   rehand?: boolean;
+  /**
+   * Aborted when the dispatch run handing the attempt lost its job (its lock was not renewed in
+   * time: a process paused or cut off from Redis, whose job BullMQ gave to another process). A
+   * carrier writes nothing more of an aborted attempt and gives it back: the run that took the job
+   * over hands it again, resuming from what was accepted.
+   */
+  signal?: AbortSignal;
 }
 
 /** What dispatch knows when it plans one recipient's attempt at a step. */

@@ -60,7 +60,20 @@ export interface PoolOptions {
    * The measurements behind each of these are in docs/benchmarks.md.
    */
   indexOnly?: boolean;
+  /** `IDLE_IN_TRANSACTION_MS` for this pool (tests). */
+  idleInTransactionMs?: number;
 }
+
+/**
+ * How long a connection may sit in an open transaction without a statement before Postgres ends
+ * its session (`idle_in_transaction_session_timeout`), releasing its row locks. The service's
+ * transactions wait for nothing but their own statements (milliseconds); a process that stops in
+ * the middle of one (paused by SIGSTOP or a VM, hung) would otherwise block every process that
+ * needs those rows (a dispatch taking over its job, the status batches of its attempts) until it
+ * runs again. Its own next statement then fails as on a lost connection, and the job or batch is
+ * retried.
+ */
+export const IDLE_IN_TRANSACTION_MS = 60_000;
 
 /** The settings of `PoolOptions.indexOnly`, for every connection of such a pool. */
 const INDEX_ONLY_OPTIONS = '-c enable_seqscan=off -c enable_bitmapscan=off -c plan_cache_mode=force_generic_plan';
@@ -68,6 +81,7 @@ const INDEX_ONLY_OPTIONS = '-c enable_seqscan=off -c enable_bitmapscan=off -c pl
 export function createPool(databaseUrl: string, max = 10, opts: PoolOptions = {}): Db {
   const pool = new pg.Pool({
     connectionString: databaseUrl, max, connectionTimeoutMillis: 5000, idleTimeoutMillis: 30000,
+    idle_in_transaction_session_timeout: opts.idleInTransactionMs ?? IDLE_IN_TRANSACTION_MS,
     ...(opts.indexOnly && { options: INDEX_ONLY_OPTIONS }),
   });
   // A server restart or a terminated backend must not crash the process. Idle clients report on

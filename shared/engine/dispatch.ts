@@ -143,9 +143,10 @@ interface Part {
 /**
  * `delaySelf`: the job may wait for a message's time itself (its id is that message's step: it is
  * what the sweep would add again). A call's job may not: a message of it that may not run yet gets
- * a delayed job of its own.
+ * a delayed job of its own. `signal`: aborted when this run lost its job to another process (see
+ * `OutboundAttempt.signal`); the carriers stop handing its attempts over.
  */
-export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new Date(), delaySelf = true): Promise<DispatchOutcome> {
+export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new Date(), delaySelf = true, signal?: AbortSignal): Promise<DispatchOutcome> {
   const [messages, recipients] = await Promise.all([
     loadMessages(deps.db, job.messages.map((m) => m.messageId)),
     loadRecipients(deps.db, job.messages.flatMap((m) => m.recipientIds)),
@@ -223,7 +224,7 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
   for (const f of result.facts) {
     deps.attemptFacts.remember(f);
   }
-  await handOver(deps, result.toHand, { step: job.step, flaggedMessages, dueRecipients });
+  await handOver(deps, result.toHand, { step: job.step, flaggedMessages, dueRecipients }, signal);
   await afterHandedBefore(deps, result.handedBefore);
   await deps.enqueueNextSteps(result.nextSteps);
   return { delayUntil: null, handed: result.toHand.length, rejected: result.rejected };
@@ -683,12 +684,13 @@ interface SweepMarks {
  * clears the marks the recovery sweep would find this work by: only now, so that a crash anywhere
  * before leaves the work findable (the job that runs again re-hands what never reached a carrier).
  */
-async function handOver(deps: EngineDeps, toHand: ToHand[], marks: SweepMarks): Promise<void> {
+async function handOver(deps: EngineDeps, toHand: ToHand[], marks: SweepMarks, signal?: AbortSignal): Promise<void> {
   const byCarrier = new Map<Carrier, OutboundAttempt[]>();
   for (const { carrier, attempt, part } of toHand) {
-    // The attempt objects are this run's own: the lane's handling is set on them.
+    // The attempt objects are this run's own: the lane's handling and the run's signal are set on them.
     if (part.msg.lane < LANE_NUMBER.promotional) attempt.priority = true;
     if (deps.config.atMostOnceLanes.includes(part.msg.lane)) attempt.atMostOnce = true;
+    if (signal) attempt.signal = signal;
     pushTo(byCarrier, carrier, attempt);
   }
   // A carrier that throws leaves its attempts unhanded: the job fails and its retry re-hands them.

@@ -96,9 +96,9 @@ export class Engine {
     return this.deps.carriers;
   }
 
-  /** `delaySelf`: see `dispatchStep` (false for a call's job). */
-  dispatch(job: DispatchJob, now?: Date, lane?: Lane, delaySelf = true): Promise<DispatchOutcome> {
-    return dispatchStep(lane === 'priority' ? this.priorityDeps : this.deps, job, now, delaySelf);
+  /** `delaySelf`, `signal`: see `dispatchStep` (delaySelf false for a call's job). */
+  dispatch(job: DispatchJob, now?: Date, lane?: Lane, delaySelf = true, signal?: AbortSignal): Promise<DispatchOutcome> {
+    return dispatchStep(lane === 'priority' ? this.priorityDeps : this.deps, job, now, delaySelf, signal);
   }
 
   applyStatusJob(job: StatusJob): Promise<ApplyOutcome> {

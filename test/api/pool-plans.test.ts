@@ -3,10 +3,11 @@
  * small keeps that plan after the table has grown (until the table is analysed again). On the
  * engine's connections that plan must still use the index; on default connections it scans. And
  * the engine's connections run that generic plan from the first run, with plain index scans.
+ * Every connection ends a transaction left idle past `IDLE_IN_TRANSACTION_MS`, releasing its locks.
  */
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { createPool, migrate, type Db } from '../../shared/db/pool.js';
+import { createPool, migrate, IDLE_IN_TRANSACTION_MS, type Db } from '../../shared/db/pool.js';
 import { createTestDatabase } from '../support/harness.js';
 
 let database: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -107,5 +108,32 @@ test('an engine pool migrates a fresh database (identifiers in the C collation),
     assert.equal(bitmaps[0]!.enable_bitmapscan, 'off');
   } finally {
     await engine.end();
+  }
+});
+
+test('a transaction left idle (its process paused mid-transaction) is ended by Postgres and its row locks released', async () => {
+  const stalled = createPool(database.url, 1, { idleInTransactionMs: 500 });
+  const other = createPool(database.url, 1);
+  try {
+    const [{ setting }] = (await other.query<{ setting: string }>(`SELECT setting FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout'`)).rows as [{ setting: string }];
+    assert.equal(Number(setting), IDLE_IN_TRANSACTION_MS, 'the service default on every connection');
+    await other.query('CREATE TABLE idle_locks (id int PRIMARY KEY)');
+    await other.query('INSERT INTO idle_locks VALUES (1)');
+    const client = await stalled.connect();
+    await client.query('BEGIN');
+    await client.query('SELECT id FROM idle_locks WHERE id = 1 FOR UPDATE');
+    // Paused here: another connection waits for the row only until the idle transaction is ended.
+    const started = Date.now();
+    const locked = await other.query('SELECT id FROM idle_locks WHERE id = 1 FOR UPDATE NOWAIT').then(() => 'free', () => 'locked');
+    assert.equal(locked, 'locked', 'held while the transaction is open');
+    await other.query(`SET lock_timeout = 5000`);
+    await other.query('BEGIN; SELECT id FROM idle_locks WHERE id = 1 FOR UPDATE; COMMIT');
+    const waited = Date.now() - started;
+    assert.ok(waited >= 400 && waited < 4_000, `released after ${waited} ms`);
+    await assert.rejects(client.query('SELECT 1'), 'the paused transaction is gone: its next statement fails');
+    client.release(true);
+  } finally {
+    await stalled.end();
+    await other.end();
   }
 });

@@ -657,6 +657,11 @@ export class SmppCarrier implements Carrier {
       work.finish({ kind: 'done' });
       return;
     }
+    if (work.attempt.signal?.aborted === true) {
+      // Its dispatch run lost the job: the run that took it over resumes from what was accepted.
+      work.finish({ kind: 'give-back', error: new SmppCarrierError(`the dispatch run of attempt ${work.attempt.attemptId} lost its job; the run that took it over hands it`) });
+      return;
+    }
     this.inFlight++;
     this.counters.submitted++;
     void this.submitPart(work, part, fields);
