@@ -476,8 +476,11 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
       receipts.push({ attemptId: row.attempt_id, parts: 1, report: own! });
       continue;
     }
-    const report = own
-      ?? { carrier: row.carrier, ref: row.ref, state: row.state, resultInfo: row.result_info!, at: row.reported_at?.getTime() ?? Date.now() };
+    // The row's receipt, unless this batch brought one the row took (a parked or part receipt
+    // further along stays: `KEEPS_RECEIPT`, and is what is applied).
+    const report = own && !keepsEarlierReceipt(row.state, own.state)
+      ? own
+      : { carrier: row.carrier, ref: row.ref, state: row.state, resultInfo: row.result_info!, at: row.reported_at?.getTime() ?? Date.now() };
     receipts.push({ attemptId: row.attempt_id, parts: row.parts, report });
   }
   const complete = new Map<number, boolean>();

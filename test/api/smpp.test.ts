@@ -319,18 +319,22 @@ describe('SMS over SMPP', () => {
   it('keeps the receipt further along when a later one for the same ref is less so: parked, within one batch, and registered', T, async () => {
     // A DELIVRD then an intermediate report (ENROUTE, read as `sent`) for one ref: parked until the
     // ref is registered, the later one replaced the earlier; met in one status batch, only the
-    // batch's last was applied. Either way the attempt stayed `sent` and its delivery was lost.
-    const sent = await sentWithoutReceipt('768', 3, 'Order');
+    // batch's last was applied; met in the batch that registers the ref, the batch's was applied.
+    // Each way the attempt stayed `sent` and its delivery was lost.
+    const sent = await sentWithoutReceipt('768', 4, 'Order');
     const ids = sent.map((s) => s.publicId);
-    const [parked, oneBatch, registered] = sent.map((s) => s.attemptId);
+    const [parked, oneBatch, registered, withRegistration] = sent.map((s) => s.attemptId);
     const deps = svc.runtime.engine.deps;
     const register = (id: number) => ({ attemptId: id, carrier: 'smpp.order', ref: `order-${id}`, part: 0, partCount: 1, state: 'sent' as const, resultInfo: 'Sent', at: Date.now() });
     const delivered = (id: number) => ({ carrier: 'smpp.order', ref: `order-${id}`, state: 'delivered' as const, resultInfo: '[0] Delivered', at: Date.now() });
     const enroute = (id: number) => ({ carrier: 'smpp.order', ref: `order-${id}`, state: 'sent' as const, resultInfo: 'ENROUTE', at: Date.now() });
     await applyReports(deps, [delivered(parked!)]);
     await applyReports(deps, [enroute(parked!)]);
+    // Parked, then a batch that registers the ref and brings a report less far along: the parked one is applied.
+    await applyReports(deps, [delivered(withRegistration!)]);
+    await applyReports(deps, [register(withRegistration!), enroute(withRegistration!)]);
     await applyReports(deps, [delivered(oneBatch!), enroute(oneBatch!)]);
-    assert.deepEqual(await svc.sql(`SELECT ref, state, result_info FROM carrier_refs WHERE carrier = 'smpp.order' ORDER BY ref`),
+    assert.deepEqual(await svc.sql(`SELECT ref, state, result_info FROM carrier_refs WHERE carrier = 'smpp.order' AND attempt_id IS NULL ORDER BY ref`),
       [parked, oneBatch].map((id) => `order-${id}`).sort().map((ref) => ({ ref, state: 'delivered', result_info: '[0] Delivered' })), 'the delivery is what stays parked');
     await applyReports(deps, [register(parked!), register(oneBatch!), register(registered!)]);
     await applyReports(deps, [delivered(registered!), enroute(registered!)]);
