@@ -8,6 +8,8 @@ import type { Engine } from '../shared/engine/engine.js';
 import type { Logger } from '../shared/logger.js';
 import { LANES, dispatchQueueName, type ChannelPool, type DispatchJob, type Lane } from '../shared/queues.js';
 import { isCallJobId } from '../shared/engine/dispatch-jobs.js';
+import type { DispatchOutcome } from '../shared/engine/dispatch.js';
+import { RunLease } from '../shared/engine/run-lease.js';
 import { logWorkerErrors, workerPrefix, type WorkerConnection } from './connection.js';
 
 // A priority job holds its slot until its submit responses are durable (a few event-loop turns
@@ -17,21 +19,35 @@ const LANE_SHARE: Record<Lane, number> = { priority: 4, transactional: 1, promot
 /**
  * A job's lock lasts `lockMs` (renewed while it runs); when its worker dies, another takes the job
  * over once the lock lapsed and its stalled-job check ran: after `lockMs` to `2 × lockMs`. The
- * priority lane (one-time codes) checks twice as often. A run whose lock could not be renewed (its
- * process was paused past the lock, or cut off from Redis, and the job may be another process's
- * now) is aborted: its carriers write nothing more of its attempts, so the run that took the job
- * over resumes the hand-over alone (what both may write is at most what was in flight).
+ * priority lane (one-time codes) checks twice as often. Each run holds its job only while its lock
+ * is known to be renewed (`RunLease`): a run whose process was paused past the lock, or cut off
+ * from Redis, or whose renewal was refused, no longer holds it, and its carriers write nothing
+ * more of its attempts, so the run that took the job over resumes the hand-over alone (what both
+ * may write is what was in flight when the first one stopped).
  */
 export function startDispatchPool(
   engine: Engine, pool: ChannelPool, concurrency: number, conn: WorkerConnection, logger: Logger, lanes: readonly Lane[] = LANES,
   lockMs = 10_000,
 ): Worker[] {
   return lanes.map((lane) => {
+    const lockDuration = lane === 'priority' ? lockMs / 2 : lockMs;
+    const leases = new Map<string, RunLease>();
     const worker = new Worker<DispatchJob>(
       dispatchQueueName(pool, lane),
-      // Three parameters: BullMQ then gives each run an AbortSignal (`cancelJob` below).
-      async (job: Job<DispatchJob>, token?: string, signal?: AbortSignal) => {
-        const outcome = await engine.dispatch(job.data, undefined, lane, !isCallJobId(job.id), signal);
+      async (job: Job<DispatchJob>, token?: string) => {
+        // Renewed by the `locksRenewed` events below; a run of the same job that this worker took
+        // again replaces it, and the earlier run's lapses.
+        const lease = new RunLease(lockDuration);
+        leases.set(job.id!, lease);
+        let outcome: DispatchOutcome;
+        try {
+          outcome = await engine.dispatch(job.data, undefined, lane, !isCallJobId(job.id), lease);
+        } catch (err) {
+          if (!lease.held()) logger.warn({ queue: worker.name, jobId: job.id }, 'dispatch run stopped: its job lock was not renewed in time (the process was paused or cut off from Redis); the job is handed again');
+          throw err;
+        } finally {
+          if (leases.get(job.id!) === lease) leases.delete(job.id!);
+        }
         if (outcome.delayUntil) {
           // Not yet inside the schedule or window: the same job waits until then (and checks again).
           await job.moveToDelayed(outcome.delayUntil.getTime(), token);
@@ -41,7 +57,7 @@ export function startDispatchPool(
       },
       {
         connection: conn.connection, prefix: workerPrefix(conn, dispatchQueueName(pool, lane)), concurrency: Math.max(1, Math.round(concurrency * LANE_SHARE[lane])),
-        lockDuration: lane === 'priority' ? lockMs / 2 : lockMs, stalledInterval: lane === 'priority' ? lockMs / 2 : lockMs,
+        lockDuration, stalledInterval: lockDuration,
       },
     );
     worker.on('failed', (job, err) => {
@@ -49,9 +65,12 @@ export function startDispatchPool(
         logger.error({ queue: worker.name, jobId: job.id, err: err.message }, 'dispatch job failed for good; the recovery sweep will retry it');
       }
     });
+    worker.on('locksRenewed', ({ jobIds }) => {
+      const now = Date.now();
+      for (const id of jobIds) leases.get(id)?.renewed(now);
+    });
     worker.on('lockRenewalFailed', (jobIds) => {
-      logger.warn({ queue: worker.name, jobIds }, 'dispatch job lock lost (the process was paused or cut off from Redis); its hand-over stops here');
-      for (const id of jobIds) worker.cancelJob(id, 'lock lost');
+      for (const id of jobIds) leases.get(id)?.lost();
     });
     logWorkerErrors(worker, conn, logger, 'dispatch');
     return worker;

@@ -56,12 +56,13 @@ export interface AttemptBase {
    */
   rehand?: boolean;
   /**
-   * Aborted when the dispatch run handing the attempt lost its job (its lock was not renewed in
-   * time: a process paused or cut off from Redis, whose job BullMQ gave to another process). A
-   * carrier writes nothing more of an aborted attempt and gives it back: the run that took the job
-   * over hands it again, resuming from what was accepted.
+   * The dispatch run's hold on its job (`RunLease` in shared/engine/run-lease.ts). Not held: the
+   * job's lock was not renewed in time (the process was paused or cut off from Redis) and BullMQ
+   * may have given the job to another process. A carrier that reads it writes nothing more of the
+   * attempt and gives it back; the run that took the job over hands it again, resuming from what
+   * was accepted.
    */
-  signal?: AbortSignal;
+  hold?: { held(): boolean };
 }
 
 /** What dispatch knows when it plans one recipient's attempt at a step. */

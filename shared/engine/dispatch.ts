@@ -143,10 +143,12 @@ interface Part {
 /**
  * `delaySelf`: the job may wait for a message's time itself (its id is that message's step: it is
  * what the sweep would add again). A call's job may not: a message of it that may not run yet gets
- * a delayed job of its own. `signal`: aborted when this run lost its job to another process (see
- * `OutboundAttempt.signal`); the carriers stop handing its attempts over.
+ * a delayed job of its own. `hold`: the run's hold on its job (`OutboundAttempt.hold`); once it is
+ * not held, the carriers stop handing its attempts over.
  */
-export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new Date(), delaySelf = true, signal?: AbortSignal): Promise<DispatchOutcome> {
+export async function dispatchStep(
+  deps: EngineDeps, job: DispatchJob, now = new Date(), delaySelf = true, hold?: OutboundAttempt['hold'],
+): Promise<DispatchOutcome> {
   const [messages, recipients] = await Promise.all([
     loadMessages(deps.db, job.messages.map((m) => m.messageId)),
     loadRecipients(deps.db, job.messages.flatMap((m) => m.recipientIds)),
@@ -224,7 +226,7 @@ export async function dispatchStep(deps: EngineDeps, job: DispatchJob, now = new
   for (const f of result.facts) {
     deps.attemptFacts.remember(f);
   }
-  await handOver(deps, result.toHand, { step: job.step, flaggedMessages, dueRecipients }, signal);
+  await handOver(deps, result.toHand, { step: job.step, flaggedMessages, dueRecipients }, hold);
   await afterHandedBefore(deps, result.handedBefore);
   await deps.enqueueNextSteps(result.nextSteps);
   return { delayUntil: null, handed: result.toHand.length, rejected: result.rejected };
@@ -684,13 +686,13 @@ interface SweepMarks {
  * clears the marks the recovery sweep would find this work by: only now, so that a crash anywhere
  * before leaves the work findable (the job that runs again re-hands what never reached a carrier).
  */
-async function handOver(deps: EngineDeps, toHand: ToHand[], marks: SweepMarks, signal?: AbortSignal): Promise<void> {
+async function handOver(deps: EngineDeps, toHand: ToHand[], marks: SweepMarks, hold?: OutboundAttempt['hold']): Promise<void> {
   const byCarrier = new Map<Carrier, OutboundAttempt[]>();
   for (const { carrier, attempt, part } of toHand) {
-    // The attempt objects are this run's own: the lane's handling and the run's signal are set on them.
+    // The attempt objects are this run's own: the lane's handling and the run's hold are set on them.
     if (part.msg.lane < LANE_NUMBER.promotional) attempt.priority = true;
     if (deps.config.atMostOnceLanes.includes(part.msg.lane)) attempt.atMostOnce = true;
-    if (signal) attempt.signal = signal;
+    if (hold) attempt.hold = hold;
     pushTo(byCarrier, carrier, attempt);
   }
   // A carrier that throws leaves its attempts unhanded: the job fails and its retry re-hands them.

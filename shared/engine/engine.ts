@@ -5,7 +5,7 @@
 import type { Db } from '../db/pool.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
-import type { CarrierSink, StatusReport } from '../carriers/types.js';
+import type { CarrierSink, OutboundAttempt, StatusReport } from '../carriers/types.js';
 import { Queues, STATUS_JOB_OPTIONS, statusPartitionOf, type DispatchJob, type StatusJob, type Lane } from '../queues.js';
 import type { Redis } from '../redis.js';
 import { TtlTimers } from './ttl-timers.js';
@@ -96,9 +96,9 @@ export class Engine {
     return this.deps.carriers;
   }
 
-  /** `delaySelf`, `signal`: see `dispatchStep` (delaySelf false for a call's job). */
-  dispatch(job: DispatchJob, now?: Date, lane?: Lane, delaySelf = true, signal?: AbortSignal): Promise<DispatchOutcome> {
-    return dispatchStep(lane === 'priority' ? this.priorityDeps : this.deps, job, now, delaySelf, signal);
+  /** `delaySelf`, `hold`: see `dispatchStep` (delaySelf false for a call's job). */
+  dispatch(job: DispatchJob, now?: Date, lane?: Lane, delaySelf = true, hold?: OutboundAttempt['hold']): Promise<DispatchOutcome> {
+    return dispatchStep(lane === 'priority' ? this.priorityDeps : this.deps, job, now, delaySelf, hold);
   }
 
   applyStatusJob(job: StatusJob): Promise<ApplyOutcome> {

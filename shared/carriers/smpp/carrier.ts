@@ -165,6 +165,11 @@ class Lane<T> {
     this.front.push(item);
   }
 
+  /** The item `shift` would return, left in place. */
+  peek(): T | undefined {
+    return this.front.length > 0 ? this.front[this.front.length - 1] : this.items[this.start];
+  }
+
   shift(): T | undefined {
     if (this.front.length > 0) return this.front.pop();
     if (this.start >= this.items.length) return undefined;
@@ -188,6 +193,9 @@ class Lane<T> {
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Whether a work's dispatch run still holds its job (attempts handed without a hold always do). */
+const holdsJob = (work: Work): boolean => work.attempt.hold === undefined || work.attempt.hold.held();
 
 /** result_info of an attempt with a part written to the link that got no answer and was not sent again. */
 const UNCONFIRMED_INFO = 'Sent (unconfirmed: the SMSC did not answer and it was not sent again)';
@@ -620,6 +628,13 @@ export class SmppCarrier implements Carrier {
         if (typeof reason === 'number') this.wakeAfter(reason);
         return;
       }
+      // A work whose dispatch run no longer holds its job goes back before it costs a token.
+      const head = this.priorityLane.peek() ?? this.normalLane.peek();
+      if (head !== undefined && !holdsJob(head)) {
+        (this.priorityLane.peek() === head ? this.priorityLane : this.normalLane).shift();
+        this.giveBackUnheld(head);
+        continue;
+      }
       // A leased token costs no Redis round trip; without one, wait for the next lease.
       if (this.bucket && !this.bucket.tryTake()) {
         try {
@@ -642,6 +657,15 @@ export class SmppCarrier implements Carrier {
     }
   }
 
+  /**
+   * A work whose dispatch run no longer holds its job (`OutboundAttempt.hold`: its process was
+   * paused or cut off from Redis past the job's lock) is given back unsent: the run that took the
+   * job over resumes from what was accepted, which Redis keeps (nothing is forgotten of it here).
+   */
+  private giveBackUnheld(work: Work): void {
+    work.finish({ kind: 'give-back', error: new SmppCarrierError(`the dispatch run of attempt ${work.attempt.attemptId} no longer holds its job; it is handed again`) });
+  }
+
   private wakeAfter(ms: number): void {
     if (this.wakeTimer) return;
     this.wakeTimer = setTimeout(() => {
@@ -657,9 +681,9 @@ export class SmppCarrier implements Carrier {
       work.finish({ kind: 'done' });
       return;
     }
-    if (work.attempt.signal?.aborted === true) {
-      // Its dispatch run lost the job: the run that took it over resumes from what was accepted.
-      work.finish({ kind: 'give-back', error: new SmppCarrierError(`the dispatch run of attempt ${work.attempt.attemptId} lost its job; the run that took it over hands it`) });
+    if (!holdsJob(work)) {
+      // The hold lapsed while the pump waited for a token.
+      this.giveBackUnheld(work);
       return;
     }
     this.inFlight++;

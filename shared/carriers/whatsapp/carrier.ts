@@ -395,10 +395,6 @@ export class WhatsappCarrier implements Carrier {
     try {
       await bucket.take();
       if (this.closed) throw new WhatsappCarrierClosed(`${this.name} closed before the attempt was sent; it will be handed again`);
-      if (job.attempt.signal?.aborted === true) {
-        // Its dispatch run lost the job (OutboundAttempt.signal): given back like a closed carrier's.
-        throw new WhatsappCarrierClosed(`the dispatch run of attempt ${job.attempt.attemptId} lost its job; the run that took it over hands it`);
-      }
       job.tries++;
       outcome = await this.o.graph.sendMessage(job.sender.phoneNumberId, job.sender.token, job.body);
     } catch (err) {
