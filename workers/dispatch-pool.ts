@@ -35,9 +35,9 @@ export function startDispatchPool(
     const worker = new Worker<DispatchJob>(
       dispatchQueueName(pool, lane),
       async (job: Job<DispatchJob>, token?: string) => {
-        // Renewed by the `locksRenewed` events below; a run of the same job that this worker took
+        // Renewed through `extendJobLocks` below; a run of the same job that this worker took
         // again replaces it, and the earlier run's lapses.
-        const lease = new RunLease(lockDuration);
+        const lease = new RunLease(lockDuration, job.processedOn ?? Date.now());
         leases.set(job.id!, lease);
         let outcome: DispatchOutcome;
         try {
@@ -65,10 +65,14 @@ export function startDispatchPool(
         logger.error({ queue: worker.name, jobId: job.id, err: err.message }, 'dispatch job failed for good; the recovery sweep will retry it');
       }
     });
-    worker.on('locksRenewed', ({ jobIds }) => {
-      const now = Date.now();
-      for (const id of jobIds) leases.get(id)?.renewed(now);
-    });
+    // BullMQ's lock extender calls this; the holds count from when the renewal was sent.
+    const extendJobLocks = worker.extendJobLocks.bind(worker);
+    worker.extendJobLocks = async (jobIds, tokens, duration) => {
+      const sentAt = Date.now();
+      const refused = await extendJobLocks(jobIds, tokens, duration);
+      for (const id of jobIds) if (!refused.includes(id)) leases.get(id)?.renewed(sentAt);
+      return refused;
+    };
     worker.on('lockRenewalFailed', (jobIds) => {
       for (const id of jobIds) leases.get(id)?.lost();
     });
