@@ -19,7 +19,6 @@ import { STATE_RANK } from '../../engine/transitions.js';
 
 export const SANDBOX_CARRIER = 'sandbox';
 
-
 export interface SandboxOptions {
   /** Delay of the `04` SMS outcome (D10: 5 s). */
   slowDeliveryMs: number;
