@@ -12,6 +12,9 @@ import { startTestService, waitFor, type TestService } from '../support/harness.
 import { recipientEvents, sendMessage, trailOf, waitForTrail } from '../support/trails.js';
 import { startViberSimulator, type ViberSimulator } from '../../scripts/sim/viber/simulator.js';
 import { createLogger } from '../../shared/logger.js';
+import { ViberCarrier } from '../../shared/carriers/viber/carrier.js';
+import type { StatusReport } from '../../shared/carriers/types.js';
+import type { ViberAttempt } from '../../shared/channels/index.js';
 
 const TOKEN_O = 'tok-official-0123456789abcdef';
 const TOKEN_P = 'tok-partner-0123456789abcdefgh';
@@ -390,4 +393,43 @@ test('secrets are never in answers or logs', async () => {
   assert.ok(logged.includes('[13] SRVC_NOT_PERMITTED'), 'a configuration fault is warned about');
   assert.equal(logged.split('\n').filter((l) => l.includes('[13] SRVC_NOT_PERMITTED') && l.includes('"level":40')).length, 1, 'once');
   for (const s of SECRETS) assert.ok(!logged.includes(s), `no secret in ${logLines.length} log lines`);
+});
+
+test('an attempt whose dispatch run no longer holds its job is not sent: the call fails and the run that took the job over hands it again', async () => {
+  const reports: StatusReport[] = [];
+  const carrier = new ViberCarrier({
+    connection: 'hold', dialect: 'partner', baseUrl: sim.url, apiKey: API_KEY, mps: 1,
+    redis: svc.runtime.redis, redisPrefix: `${svc.prefix}:hold`, logger: createLogger('silent'),
+    sink: {
+      report: async (r: StatusReport[]) => {
+        reports.push(...r);
+        return true;
+      },
+    } as never,
+  });
+  carrier.setSenders([{ accountId: 1, sender: 'HoldP', credentials: {}, details: { source_name: 'HoldP' } }] as never);
+  const attempt = (attemptId: number, to: string, hold: { held(): boolean }): ViberAttempt => ({
+    attemptId, recipientPublicId: `h-${attemptId}`, accountId: 1, to, sender: 'HoldP', text: 'Hold', ttlMinutes: 10, channel: 'viber', hold,
+  });
+  try {
+    // Held throughout: both go (one a second, the cap).
+    const kept = { held: () => true };
+    await carrier.send([attempt(9001, '420777109001', kept), attempt(9002, '420777109002', kept)]);
+    assert.deepEqual([sim.messages({ to: '420777109001' }).length, sim.messages({ to: '420777109002' }).length], [1, 1]);
+    // The hold lapses while the second waits for its token (the process was paused past the job's
+    // lock): the first went, the second is not sent and the call fails.
+    let held = true;
+    const lapsing = { held: () => held };
+    const call = carrier.send([attempt(9003, '420777109003', lapsing), attempt(9004, '420777109004', lapsing)]);
+    await waitFor(() => sim.messages({ to: '420777109003' }).length === 1, 5_000, 'the first send');
+    held = false;
+    await assert.rejects(call, /no longer holds its job: 1 Viber attempts not sent/);
+    assert.equal(sim.messages({ to: '420777109004' }).length, 0, 'not sent');
+    assert.deepEqual(reports.filter((r) => r.attemptId === 9004), [], 'nothing reported of it');
+    // Not held from the start: nothing goes, not even a token is taken.
+    await assert.rejects(carrier.send([attempt(9005, '420777109005', { held: () => false })]), /1 Viber attempts not sent/);
+    assert.equal(sim.messages({ to: '420777109005' }).length, 0);
+  } finally {
+    await carrier.close();
+  }
 });

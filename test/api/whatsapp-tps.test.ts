@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
 import { startWhatsappSimulator, type WhatsappSimulator } from '../../scripts/sim/whatsapp/simulator.js';
-import { statesKey } from '../../shared/carriers/connections.js';
+import { processesRunningMain, whatsappConnection } from '../support/whatsapp-connection.js';
 import { startTestService, waitFor, type TestService } from '../support/harness.js';
 import { startWorkerProcess, stopWorkerProcess, type WorkerProcess } from '../support/worker-process.js';
 import { fittedRate, worstWindow } from '../support/rates.js';
@@ -36,22 +36,10 @@ after(async () => {
 });
 
 it(`never more than per_number_mps=${CAP} in any second across two worker processes, and within 5 % of it`, { timeout: 90_000 }, async (t) => {
-  const { accountId, apiKey } = await svc.createAccount({ credit_czk: 1000 });
-  await svc.admin('PUT', '/prices', [{ channel: 'whatsapp_template', prefix: '', price_czk: 1, price_eur: 0.04 }]);
-  const conn = await svc.admin('POST', '/carriers', {
-    name: 'main', kind: 'whatsapp', config: { app_secret: sim.seed.app.secret, verify_token: sim.seed.app.verify_token, per_number_mps: CAP },
-  });
-  assert.equal(conn.status, 201, conn.text);
-  const sender = await svc.admin('POST', '/senders', {
-    account_id: accountId, family: 'whatsapp', sender: PN, connection: 'main', credentials: { access_token: 'sim-system-user-token' }, details: {},
-  });
-  assert.equal(sender.status, 201, sender.text);
+  const { apiKey } = await whatsappConnection(svc, sim, CAP, PN);
   workers.push(startWorker('transactional'), startWorker('promotional'));
   try {
-    await waitFor(async () => {
-      const states = await svc.runtime.redis.hkeys(statesKey(svc.prefix));
-      return states.filter((f) => f.startsWith('main\u0000')).length === 2;
-    }, 40_000, 'both worker processes running the connection');
+    await waitFor(async () => (await processesRunningMain(svc)) === 2, 40_000, 'both worker processes running the connection');
   } catch (err) {
     throw new Error(`${(err as Error).message}\n${workers.map((w) => w.output.join('')).join('\n---\n')}`);
   }

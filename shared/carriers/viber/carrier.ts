@@ -8,6 +8,9 @@
  *   `mps` in any second) before each request, retries included;
  * - `seq` and tracking data are the attempt id: a re-hand after a crash gets 12 SRVC_ALREADY_SENT
  *   from the official API instead of a second message, and receipts and replies name the attempt;
+ * - the first request goes only while the attempt's dispatch run holds its job (`OutboundAttempt.hold`,
+ *   read before the token and after it): a process paused past the job's lock sends nothing more
+ *   of the job when it wakes, and the call fails (the run that took the job over hands them);
  * - retryable faults are sent again from an in-process timer, inside the step's ttl. A process
  *   that dies with retries pending leaves them to the step's ttl timer (the engine's backstop); a
  *   connection that closes (shutdown, changed configuration) ends them `failed` with their last
@@ -80,6 +83,9 @@ interface Progress {
   deadline: number;
 }
 
+/** Whether an attempt's dispatch run still holds its job (attempts handed without a hold always do). */
+const holdsJob = (a: OutboundAttempt): boolean => a.hold === undefined || a.hold.held();
+
 export class ViberCarrier implements Carrier {
   readonly name: string;
   private readonly client: ViberClient;
@@ -128,6 +134,7 @@ export class ViberCarrier implements Carrier {
     if (this.closed) throw new Error(`Viber connection ${this.opts.connection} is closed`);
     const work: Array<Promise<unknown>> = [];
     let unsent = 0;
+    let unheld = 0;
     let next = 0;
     // A few attempts of a call wait for the cap at once, not all of them: a large promotional
     // call must not queue the next seconds' tokens ahead of a priority message handed meanwhile.
@@ -138,9 +145,20 @@ export class ViberCarrier implements Carrier {
           work.push(this.report(a, { attemptId: a.attemptId, state: 'failed', resultInfo: `[0] ${a.channel} is not carried by Viber`, at: Date.now() }));
           continue;
         }
+        // The dispatch run no longer holds its job (`OutboundAttempt.hold`: the process was paused
+        // or cut off from Redis past the job's lock): sent by the run that took the job over.
+        // Read before the token and again before the request.
+        if (!holdsJob(a)) {
+          unheld++;
+          continue;
+        }
         await this.pace();
         if (this.closed) {
           unsent++;
+          continue;
+        }
+        if (!holdsJob(a)) {
+          unheld++;
           continue;
         }
         work.push(this.track(this.attempt(a, { tries: 0, deadline: Date.now() + a.ttlMinutes * 60_000 })));
@@ -150,6 +168,7 @@ export class ViberCarrier implements Carrier {
     await Promise.all(work);
     // Not sent at all: the engine hands them again (in this or another process).
     if (unsent > 0) throw new Error(`Viber connection ${this.opts.connection} closed before ${unsent} attempts were sent`);
+    if (unheld > 0) throw new Error(`the dispatch run no longer holds its job: ${unheld} Viber attempts not sent, handed again`);
   }
 
   /** The connection's cap (`mps`), shared by every process: never more than `mps` in a second. */

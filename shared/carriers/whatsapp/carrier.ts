@@ -24,7 +24,13 @@
  *   ttl timer (the engine's, in Redis), which ends them `undelivered` `[1] TTL expired`.
  *
  * `send` resolves once every attempt's first outcome is durable (reported through the sink), so a
- * process that dies before that leaves the attempts to be handed again (`rehand`). Meta has no
+ * process that dies before that leaves the attempts to be handed again (`rehand`). An attempt's
+ * first try is made only while its dispatch run holds its job (`OutboundAttempt.hold`, read before
+ * the token and before the request): a process paused past the job's lock wakes, gives the
+ * attempts it had not sent back (`WhatsappHoldLapsed`: the call fails) and the run that took the
+ * job over sends them. A second run of the same job in this process (BullMQ gave the job to it
+ * again) does not send the attempts the first is sending: it waits for their outcomes and lends
+ * them its hold, and fails with them if they went back. Meta has no
  * idempotency key; an attempt is never sent again once Meta accepted it, because the wamid is
  * written to Redis (`<prefix>:wa:acc:<attempt id>`) as soon as Meta answers, and registered in
  * `carrier_refs` through the status path; a re-handed attempt is looked up in both. The Redis key
@@ -94,6 +100,34 @@ export class WhatsappCarrierClosed extends Error {
   override name = 'WhatsappCarrierClosed';
 }
 
+/**
+ * The dispatch run no longer holds its job (`OutboundAttempt.hold`): its attempts not sent yet go
+ * back unsent; the run that took the job over hands them again.
+ */
+export class WhatsappHoldLapsed extends Error {
+  override name = 'WhatsappHoldLapsed';
+}
+
+type Hold = NonNullable<OutboundAttempt['hold']>;
+
+/** An attempt's first outcome in the run that sends it, for a run that hands the same attempt meanwhile. */
+interface Pending {
+  /** Settles once the attempt's first outcome is durable (resolves), or when it may not be (rejects). */
+  done: Promise<void>;
+  settle(durable: boolean): void;
+  /** The holds of later runs in this process that handed the same attempt meanwhile. */
+  joined: Hold[];
+}
+
+function pending(): Pending {
+  let settle!: (durable: boolean) => void;
+  const done = new Promise<void>((resolve, reject) => {
+    settle = (durable) => (durable ? resolve() : reject(new Error('the run that was sending it failed; it is handed again')));
+  });
+  done.catch(() => undefined); // a rejection nobody waits for is not an error
+  return { done, settle, joined: [] };
+}
+
 const senderKey = (accountId: number, sender: string): string => `${accountId}\u0000${sender}`;
 
 export class WhatsappCarrier implements Carrier {
@@ -101,8 +135,11 @@ export class WhatsappCarrier implements Carrier {
   private senders = new Map<string, SenderEntry>();
   private readonly buckets = new Map<string, RedisTokenBucket>();
   private readonly templates: TemplateCache;
-  /** Attempts being sent by this process (the same job run twice at once sends each once). */
-  private readonly inFlight = new Set<number>();
+  /**
+   * Attempts being sent by this process (the same job run twice at once sends each once: the later
+   * run waits for the earlier one's outcome, and lends it its hold; see `holds`).
+   */
+  private readonly inFlight = new Map<number, Pending>();
   private readonly retries = new Map<number, NodeJS.Timeout>();
   /** Attempts whose hand-over the engine recorded while a try of theirs was pending here: a later acceptance keeps its key `HANDED_KEY_TTL_S`. */
   private readonly handedWhilePending = new Set<number>();
@@ -145,13 +182,22 @@ export class WhatsappCarrier implements Carrier {
     const now = Date.now();
     const reports: Promise<unknown>[] = [];
     const mine: Array<{ attempt: WhatsappAttempt; sender: SenderEntry }> = [];
+    const joined: Array<Promise<void>> = [];
     for (const attempt of attempts) {
       if (attempt.channel !== 'whatsapp_text' && attempt.channel !== 'whatsapp_template') {
         // A route table that sends another channel here is a configuration bug: the step fails and the flow moves on.
         reports.push(this.report(attempt, 'failed', `[3] ${attempt.channel} cannot be sent over WhatsApp`));
         continue;
       }
-      if (this.inFlight.has(attempt.attemptId) || this.retries.has(attempt.attemptId)) continue;
+      // Being sent by an earlier run of this process (its job taken again while it still runs):
+      // that run sends it, on this run's hold if its own lapsed, and this run waits for the outcome.
+      const earlier = this.inFlight.get(attempt.attemptId);
+      if (earlier !== undefined) {
+        if (attempt.hold !== undefined) earlier.joined.push(attempt.hold);
+        joined.push(earlier.done);
+        continue;
+      }
+      if (this.retries.has(attempt.attemptId)) continue;
       const sender = this.senders.get(senderKey(attempt.accountId, attempt.sender));
       if (!sender) {
         // The route table had the row a moment ago; it was removed since.
@@ -160,19 +206,49 @@ export class WhatsappCarrier implements Carrier {
       }
       mine.push({ attempt, sender });
     }
-    for (const m of mine) this.inFlight.add(m.attempt.attemptId);
+    for (const m of mine) this.inFlight.set(m.attempt.attemptId, pending());
     try {
       const fresh = await this.skipAccepted(mine, reports);
       const open = await this.checkWindows(fresh, reports, now);
       const jobs = await this.prepare(open, reports, now);
-      await Promise.all(jobs.map((job) => this.deliver(job, reports)));
+      // Every try runs to its end before the call settles (a give-back fails the call, not the others).
+      const tried = await Promise.allSettled(jobs.map((job) => this.deliver(job, reports)));
+      const failed = tried.find((t) => t.status === 'rejected');
+      if (failed !== undefined) throw failed.reason;
     } catch (err) {
       await Promise.allSettled(reports);
+      // A later run waiting for one of these hands it again itself (its job fails and is retried;
+      // what Meta took is found then and not sent twice).
+      this.settleAll(mine, false);
       throw err;
-    } finally {
-      for (const m of mine) this.settled(m.attempt.attemptId);
     }
-    await Promise.all(reports);
+    try {
+      await Promise.all(reports);
+      this.settleAll(mine, true);
+    } catch (err) {
+      this.settleAll(mine, false);
+      throw err;
+    }
+    // Attempts an earlier run was sending: this call is done once their outcomes are.
+    await Promise.all(joined);
+  }
+
+  /** The call's attempts leave `inFlight`; a later run waiting for one learns whether their outcomes are durable. */
+  private settleAll(mine: ReadonlyArray<{ attempt: WhatsappAttempt }>, durable: boolean): void {
+    for (const m of mine) {
+      const id = m.attempt.attemptId;
+      this.inFlight.get(id)?.settle(durable);
+      this.settled(id);
+    }
+  }
+
+  /**
+   * Whether an attempt may be sent: its dispatch run still holds its job, or a later run of this
+   * process that handed it too does (`OutboundAttempt.hold`; attempts without a hold always may).
+   */
+  private holds(attempt: WhatsappAttempt): boolean {
+    if (attempt.hold === undefined || attempt.hold.held()) return true;
+    return this.inFlight.get(attempt.attemptId)?.joined.some((h) => h.held()) ?? false;
   }
 
   /**
@@ -388,17 +464,26 @@ export class WhatsappCarrier implements Carrier {
       });
   }
 
-  /** One try: a token of the number's cap, the request, and what its answer leads to. */
+  /**
+   * One try: a token of the number's cap, the request, and what its answer leads to. The first try
+   * is made only while the attempt's dispatch run holds its job (`holds`), read before the token and
+   * again before the request: a process paused past the job's lock wakes to find the job taken over
+   * and sends nothing more of it. A retry is the carrier's own (the hand-over is recorded).
+   */
   private async deliver(job: Job, reports: Promise<unknown>[]): Promise<void> {
     const bucket = this.bucketOf(job.sender.phoneNumberId);
+    const first = job.tries === 0;
+    const lapsed = () => new WhatsappHoldLapsed(`the dispatch run of attempt ${job.attempt.attemptId} no longer holds its job; it is handed again`);
+    if (first && !this.holds(job.attempt)) throw lapsed();
     let outcome: SendOutcome;
     try {
       await bucket.take();
       if (this.closed) throw new WhatsappCarrierClosed(`${this.name} closed before the attempt was sent; it will be handed again`);
+      if (first && !this.holds(job.attempt)) throw lapsed();
       job.tries++;
       outcome = await this.o.graph.sendMessage(job.sender.phoneNumberId, job.sender.token, job.body);
     } catch (err) {
-      if (err instanceof WhatsappCarrierClosed) throw err;
+      if (err instanceof WhatsappCarrierClosed || err instanceof WhatsappHoldLapsed) throw err;
       // The cap's store (Redis) did not answer: tried again like a fault at Meta.
       outcome = { kind: 'retry', code: 0, info: `[0] ${(err as Error).message}` };
     }
@@ -430,7 +515,8 @@ export class WhatsappCarrier implements Carrier {
       this.retries.delete(id);
       if (this.closed) return;
       const reports: Promise<unknown>[] = [];
-      this.inFlight.add(id);
+      const retry = pending();
+      this.inFlight.set(id, retry);
       void this.deliver(job, reports)
         .then(() => Promise.all(reports))
         .catch((err: unknown) => {
@@ -438,7 +524,10 @@ export class WhatsappCarrier implements Carrier {
             this.o.logger.error({ carrier: this.name, attemptId: id, err: (err as Error).message }, 'WhatsApp retry not reported; the step ttl ends it');
           }
         })
-        .finally(() => this.settled(id));
+        .finally(() => {
+          retry.settle(true);
+          this.settled(id);
+        });
     }, delayMs);
     timer.unref();
     this.retries.set(id, timer);

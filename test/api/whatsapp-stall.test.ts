@@ -1,0 +1,161 @@
+/**
+ * A WhatsApp worker paused (SIGSTOP: a VM pause, a container frozen, a debugger) past its dispatch
+ * job's lock while it hands the job's attempts to Meta over a capped business number. Another
+ * worker takes the job over and sends what Meta had not taken (what it took is found in Redis and
+ * not sent again); when the paused one wakes, its run no longer holds the job (`RunLease`) and it
+ * sends nothing more of it (`OutboundAttempt.hold`, read before each first try's token and request).
+ * Real processes on loopback (two `switchboard worker --pools=whatsapp`, the web in this process),
+ * the Graph API simulator over HTTP, the per-number cap shared through Redis.
+ *
+ * Without the hold, the woken worker went on through every attempt still waiting for a token, and
+ * Meta got each of them twice.
+ */
+import assert from 'node:assert/strict';
+import { after, before, it } from 'node:test';
+import { startWhatsappSimulator, type WhatsappSimulator } from '../../scripts/sim/whatsapp/simulator.js';
+import { processesRunningMain, whatsappConnection } from '../support/whatsapp-connection.js';
+import { WhatsappCarrier, WhatsappHoldLapsed } from '../../shared/carriers/whatsapp/carrier.js';
+import { GraphClient } from '../../shared/carriers/whatsapp/graph.js';
+import type { StatusReport } from '../../shared/carriers/types.js';
+import type { WhatsappTemplateAttempt } from '../../shared/channels/index.js';
+import { createLogger } from '../../shared/logger.js';
+import { startTestService, waitFor, type TestService } from '../support/harness.js';
+import { startWorkerProcess, stopWorkerProcess, type WorkerProcess } from '../support/worker-process.js';
+
+const CAP = 5;
+const RECIPIENTS = 60;
+const PN = '106540352242923';
+
+let sim: WhatsappSimulator;
+let svc: TestService;
+const workers: WorkerProcess[] = [];
+
+before(async () => {
+  // No webhooks: what reaches "Meta" is what is counted.
+  sim = await startWhatsappSimulator({ callbackUrl: '' });
+  svc = await startTestService({ role: 'web', env: { SANDBOX: '0', WHATSAPP_GRAPH_URL: sim.url } });
+});
+
+after(async () => {
+  for (const w of workers) w.child.kill('SIGCONT');
+  await Promise.all(workers.map(stopWorkerProcess));
+  await svc?.stop();
+  await sim?.stop();
+});
+
+/** A worker of the WhatsApp pool (every lane) with a 2 s dispatch lock; resolves once it runs the connection. */
+async function startWorker(): Promise<WorkerProcess> {
+  const before = await processesRunningMain(svc);
+  const w = startWorkerProcess(svc, ['--pools=whatsapp', '--lanes=transactional,promotional'], { WHATSAPP_GRAPH_URL: sim.url, SANDBOX: '0', DISPATCH_LOCK_MS: '2000' });
+  workers.push(w);
+  try {
+    await waitFor(async () => (await processesRunningMain(svc)) > before, 40_000, 'the worker running the connection');
+  } catch (err) {
+    throw new Error(`${(err as Error).message}\n${w.output.join('')}`);
+  }
+  return w;
+}
+
+it('a WhatsApp worker paused past its job lock sends nothing more of the job once it wakes; the one that took it over sends the rest once', { timeout: 120_000 }, async (t) => {
+  const { apiKey } = await whatsappConnection(svc, sim, CAP, PN);
+
+  // The first worker alone takes the job: the one paused below is the one sending.
+  const first = await startWorker();
+  // Numbers ending in x0: the simulator accepts them at once. One call of objects of 10: one dispatch job.
+  const phones = Array.from({ length: RECIPIENTS }, (_, i) => `42077791${String(i).padStart(3, '0')}0`);
+  const res = await svc.request('POST', '/v2/messages', {
+    body: Array.from({ length: RECIPIENTS / 10 }, (_, k) => ({
+      flow: [{ whatsapp_template: { sender: PN, template_name: 'hello_world' } }],
+      to: phones.slice(10 * k, 10 * k + 10).map((phone_number) => ({ phone_number })),
+    })),
+    headers: { 'x-api-key': apiKey },
+  });
+  assert.equal(res.status, 200, res.text);
+  assert.equal(res.body.rejected.length, 0, res.text);
+  await waitFor(() => sim.messages({ limit: 1000 }).length >= 3, 20_000, 'the first sends');
+  // The second worker starts while the first sends at the cap (CAP a second: RECIPIENTS / CAP s in all).
+  const second = await startWorker();
+  first.child.kill('SIGSTOP');
+  const atPause = sim.messages({ limit: 1000 }).length;
+  assert.ok(atPause < RECIPIENTS - 2 * CAP, `paused with work left (${atPause} of ${RECIPIENTS} sent)`);
+  // The lock lapses (2 s) and the second worker's stalled-job check gives it the job: it sends
+  // what Meta had not taken. The pause lasts until it has sent a few, or 12 s.
+  const resumed = await waitFor(() => sim.messages({ limit: 1000 }).length >= atPause + CAP, 12_000, 'the second worker resuming')
+    .then(() => true, () => false);
+  first.child.kill('SIGCONT');
+  await waitFor(() => new Set(sim.messages({ limit: 1000 }).map((m) => m.to)).size >= RECIPIENTS, 40_000, 'every recipient sent');
+  // Quiet for two tokens' worth and more: anything the woken worker still had queued would go now.
+  await new Promise((r) => setTimeout(r, 3_000));
+
+  const perPhone = new Map<string, number>();
+  for (const m of sim.messages({ limit: 1000 })) perPhone.set(m.to, (perPhone.get(m.to) ?? 0) + 1);
+  assert.equal(perPhone.size, RECIPIENTS, 'every recipient sent');
+  let twice = 0;
+  for (const n of perPhone.values()) twice += n - 1;
+  // What both may send: a request the paused worker had made, whose answer (and its record in
+  // Redis) came after the pause: at most one token's worth. Nothing after it woke.
+  t.diagnostic(`paused at ${atPause} of ${RECIPIENTS} sent; ${resumed ? 'resumed during the pause' : 'resumed after it'}; ${twice} sent twice`);
+  assert.ok(twice <= 2, `${twice} sent twice (paused at ${atPause} of ${RECIPIENTS})`);
+  assert.ok(first.output.join('').includes('dispatch run stopped: its job lock was not renewed in time'), 'the woken worker says why it stopped');
+  const [attempts] = await svc.sql<{ n: number; refs: number }>(
+    `SELECT count(*)::int AS n, (SELECT count(DISTINCT attempt_id)::int FROM carrier_refs) AS refs FROM attempts`);
+  assert.deepEqual(attempts, { n: RECIPIENTS, refs: RECIPIENTS }, 'one attempt (one charge) per recipient, each with its wamid');
+  assert.equal(second.child.exitCode, null, 'the second worker still runs');
+});
+
+/**
+ * The same job run twice in one process (BullMQ gave it again to the worker whose first run still
+ * lives): the later run hands the attempts the earlier one is sending, and waits for them. When the
+ * earlier run's hold lapses, an attempt the later run handed too goes on that run's hold; one that
+ * no live run holds goes back, and both runs fail (their jobs are retried; nothing is lost).
+ */
+it('a later run of the same job in one process lends its hold to the attempts it finds in flight, and fails with them when it has none', { timeout: 60_000 }, async () => {
+  const reports: StatusReport[] = [];
+  const carrier = new WhatsappCarrier({
+    connection: 'join', graph: new GraphClient({ baseUrl: sim.url }), perNumberMps: 1, db: svc.runtime.db, redis: svc.runtime.redis,
+    redisPrefix: `${svc.prefix}:join`, logger: createLogger('silent'),
+    sink: {
+      report: async (r: StatusReport[]) => {
+        reports.push(...r);
+        return true;
+      },
+      inbound: async () => undefined,
+      registered: async () => [],
+    } as never,
+  });
+  carrier.setSenders([{ accountId: 1, sender: '106540352242923', credentials: { access_token: 'sim-system-user-token' }, details: {} }] as never);
+  const attempt = (attemptId: number, hold: { held(): boolean }): WhatsappTemplateAttempt => ({
+    attemptId, recipientPublicId: `j-${attemptId}`, accountId: 1, to: `4207779200${attemptId}0`, sender: '106540352242923', text: '',
+    ttlMinutes: 10, channel: 'whatsapp_template', template: { templateName: 'hello_world' }, hold,
+  });
+  const sentTo = (to: string) => sim.messages({ to, limit: 10 }).length;
+  try {
+    for (const laterHolds of [true, false]) {
+      let earlierHeld = true;
+      const earlier = { held: () => earlierHeld };
+      const later = { held: () => laterHolds };
+      const [a, b] = laterHolds ? [1, 2] : [3, 4];
+      // One message a second: the first takes the token at once, the second waits about a second.
+      const first = carrier.send([attempt(a, earlier), attempt(b, earlier)]);
+      await waitFor(() => sentTo(attempt(a, earlier).to) === 1, 5_000, 'the first send').catch((err: Error) => {
+        throw new Error(`${err.message}: ${JSON.stringify(reports)} ${JSON.stringify(sim.messages({ limit: 5 }))}`);
+      });
+      earlierHeld = false;
+      const second = carrier.send([attempt(b, later)]);
+      const [r1, r2] = await Promise.allSettled([first, second]);
+      if (laterHolds) {
+        assert.deepEqual([r1.status, r2.status], ['fulfilled', 'fulfilled'], 'both runs done');
+        assert.equal(sentTo(attempt(b, later).to), 1, 'sent once, on the later run\'s hold');
+        assert.equal(reports.filter((r) => r.attemptId === b).length, 1, 'reported once');
+      } else {
+        assert.equal(r1.status, 'rejected');
+        assert.ok(r1.status === 'rejected' && r1.reason instanceof WhatsappHoldLapsed, 'the earlier run gave it back');
+        assert.equal(r2.status, 'rejected', 'the later run fails with it: its job is retried');
+        assert.equal(sentTo(attempt(b, later).to), 0, 'not sent');
+        assert.equal(reports.filter((r) => r.attemptId === b).length, 0, 'nothing reported');
+      }
+    }
+  } finally {
+    await carrier.close();
+  }
+});
