@@ -19,6 +19,8 @@ import { GraphClient } from '../../shared/carriers/whatsapp/graph.js';
 import type { StatusReport } from '../../shared/carriers/types.js';
 import type { WhatsappTemplateAttempt } from '../../shared/channels/index.js';
 import { createLogger } from '../../shared/logger.js';
+import { createRedis, type Redis } from '../../shared/redis.js';
+import { startOwnRedis } from '../support/own-redis.js';
 import { startTestService, waitFor, type TestService } from '../support/harness.js';
 import { startWorkerProcess, stopWorkerProcess, type WorkerProcess } from '../support/worker-process.js';
 
@@ -56,6 +58,34 @@ async function startWorker(): Promise<WorkerProcess> {
   return w;
 }
 
+/**
+ * A carrier of its own in this process (connection `name`, `mps` per number) for PN, with a sink
+ * that records the reports; `redis` is the service's unless given.
+ */
+function ownCarrier(name: string, mps: number, redis: Redis = svc.runtime.redis): { carrier: WhatsappCarrier; reports: StatusReport[] } {
+  const reports: StatusReport[] = [];
+  const carrier = new WhatsappCarrier({
+    connection: name, graph: new GraphClient({ baseUrl: sim.url }), perNumberMps: mps, db: svc.runtime.db, redis,
+    redisPrefix: `${svc.prefix}:${name}`, logger: createLogger('silent'),
+    sink: {
+      report: async (r: StatusReport[]) => {
+        reports.push(...r);
+        return true;
+      },
+      inbound: async () => undefined,
+      registered: async () => [],
+    } as never,
+  });
+  carrier.setSenders([{ accountId: 1, sender: PN, credentials: { access_token: 'sim-system-user-token' }, details: {} }] as never);
+  return { carrier, reports };
+}
+
+/** A template attempt to `to` for PN under `hold`. */
+const templateAttempt = (attemptId: number, to: string, hold: { held(): boolean }): WhatsappTemplateAttempt => ({
+  attemptId, recipientPublicId: `t-${attemptId}`, accountId: 1, to, sender: PN, text: '', ttlMinutes: 10,
+  channel: 'whatsapp_template', template: { templateName: 'hello_world' }, hold,
+});
+
 it('a WhatsApp worker paused past its job lock sends nothing more of the job once it wakes; the one that took it over sends the rest once', { timeout: 120_000 }, async (t) => {
   const { apiKey } = await whatsappConnection(svc, sim, CAP, PN);
 
@@ -73,15 +103,14 @@ it('a WhatsApp worker paused past its job lock sends nothing more of the job onc
   assert.equal(res.status, 200, res.text);
   assert.equal(res.body.rejected.length, 0, res.text);
   await waitFor(() => sim.messages({ limit: 1000 }).length >= 3, 20_000, 'the first sends');
-  // The second worker starts while the first sends at the cap (CAP a second: RECIPIENTS / CAP s in all).
-  const second = await startWorker();
+  // Paused while it sends at the cap (CAP a second: RECIPIENTS / CAP s in all), with most to go.
   first.child.kill('SIGSTOP');
   const atPause = sim.messages({ limit: 1000 }).length;
   assert.ok(atPause < RECIPIENTS - 2 * CAP, `paused with work left (${atPause} of ${RECIPIENTS} sent)`);
-  // The lock lapses (2 s) and the second worker's stalled-job check gives it the job: it sends
-  // what Meta had not taken. The pause lasts until it has sent a few, or 12 s.
-  const resumed = await waitFor(() => sim.messages({ limit: 1000 }).length >= atPause + CAP, 12_000, 'the second worker resuming')
-    .then(() => true, () => false);
+  // Meanwhile the lock lapses (2 s); the second worker starts and its stalled-job check gives it
+  // the job: it sends what Meta had not taken. The pause lasts until it has sent a few.
+  const second = await startWorker();
+  await waitFor(() => sim.messages({ limit: 1000 }).length >= atPause + CAP, 30_000, 'the second worker resuming');
   first.child.kill('SIGCONT');
   await waitFor(() => new Set(sim.messages({ limit: 1000 }).map((m) => m.to)).size >= RECIPIENTS, 40_000, 'every recipient sent');
   // Quiet for two tokens' worth and more: anything the woken worker still had queued would go now.
@@ -94,7 +123,7 @@ it('a WhatsApp worker paused past its job lock sends nothing more of the job onc
   for (const n of perPhone.values()) twice += n - 1;
   // What both may send: a request the paused worker had made, whose answer (and its record in
   // Redis) came after the pause: at most one token's worth. Nothing after it woke.
-  t.diagnostic(`paused at ${atPause} of ${RECIPIENTS} sent; ${resumed ? 'resumed during the pause' : 'resumed after it'}; ${twice} sent twice`);
+  t.diagnostic(`paused at ${atPause} of ${RECIPIENTS} sent; ${twice} sent twice`);
   assert.ok(twice <= 2, `${twice} sent twice (paused at ${atPause} of ${RECIPIENTS})`);
   assert.ok(first.output.join('').includes('dispatch run stopped: its job lock was not renewed in time'), 'the woken worker says why it stopped');
   const [attempts] = await svc.sql<{ n: number; refs: number }>(
@@ -110,24 +139,8 @@ it('a WhatsApp worker paused past its job lock sends nothing more of the job onc
  * no live run holds goes back, and both runs fail (their jobs are retried; nothing is lost).
  */
 it('a later run of the same job in one process lends its hold to the attempts it finds in flight, and fails with them when it has none', { timeout: 60_000 }, async () => {
-  const reports: StatusReport[] = [];
-  const carrier = new WhatsappCarrier({
-    connection: 'join', graph: new GraphClient({ baseUrl: sim.url }), perNumberMps: 1, db: svc.runtime.db, redis: svc.runtime.redis,
-    redisPrefix: `${svc.prefix}:join`, logger: createLogger('silent'),
-    sink: {
-      report: async (r: StatusReport[]) => {
-        reports.push(...r);
-        return true;
-      },
-      inbound: async () => undefined,
-      registered: async () => [],
-    } as never,
-  });
-  carrier.setSenders([{ accountId: 1, sender: '106540352242923', credentials: { access_token: 'sim-system-user-token' }, details: {} }] as never);
-  const attempt = (attemptId: number, hold: { held(): boolean }): WhatsappTemplateAttempt => ({
-    attemptId, recipientPublicId: `j-${attemptId}`, accountId: 1, to: `4207779200${attemptId}0`, sender: '106540352242923', text: '',
-    ttlMinutes: 10, channel: 'whatsapp_template', template: { templateName: 'hello_world' }, hold,
-  });
+  const { carrier, reports } = ownCarrier('join', 1);
+  const attempt = (attemptId: number, hold: { held(): boolean }) => templateAttempt(attemptId, `4207779200${attemptId}0`, hold);
   const sentTo = (to: string) => sim.messages({ to, limit: 10 }).length;
   try {
     for (const laterHolds of [true, false]) {
@@ -155,6 +168,62 @@ it('a later run of the same job in one process lends its hold to the attempts it
         assert.equal(reports.filter((r) => r.attemptId === b).length, 0, 'nothing reported');
       }
     }
+  } finally {
+    await carrier.close();
+  }
+});
+
+/**
+ * A first try whose token could not be taken (the cap's Redis did not answer) is retried by the
+ * carrier itself: the call resolves, the engine records the hand-over and the run ends, its hold
+ * lapsing soon after. The retry is not a first try: it goes whatever the hold says.
+ */
+it('a retry after the cap\'s Redis failed the first try is the carrier\'s own: it goes after the run\'s hold lapsed', { timeout: 60_000 }, async () => {
+  const own = await startOwnRedis();
+  const redis = createRedis(own.url, { enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+  redis.on('error', () => undefined);
+  const { carrier } = ownCarrier('retry', 10, redis);
+  const to = '420777930010';
+  let held = true;
+  try {
+    await waitFor(() => redis.status === 'ready', 10_000, 'the client connected');
+    await own.stop();
+    await carrier.send([templateAttempt(9301, to, { held: () => held })]);
+    assert.equal(carrier.pendingRetries, 1, 'the try that found no Redis waits as a retry; the call is done');
+    held = false; // the run has ended: its lease is no longer renewed
+    await own.start();
+    await waitFor(() => sim.messages({ to, limit: 10 }).length === 1, 20_000, 'the retry sent');
+  } finally {
+    await carrier.close();
+    redis.disconnect();
+    await own.remove();
+  }
+});
+
+/**
+ * A later run that joined an attempt which then waits for a retry (Meta throttled it) while the
+ * earlier run still sends others is done when the earlier run is: the retry's own entry does not
+ * take the earlier run's place for it.
+ */
+it('a run that joined an attempt being retried is done when the run it joined is', { timeout: 60_000 }, async () => {
+  const { carrier } = ownCarrier('joinretry', 1);
+  const held = { held: () => true };
+  const attempt = (attemptId: number, to: string) => templateAttempt(attemptId, to, held);
+  // …06: Meta throttles it twice (130429), then takes it; the others go at one a second.
+  const throttled = attempt(9401, '420777940006');
+  try {
+    const earlier = carrier.send([throttled, attempt(9402, '420777940010'), attempt(9403, '420777940020'), attempt(9404, '420777940030')]);
+    const later = carrier.send([throttled]);
+    const outcome = await Promise.race([
+      Promise.all([earlier, later]).then(() => 'done'),
+      new Promise((resolve) => setTimeout(() => resolve('still waiting'), 30_000).unref()),
+    ]);
+    assert.equal(outcome, 'done');
+    // The simulator records the refused tries too.
+    const taken = () => sim.messages({ to: throttled.to, limit: 10 }).filter((m) => !m.error);
+    await waitFor(() => taken().length === 1, 20_000, 'the throttled one taken on a retry');
+    await new Promise((r) => setTimeout(r, 1_500));
+    assert.equal(taken().length, 1, 'taken once');
   } finally {
     await carrier.close();
   }

@@ -49,6 +49,8 @@ import type { AttemptState, Carrier, CarrierSink, OutboundAttempt, StatusReport 
 import type { ConnectionState, SenderSpec } from '../provider.js';
 import type { SendOutcome } from '../http-carrier.js';
 import { RedisTokenBucket } from '../smpp/token-bucket.js';
+import { Semaphore } from '../../semaphore.js';
+import { getOrMake } from '../../collections.js';
 import type { GraphClient } from './graph.js';
 import { buildTemplateMessage, buildTextMessage, checkTemplateParams, findTemplate } from './messages.js';
 import { TEMPLATE_CODES, ourRefOf, retryDelayMs, throttlePauseMs } from './policy.js';
@@ -93,7 +95,16 @@ interface Job {
   /** After this (unix ms) the step's ttl has passed: no further try. */
   deadline: number;
   tries: number;
+  /** The first try is still to come: it is made only while the dispatch run holds its job; later ones are the carrier's own. */
+  firstTry: boolean;
 }
+
+/**
+ * Attempts of one `send` call waiting for a business number's cap at once, not all of them: a
+ * paused process that wakes takes no token for attempts it then gives back, and a large call does
+ * not queue the next seconds' tokens ahead of a priority message handed meanwhile.
+ */
+const PACERS_PER_NUMBER = 4;
 
 /** The connection closed while attempts waited: they go back to the engine, which hands them again. */
 export class WhatsappCarrierClosed extends Error {
@@ -206,39 +217,48 @@ export class WhatsappCarrier implements Carrier {
       }
       mine.push({ attempt, sender });
     }
-    for (const m of mine) this.inFlight.set(m.attempt.attemptId, pending());
+    const own = new Map<number, Pending>();
+    for (const m of mine) {
+      const p = pending();
+      own.set(m.attempt.attemptId, p);
+      this.inFlight.set(m.attempt.attemptId, p);
+    }
     try {
       const fresh = await this.skipAccepted(mine, reports);
       const open = await this.checkWindows(fresh, reports, now);
       const jobs = await this.prepare(open, reports, now);
+      const gates = new Map<string, Semaphore>();
       // Every try runs to its end before the call settles (a give-back fails the call, not the others).
-      const tried = await Promise.allSettled(jobs.map((job) => this.deliver(job, reports)));
+      const tried = await Promise.allSettled(jobs.map((job) =>
+        this.deliver(job, reports, getOrMake(gates, job.sender.phoneNumberId, () => new Semaphore(PACERS_PER_NUMBER)))));
       const failed = tried.find((t) => t.status === 'rejected');
       if (failed !== undefined) throw failed.reason;
     } catch (err) {
       await Promise.allSettled(reports);
       // A later run waiting for one of these hands it again itself (its job fails and is retried;
       // what Meta took is found then and not sent twice).
-      this.settleAll(mine, false);
+      this.settleAll(own, false);
       throw err;
     }
     try {
       await Promise.all(reports);
-      this.settleAll(mine, true);
+      this.settleAll(own, true);
     } catch (err) {
-      this.settleAll(mine, false);
+      this.settleAll(own, false);
       throw err;
     }
     // Attempts an earlier run was sending: this call is done once their outcomes are.
     await Promise.all(joined);
   }
 
-  /** The call's attempts leave `inFlight`; a later run waiting for one learns whether their outcomes are durable. */
-  private settleAll(mine: ReadonlyArray<{ attempt: WhatsappAttempt }>, durable: boolean): void {
-    for (const m of mine) {
-      const id = m.attempt.attemptId;
-      this.inFlight.get(id)?.settle(durable);
-      this.settled(id);
+  /**
+   * The call's attempts leave `inFlight` (unless a retry of one took its place there); a later run
+   * waiting for one learns whether their outcomes are durable.
+   */
+  private settleAll(own: ReadonlyMap<number, Pending>, durable: boolean): void {
+    for (const [id, p] of own) {
+      p.settle(durable);
+      if (this.inFlight.get(id) === p) this.settled(id);
     }
   }
 
@@ -349,7 +369,7 @@ export class WhatsappCarrier implements Carrier {
         }
         body = buildTemplateMessage(input, template);
       }
-      jobs.push({ attempt, sender, body, deadline: now + attempt.ttlMinutes * 60_000, tries: 0 });
+      jobs.push({ attempt, sender, body, deadline: now + attempt.ttlMinutes * 60_000, tries: 0, firstTry: true });
     }
     return jobs;
   }
@@ -465,21 +485,30 @@ export class WhatsappCarrier implements Carrier {
   }
 
   /**
-   * One try: a token of the number's cap, the request, and what its answer leads to. The first try
-   * is made only while the attempt's dispatch run holds its job (`holds`), read before the token and
-   * again before the request: a process paused past the job's lock wakes to find the job taken over
-   * and sends nothing more of it. A retry is the carrier's own (the hand-over is recorded).
+   * One try: a token of the number's cap (through the call's `gate`: a few of its attempts wait for
+   * tokens at once), the request, and what its answer leads to. The first try is made only while
+   * the attempt's dispatch run holds its job (`holds`), read before the token and again before the
+   * request: a process paused past the job's lock wakes to find the job taken over and sends
+   * nothing more of it. A retry is the carrier's own (the hand-over is recorded).
    */
-  private async deliver(job: Job, reports: Promise<unknown>[]): Promise<void> {
+  private async deliver(job: Job, reports: Promise<unknown>[], gate: Semaphore | null): Promise<void> {
     const bucket = this.bucketOf(job.sender.phoneNumberId);
-    const first = job.tries === 0;
-    const lapsed = () => new WhatsappHoldLapsed(`the dispatch run of attempt ${job.attempt.attemptId} no longer holds its job; it is handed again`);
-    if (first && !this.holds(job.attempt)) throw lapsed();
+    const first = job.firstTry;
+    job.firstTry = false;
+    const ready = (): void => {
+      if (this.closed) throw new WhatsappCarrierClosed(`${this.name} closed before the attempt was sent; it will be handed again`);
+      if (first && !this.holds(job.attempt)) {
+        throw new WhatsappHoldLapsed(`the dispatch run of attempt ${job.attempt.attemptId} no longer holds its job; it is handed again`);
+      }
+    };
+    const token = async (): Promise<void> => {
+      ready();
+      await bucket.take();
+      ready();
+    };
     let outcome: SendOutcome;
     try {
-      await bucket.take();
-      if (this.closed) throw new WhatsappCarrierClosed(`${this.name} closed before the attempt was sent; it will be handed again`);
-      if (first && !this.holds(job.attempt)) throw lapsed();
+      await (gate === null ? token() : gate.run(token));
       job.tries++;
       outcome = await this.o.graph.sendMessage(job.sender.phoneNumberId, job.sender.token, job.body);
     } catch (err) {
@@ -515,18 +544,19 @@ export class WhatsappCarrier implements Carrier {
       this.retries.delete(id);
       if (this.closed) return;
       const reports: Promise<unknown>[] = [];
+      // In `inFlight` while it runs, in place of the entry of a call still sending others.
       const retry = pending();
       this.inFlight.set(id, retry);
-      void this.deliver(job, reports)
+      void this.deliver(job, reports, null)
         .then(() => Promise.all(reports))
-        .catch((err: unknown) => {
+        .then(() => retry.settle(true), (err: unknown) => {
+          retry.settle(false);
           if (!(err instanceof WhatsappCarrierClosed)) {
             this.o.logger.error({ carrier: this.name, attemptId: id, err: (err as Error).message }, 'WhatsApp retry not reported; the step ttl ends it');
           }
         })
         .finally(() => {
-          retry.settle(true);
-          this.settled(id);
+          if (this.inFlight.get(id) === retry) this.settled(id);
         });
     }, delayMs);
     timer.unref();
