@@ -120,3 +120,9 @@ export interface Carrier {
   handedOver?(attemptIds: number[], opts?: { byEarlierRun?: boolean }): Promise<void>;
   close(): Promise<void>;
 }
+
+/**
+ * Whether an attempt's dispatch run still holds its job (`OutboundAttempt.hold`); an attempt handed
+ * without a hold always does. A carrier writes nothing more of an attempt that is not held.
+ */
+export const holdsJob = (attempt: OutboundAttempt): boolean => attempt.hold === undefined || attempt.hold.held();

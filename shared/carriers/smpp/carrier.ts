@@ -28,7 +28,7 @@
  */
 import { createHash } from 'node:crypto';
 import { keyGroup, type Redis } from '../../redis.js';
-import type { Carrier, CarrierSink, OutboundAttempt, StatusReport } from '../types.js';
+import { holdsJob, type Carrier, type CarrierSink, type OutboundAttempt, type StatusReport } from '../types.js';
 import type { SmsAttempt } from '../../channels/index.js';
 import {
   SmppConnectionError,
@@ -194,8 +194,6 @@ class Lane<T> {
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Whether a work's dispatch run still holds its job (attempts handed without a hold always do). */
-const holdsJob = (work: Work): boolean => work.attempt.hold === undefined || work.attempt.hold.held();
 
 /** result_info of an attempt with a part written to the link that got no answer and was not sent again. */
 const UNCONFIRMED_INFO = 'Sent (unconfirmed: the SMSC did not answer and it was not sent again)';
@@ -630,7 +628,7 @@ export class SmppCarrier implements Carrier {
       }
       // A work whose dispatch run no longer holds its job goes back before it costs a token.
       const head = this.priorityLane.peek() ?? this.normalLane.peek();
-      if (head !== undefined && !holdsJob(head)) {
+      if (head !== undefined && !holdsJob(head.attempt)) {
         (this.priorityLane.peek() === head ? this.priorityLane : this.normalLane).shift();
         this.giveBackUnheld(head);
         continue;
@@ -681,7 +679,7 @@ export class SmppCarrier implements Carrier {
       work.finish({ kind: 'done' });
       return;
     }
-    if (!holdsJob(work)) {
+    if (!holdsJob(work.attempt)) {
       // The hold lapsed while the pump waited for a token.
       this.giveBackUnheld(work);
       return;

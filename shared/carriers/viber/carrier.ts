@@ -24,7 +24,7 @@
  */
 import type { Redis } from '../../redis.js';
 import type { Logger } from '../../logger.js';
-import type { Carrier, CarrierSink, OutboundAttempt, StatusReport } from '../types.js';
+import { holdsJob, type Carrier, type CarrierSink, type OutboundAttempt, type StatusReport } from '../types.js';
 import type { ViberAttempt } from '../../channels/index.js';
 import type { ConnectionState, SenderSpec } from '../provider.js';
 import { RedisTokenBucket } from '../smpp/token-bucket.js';
@@ -82,9 +82,6 @@ interface Progress {
   tries: number;
   deadline: number;
 }
-
-/** Whether an attempt's dispatch run still holds its job (attempts handed without a hold always do). */
-const holdsJob = (a: OutboundAttempt): boolean => a.hold === undefined || a.hold.held();
 
 export class ViberCarrier implements Carrier {
   readonly name: string;

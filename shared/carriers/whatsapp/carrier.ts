@@ -45,7 +45,7 @@ import type { Db } from '../../db/pool.js';
 import { numberArray } from '../../db/arrays.js';
 import type { Logger } from '../../logger.js';
 import type { WhatsappTemplateAttempt, WhatsappTextAttempt } from '../../channels/index.js';
-import type { AttemptState, Carrier, CarrierSink, OutboundAttempt, StatusReport } from '../types.js';
+import { holdsJob, type AttemptState, type Carrier, type CarrierSink, type OutboundAttempt, type StatusReport } from '../types.js';
 import type { ConnectionState, SenderSpec } from '../provider.js';
 import type { SendOutcome } from '../http-carrier.js';
 import { RedisTokenBucket } from '../smpp/token-bucket.js';
@@ -233,6 +233,7 @@ export class WhatsappCarrier implements Carrier {
         this.deliver(job, reports, getOrMake(gates, job.sender.phoneNumberId, () => new Semaphore(PACERS_PER_NUMBER)))));
       const failed = tried.find((t) => t.status === 'rejected');
       if (failed !== undefined) throw failed.reason;
+      await Promise.all(reports);
     } catch (err) {
       await Promise.allSettled(reports);
       // A later run waiting for one of these hands it again itself (its job fails and is retried;
@@ -240,13 +241,7 @@ export class WhatsappCarrier implements Carrier {
       this.settleAll(own, false);
       throw err;
     }
-    try {
-      await Promise.all(reports);
-      this.settleAll(own, true);
-    } catch (err) {
-      this.settleAll(own, false);
-      throw err;
-    }
+    this.settleAll(own, true);
     // Attempts an earlier run was sending: this call is done once their outcomes are.
     await Promise.all(joined);
   }
@@ -267,7 +262,7 @@ export class WhatsappCarrier implements Carrier {
    * process that handed it too does (`OutboundAttempt.hold`; attempts without a hold always may).
    */
   private holds(attempt: WhatsappAttempt): boolean {
-    if (attempt.hold === undefined || attempt.hold.held()) return true;
+    if (holdsJob(attempt)) return true;
     return this.inFlight.get(attempt.attemptId)?.joined.some((h) => h.held()) ?? false;
   }
 
