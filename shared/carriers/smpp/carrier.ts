@@ -194,7 +194,6 @@ class Lane<T> {
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-
 /** result_info of an attempt with a part written to the link that got no answer and was not sent again. */
 const UNCONFIRMED_INFO = 'Sent (unconfirmed: the SMSC did not answer and it was not sent again)';
 
