@@ -224,6 +224,21 @@ describe('SmppSession', () => {
     });
   });
 
+  it('a submit made while the socket is reset but not yet closed waits for the rebind (it spun the process forever)', T, async () => {
+    await withSmsc({}, {}, async (sim, session) => {
+      // A reset (ECONNRESET read with the last responses) destroys the socket at once; its 'close'
+      // event, which ends the connection, comes on a later tick. A submit in between found the
+      // socket not writable, was queued again and pumped again from its own promise callback:
+      // without the check, this test never gets past the next line (the file times out).
+      const conn = (session as unknown as { conn: { socket: import('node:net').Socket } }).conn;
+      conn.socket.destroy();
+      const result = await session.submit(sms('447700900300'));
+      assert.equal(result.commandStatus, 0);
+      assert.equal(sim.counters.binds, 2, 'sent over the new bind');
+      assert.equal(session.stats.submitsSent, 1, 'written once');
+    });
+  });
+
   it('answers the SMSC enquire_link and sends its own, treating silence as a dead link', T, async () => {
     await withSmsc({}, { enquireLinkIntervalMs: 80, enquireLinkTimeoutMs: 400 }, async (sim, session) => {
       await waitFor(() => session.stats.enquireLinkResponses >= 2, 3_000, 'enquire_link_resp');

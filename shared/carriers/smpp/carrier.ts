@@ -609,13 +609,20 @@ export class SmppCarrier implements Carrier {
   private pump(): void {
     if (this.pumping) return;
     this.pumping = true;
-    void this.pumpLoop()
-      .catch((err: unknown) => this.logger.error({ err, carrier: this.name }, 'SMPP pump failed'))
-      .finally(() => {
+    void this.pumpLoop().then(
+      () => {
         this.pumping = false;
         // Something may have changed between the loop's last check and now.
         if (this.blocked() === null) this.pump();
-      });
+      },
+      (err: unknown) => {
+        this.pumping = false;
+        this.logger.error({ err, carrier: this.name }, 'SMPP pump failed');
+        // Again after a pause, not from this callback: a loop that failed before its first wait
+        // would otherwise fail again at once, in promise callbacks that never yield to I/O.
+        this.wakeAfter(100);
+      },
+    );
   }
 
   private async pumpLoop(): Promise<void> {

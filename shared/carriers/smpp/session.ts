@@ -700,9 +700,17 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
     });
   }
 
+  /**
+   * Hands queued submits to the bound connection while the window has room. Only to a socket still
+   * writable: a socket destroyed by a reset stays `this.conn`, bound, until its 'close' event
+   * (emitted on a later tick), and a submit written to it fails at once and is queued again;
+   * pumped again from that failure's promise, it would fail again, and so on in promise callbacks
+   * that never let the 'close' event (or a timer) run: the process would spin forever. The 'close'
+   * event ends the connection and the rebind pumps the queue.
+   */
   private pump(): void {
     if (this.pumpTimer) return;
-    while (this._state === 'bound' && this.conn && !this.closing && this.inFlight < this.window && this.queue.length > 0) {
+    while (this._state === 'bound' && this.conn?.socket.writable && !this.closing && this.inFlight < this.window && this.queue.length > 0) {
       if (this.minSpacingMs > 0) {
         const now = Date.now();
         if (now < this.nextSendAt) {
