@@ -727,6 +727,11 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
       item.queueTimer = null;
       this.dispatch(this.conn, item);
     }
+    // A socket that can no longer be written yet is not destroyed (ended, not yet closed) is
+    // destroyed here, so its 'close' event, and the rebind, always follow; a destroyed one (a
+    // reset) closes on its own, with its own reason.
+    const conn = this.conn;
+    if (conn && !conn.socket.writable && !conn.socket.destroyed && this.queue.length > 0 && !this.closing) this.destroyConn(conn, 'socket not writable');
   }
 
   private dispatch(conn: Connection, item: QueuedSubmit): void {
