@@ -181,6 +181,11 @@ interface SimSession {
   nextSeq: number;
   waiters: Map<number, Waiter>;
   closed: boolean;
+  /**
+   * Unbind sent or received: the bind is ending and, as at a real SMSC, nothing more is delivered
+   * over it; receipts and MO go to another bind, or wait for the next one.
+   */
+  ending: boolean;
 }
 
 interface PendingReceipt {
@@ -391,6 +396,7 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
   /** Sends unbind to every bound session (as an SMSC does before maintenance); resolves with how many answered. */
   async unbindAll(timeoutMs = 2_000): Promise<number> {
     const targets = [...this.sessions].filter((s) => s.mode && !s.closed);
+    for (const s of targets) s.ending = true;
     const results = await Promise.all(targets.map((s) => this.request(s, (seq) => encodeBare(COMMAND_ID.unbind, seq), timeoutMs)));
     for (const s of targets) s.wire.end();
     return results.filter((r) => r !== null && r.commandId === COMMAND_ID.unbind_resp).length;
@@ -402,7 +408,7 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
    * (null = no answer within 5 s).
    */
   async sendMo(mo: MoRequest): Promise<{ parts: number; statuses: (number | null)[] }> {
-    const targets = [...this.sessions].filter((s) => !s.closed && (s.mode === 'transceiver' || s.mode === 'receiver'));
+    const targets = [...this.sessions].filter(canReceive);
     if (targets.length === 0) throw new Error('no receiver or transceiver is bound');
     const plan = planSms(mo.text, 'utf');
     const dataCoding = plan.encoding === 'gsm7' ? DATA_CODING_GSM7 : DATA_CODING_UCS2;
@@ -470,6 +476,7 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
       nextSeq: 1,
       waiters: new Map(),
       closed: false,
+      ending: false,
     };
     s.wire = new SimWire(
       socket,
@@ -554,6 +561,7 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
         return;
       case COMMAND_ID.unbind:
         this.counters.unbinds++;
+        s.ending = true;
         this.emit('unbind', { sessionId: s.id });
         s.wire.send(encodeBare(COMMAND_ID.unbind_resp, pdu.sequenceNumber));
         s.wire.end();
@@ -728,7 +736,6 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
   }
 
   private receiverFor(systemId: string, preferred?: SimSession): SimSession | undefined {
-    const canReceive = (x: SimSession): boolean => !x.closed && (x.mode === 'transceiver' || x.mode === 'receiver');
     if (preferred && canReceive(preferred)) return preferred;
     return [...this.sessions].find((x) => canReceive(x) && x.systemId === systemId);
   }
@@ -755,4 +762,9 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
     const pending = this.pendingReceipts.splice(0);
     for (const r of pending) this.deliverReceipt(r);
   }
+}
+
+/** Whether deliver_sm (receipts, MO) may be sent over a session: bound to receive, and not ending. */
+function canReceive(s: SimSession): boolean {
+  return !s.closed && !s.ending && (s.mode === 'transceiver' || s.mode === 'receiver');
 }

@@ -159,9 +159,9 @@ export class SimWire {
     });
   }
 
-  /** Queues a PDU; false when the connection is closed. */
+  /** Queues a PDU; false when the connection is closed or its end was written (the PDU would be lost). */
   send(pdu: Buffer): boolean {
-    if (this.closed || this.socket.destroyed) return false;
+    if (this.closed || this.socket.destroyed || this.socket.writableEnded) return false;
     this.outbox.push(pdu);
     if (!this.flushScheduled) {
       this.flushScheduled = true;

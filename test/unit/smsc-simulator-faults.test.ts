@@ -1,10 +1,12 @@
 /**
  * The SMSC simulator's behaviours the fault suite relies on, driven by the `smpp` library as an
  * independent client: binds refused while the "SMSC" is down, and receipts sent again until the
- * client acknowledges them (as SMSCs do), so a receipt cut off with its connection is not lost.
+ * client acknowledges them (as SMSCs do), so a receipt cut off with its connection is not lost,
+ * and none written into a bind that is ending (unbind sent or received), where it would be lost.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import smpp from 'smpp';
 import { SmscSimulator } from '../../scripts/smsc-simulator.js';
 
@@ -70,5 +72,44 @@ describe('SMSC simulator: link faults', () => {
     assert.deepEqual(seen, [id, id]);
     await sim.waitFor(() => sim.counters.receiptsAcked === 1, 2000, 'the acknowledgement');
     assert.equal(sim.counters.receiptsNacked, 1);
+  });
+
+  it('sends no receipt over a bind that is unbinding: the receipt waits for the next bind', async () => {
+    const own = new SmscSimulator({ idForm: 'decimal', receiptDelayMs: 300 });
+    await own.start();
+    const mine: smpp.Session[] = [];
+    try {
+      const first = await connect(own.port);
+      mine.push(first);
+      assert.equal(await bind(first), 0);
+      const overFirst: string[] = [];
+      first.on('deliver_sm', (pdu: smpp.PDU) => {
+        overFirst.push(String(pdu.receipted_message_id));
+        first.send(pdu.response());
+      });
+      const id = await new Promise<string>((resolve) => {
+        first.submit_sm({ destination_addr: '420777000011', short_message: 'hi', registered_delivery: 1 }, (pdu) => resolve(String(pdu.message_id)));
+      });
+      // The SMSC unbinds; this client does not answer, so the bind stays ending past the receipt's time.
+      const unbinding = own.unbindAll(1_000);
+      await sleep(600);
+      assert.deepEqual(overFirst, [], 'nothing delivered over the ending bind');
+      const second = await connect(own.port);
+      mine.push(second);
+      const overSecond = new Promise<string>((resolve) => {
+        second.on('deliver_sm', (pdu: smpp.PDU) => {
+          second.send(pdu.response());
+          resolve(String(pdu.receipted_message_id));
+        });
+      });
+      assert.equal(await bind(second), 0);
+      assert.equal(await overSecond, id, 'the receipt went out over the next bind');
+      await unbinding;
+      assert.deepEqual(overFirst, []);
+      assert.equal(own.counters.receiptsNacked, 0);
+    } finally {
+      for (const s of mine) s.destroy();
+      await own.stop();
+    }
   });
 });
