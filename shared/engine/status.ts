@@ -380,6 +380,13 @@ const rankSql = (column: string): string =>
  */
 const KEEPS_RECEIPT = `(EXCLUDED.result_info IS NULL OR (c.result_info IS NOT NULL AND ${rankSql('c.state')} > ${rankSql('EXCLUDED.state')}))`;
 /**
+ * A registration of a ref that another attempt registered before takes the row over: the SMSC
+ * issued the id again (many count from 1 again after a restart, or wrap), and its receipts from
+ * now on name the new message. The earlier attempt's row, with its receipt, is replaced by the
+ * new registration's (docs/smpp.md, "Receipts").
+ */
+const TAKES_OVER = '(EXCLUDED.attempt_id IS NOT NULL AND c.attempt_id IS NOT NULL AND c.attempt_id <> EXCLUDED.attempt_id)';
+/**
  * Registers refs and records receipts (see `resolveMoves`). The rows stay a function in FROM, not
  * `arrayRows`: the CTE is read twice, so it is materialised either way, and the numbering that
  * keeps the insert in key order (concurrent batches take the keys in one order) comes with it
@@ -401,11 +408,12 @@ const RESOLVE_REFS_SQL = `WITH u AS (
         WHERE NOT EXISTS (SELECT 1 FROM registered g WHERE g.ref = u.ref AND g.carrier = u.carrier)
         ORDER BY u.n
        ON CONFLICT (ref, carrier) DO UPDATE SET
-         attempt_id = COALESCE(c.attempt_id, EXCLUDED.attempt_id),
-         part = CASE WHEN c.attempt_id IS NULL THEN EXCLUDED.part ELSE c.part END,
-         state = CASE WHEN ${KEEPS_RECEIPT} THEN c.state ELSE EXCLUDED.state END,
-         result_info = CASE WHEN ${KEEPS_RECEIPT} THEN c.result_info ELSE EXCLUDED.result_info END,
-         reported_at = CASE WHEN ${KEEPS_RECEIPT} THEN c.reported_at ELSE EXCLUDED.reported_at END
+         attempt_id = CASE WHEN ${TAKES_OVER} THEN EXCLUDED.attempt_id ELSE COALESCE(c.attempt_id, EXCLUDED.attempt_id) END,
+         part = CASE WHEN c.attempt_id IS NULL OR ${TAKES_OVER} THEN EXCLUDED.part ELSE c.part END,
+         state = CASE WHEN ${KEEPS_RECEIPT} AND NOT ${TAKES_OVER} THEN c.state ELSE EXCLUDED.state END,
+         result_info = CASE WHEN ${KEEPS_RECEIPT} AND NOT ${TAKES_OVER} THEN c.result_info ELSE EXCLUDED.result_info END,
+         reported_at = CASE WHEN ${KEEPS_RECEIPT} AND NOT ${TAKES_OVER} THEN c.reported_at ELSE EXCLUDED.reported_at END,
+         created_at = CASE WHEN ${TAKES_OVER} THEN now() ELSE c.created_at END
        RETURNING c.ref, c.carrier, c.attempt_id, c.state, c.result_info, c.reported_at)
      SELECT c.ref, c.carrier, c.attempt_id, c.state, c.result_info, c.reported_at, a.parts, false AS registered
        FROM c JOIN attempts a ON a.id = c.attempt_id

@@ -269,6 +269,33 @@ describe('SMS over SMPP', () => {
     });
   });
 
+  it('applies receipts to the new messages when a restarted SMSC issues its ids again', { timeout: 60_000 }, async () => {
+    // An SMSC that counts its ids from 1 again after a restart (SMPPSim, many small SMSCs): the
+    // ids of earlier, finished messages come back for new ones, and their receipts name the new ones.
+    await withOwnSmsc('restarted', '420795', { idForm: 'decimal', firstId: 700 }, async (own) => {
+      const before = await send(['+420795000109', '+420795000209'], 'Before the SMSC restarts');
+      for (const id of before) await waitResult(id, 'delivered');
+      const port = own.port;
+      await own.stop();
+      const again = new SmscSimulator({ systemId: 'sb', password: 's3cret', receiptDelayMs: 30, idForm: 'decimal', firstId: 700, port });
+      await again.start();
+      try {
+        await waitFor(() => again.boundSessions === 1, 10_000, 'rebound to the restarted SMSC');
+        // The same ids 700 and 701 again; the first ends undelivered this time, the second delivered.
+        const after = await send(['+420795000301', '+420795000409'], 'After the SMSC restarted');
+        await waitResult(after[0]!, 'undelivered');
+        await waitResult(after[1]!, 'delivered');
+        assert.deepEqual(again.submitted.map((r) => r.messageId).sort(), ['700', '701']);
+        assert.deepEqual(resultsOf(after[0]!), ['sending', 'sent', 'undelivered']);
+        assert.deepEqual(resultsOf(after[1]!), ['sending', 'sent', 'delivered']);
+        // The earlier messages keep their own outcome and get no further event.
+        for (const id of before) assert.deepEqual(resultsOf(id), ['sending', 'sent', 'delivered']);
+      } finally {
+        await again.stop();
+      }
+    });
+  });
+
   it('does not lose a receipt that overtakes its submit_sm_resp', T, async () => {
     sim.options.receiptFirst = true;
     try {
