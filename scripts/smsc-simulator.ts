@@ -26,7 +26,7 @@ import {
   type ConcatInfo,
 } from '../shared/carriers/smpp/pdu.js';
 import { SMPP_STATUS } from '../shared/carriers/smpp/session.js';
-import { DelayLine, SimWire, decodeBindRequest, encodeBare, encodeCStringResponse, encodeDeliverSm, type DeliverSmFields, type WirePdu } from './smsc-wire.js';
+import { DelayLine, SimWire, decodeBindRequest, encodeBare, encodeCStringResponse, encodeDataSm, encodeDeliverSm, type DeliverSmFields, type WirePdu } from './smsc-wire.js';
 import { encodeGsm7Unpacked, encodeUcs2, planSms } from '../shared/sms/gsm7.js';
 
 export const SIM_HOST = '127.0.0.1';
@@ -85,6 +85,8 @@ export interface SmscSimulatorOptions {
    * (its session closed, or 10 s passed), as SMSCs do; default 0 (never: counted as not acknowledged).
    */
   redeliverMs?: number;
+  /** The PDU receipts and mobile-originated messages arrive in: deliver_sm (default) or data_sm (the text in message_payload). */
+  deliverWith?: 'deliver_sm' | 'data_sm';
   /** Send each receipt before the submit_sm_resp it belongs to (the response follows after max(responseDelayMs, 100) ms). */
   receiptFirst?: boolean;
   /** Per-submit receipt delay in ms (tests: hold one part's receipt); null/undefined = the default delays. Not for the CLI. */
@@ -262,6 +264,7 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
       maxRecords: options.maxRecords ?? 100_000,
       redeliverMs: options.redeliverMs ?? 0,
       receiptFirst: options.receiptFirst ?? false,
+      deliverWith: options.deliverWith ?? 'deliver_sm',
       receiptDelayFor: options.receiptDelayFor,
     };
     this.nextId = this.options.firstId;
@@ -441,7 +444,7 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
     for (const [i, pdu] of pdus.entries()) {
       this.counters.moPartsSent++;
       const target = (mo.spread ? targets[i % targets.length] : targets[0]) as SimSession;
-      const resp = await this.request(target, (seq) => encodeDeliverSm(pdu, seq), 5_000);
+      const resp = await this.request(target, (seq) => this.encodeDeliver(pdu, seq), 5_000);
       statuses.push(resp ? resp.commandStatus : null);
     }
     return { parts: total, statuses };
@@ -748,7 +751,7 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
     }
     this.counters.receiptsSent++;
     this.emit('receipt', { messageId: receipt.messageId, stat: receipt.stat });
-    void this.request(target, (seq) => encodeDeliverSm(receipt.fields, seq), null).then((resp) => {
+    void this.request(target, (seq) => this.encodeDeliver(receipt.fields, seq), null).then((resp) => {
       if (resp && resp.commandStatus === 0) {
         this.counters.receiptsAcked++;
         return;
@@ -756,6 +759,11 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
       this.counters.receiptsNacked++;
       if (this.options.redeliverMs > 0 && this.server) this.later(this.options.redeliverMs, () => this.deliverReceipt(receipt));
     });
+  }
+
+  /** A receipt or MO in the PDU this SMSC delivers with (`deliverWith`). */
+  private encodeDeliver(fields: DeliverSmFields, sequence: number): Buffer {
+    return this.options.deliverWith === 'data_sm' ? encodeDataSm(fields, sequence) : encodeDeliverSm(fields, sequence);
   }
 
   private flushPendingReceipts(): void {

@@ -66,16 +66,24 @@ export interface DeliverSmFields {
   message_state?: number;
 }
 
-/** deliver_sm (SMPP 3.4 §4.6.1): service_type, schedule and validity empty, protocol_id/priority/registered_delivery 0. */
-export function encodeDeliverSm(f: DeliverSmFields, sequence: number): Buffer {
+/**
+ * What an SMSC delivers (receipts, MO): deliver_sm (SMPP 3.4 §4.6.1; service_type, schedule and
+ * validity empty, protocol_id, priority and registered_delivery 0), or the same message as data_sm
+ * (§4.7.1), as some SMSCs send them: no short_message field, the text (UDH included when
+ * esm_class has the UDH indicator) in the message_payload TLV.
+ */
+function encodeDelivery(command: 'deliver_sm' | 'data_sm', f: DeliverSmFields, sequence: number): Buffer {
+  const dataSm = command === 'data_sm';
   const source = Buffer.byteLength(f.source_addr, 'latin1');
   const destination = Buffer.byteLength(f.destination_addr, 'latin1');
   const receipted = f.receipted_message_id === undefined ? -1 : Buffer.byteLength(f.receipted_message_id, 'latin1');
-  let length = PDU_HEADER_LENGTH + 1 + 2 + source + 1 + 2 + destination + 1 + 3 + 1 + 1 + 4 + 1 + f.short_message.length;
+  // Header, service_type, the two addresses with their ton/npi, esm_class; then deliver_sm's eight
+  // octets and empty C-strings with sm_length and its short_message, or data_sm's two octets and the payload TLV.
+  let length = PDU_HEADER_LENGTH + 1 + 2 + source + 1 + 2 + destination + 1 + 1 + (dataSm ? 2 + 4 : 8 + 1) + f.short_message.length;
   if (receipted >= 0) length += 4 + receipted + 1;
   if (f.message_state !== undefined) length += 4 + 1;
   const b = Buffer.allocUnsafe(length);
-  let o = writeHeader(b, COMMAND_ID.deliver_sm, 0, sequence);
+  let o = writeHeader(b, COMMAND_ID[command], 0, sequence);
   b[o++] = 0; // service_type ''
   b[o++] = f.source_addr_ton;
   b[o++] = f.source_addr_npi;
@@ -86,15 +94,23 @@ export function encodeDeliverSm(f: DeliverSmFields, sequence: number): Buffer {
   o += b.write(f.destination_addr, o, 'latin1');
   b[o++] = 0;
   b[o++] = f.esm_class;
-  b[o++] = 0; // protocol_id
-  b[o++] = 0; // priority_flag
-  b[o++] = 0; // schedule_delivery_time ''
-  b[o++] = 0; // validity_period ''
-  b[o++] = 0; // registered_delivery
-  b[o++] = 0; // replace_if_present_flag
-  b[o++] = f.data_coding;
-  b[o++] = 0; // sm_default_msg_id
-  b[o++] = f.short_message.length;
+  if (dataSm) {
+    b[o++] = 0; // registered_delivery
+    b[o++] = f.data_coding;
+    b.writeUInt16BE(TLV.message_payload, o);
+    b.writeUInt16BE(f.short_message.length, o + 2);
+    o += 4;
+  } else {
+    b[o++] = 0; // protocol_id
+    b[o++] = 0; // priority_flag
+    b[o++] = 0; // schedule_delivery_time ''
+    b[o++] = 0; // validity_period ''
+    b[o++] = 0; // registered_delivery
+    b[o++] = 0; // replace_if_present_flag
+    b[o++] = f.data_coding;
+    b[o++] = 0; // sm_default_msg_id
+    b[o++] = f.short_message.length;
+  }
   o += f.short_message.copy(b, o);
   if (receipted >= 0) {
     b.writeUInt16BE(TLV.receipted_message_id, o);
@@ -110,6 +126,11 @@ export function encodeDeliverSm(f: DeliverSmFields, sequence: number): Buffer {
   }
   return b;
 }
+
+/** deliver_sm (see `encodeDelivery`). */
+export const encodeDeliverSm = (f: DeliverSmFields, sequence: number): Buffer => encodeDelivery('deliver_sm', f, sequence);
+/** data_sm (see `encodeDelivery`). */
+export const encodeDataSm = (f: DeliverSmFields, sequence: number): Buffer => encodeDelivery('data_sm', f, sequence);
 
 /** system_id and password of a bind_* request (the first two C-strings of its body). */
 export function decodeBindRequest(raw: Buffer): { systemId: string; password: string } {

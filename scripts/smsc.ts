@@ -32,6 +32,7 @@ const USAGE = `usage: npm run smsc -- [options]   (SMSC simulator: SMPP 3.4 on 1
   --response-delay MS      delay of submit_sm_resp (default 0)
   --enquire-link MS        enquire_link interval (default 0 = off)
   --receipt-first          send the receipt before the submit_sm_resp
+  --deliver-with PDU       PDU of receipts and MO: deliver_sm|data_sm (default deliver_sm)
   -h, --help               this text
 
 Prints one JSON line when listening: {"event":"listening","host":…,"port":…,"controlPort":…}.
@@ -52,6 +53,7 @@ function parseOptions() {
     'response-delay': { type: 'string', default: '0' },
     'enquire-link': { type: 'string', default: '0' },
         'receipt-first': { type: 'boolean', default: false },
+        'deliver-with': { type: 'string', default: 'deliver_sm' },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,
@@ -96,6 +98,7 @@ const sim = new SmscSimulator({
   responseDelayMs: int('response-delay', values['response-delay'], 0, 3_600_000),
   enquireLinkIntervalMs: int('enquire-link', values['enquire-link'], 0, 3_600_000),
   receiptFirst: values['receipt-first'] === true,
+  deliverWith: form('deliver-with', values['deliver-with'], ['deliver_sm', 'data_sm'] as const),
 });
 
 function recordJson(r: SubmittedRecord): Record<string, unknown> {

@@ -296,6 +296,30 @@ describe('SMS over SMPP', () => {
     });
   });
 
+  it('reads receipts and MO that the SMSC delivers as data_sm', T, async () => {
+    const update = await svc.request('POST', '/v1/apikey/update', { body: { default_callback_url: receiver.url }, headers: { 'x-api-key': apiKey } });
+    assert.equal(update.status, 200, update.text);
+    const assign = await svc.admin('POST', '/numbers', { account_id: accountId, value: '420600999777', channels: ['sms'] });
+    assert.equal(assign.status, 201, assign.text);
+    await withOwnSmsc('datasm', '420794', { deliverWith: 'data_sm', idForm: 'decimal', firstId: 900 }, async (own) => {
+      const [delivered, undelivered] = await send(['+420794000109', '+420794000201'], 'Receipts as data_sm');
+      await waitResult(delivered!, 'delivered');
+      await waitResult(undelivered!, 'undelivered');
+      assert.deepEqual(resultsOf(delivered!), ['sending', 'sent', 'delivered']);
+      assert.deepEqual(resultsOf(undelivered!), ['sending', 'sent', 'undelivered']);
+      await waitFor(() => own.counters.receiptsAcked === 2, 5_000, 'both data_sm_resp with status 0');
+      assert.equal(own.counters.receiptsNacked, 0);
+
+      const mo = await own.sendMo({ from: '420777000333', to: '420600999777', text: 'Hello over data_sm, včetně háčků' });
+      assert.deepEqual(mo.statuses, [0]);
+      const incoming = await waitFor(
+        () => receiver.events().find((e: Event) => e.type === 'incoming' && e.sender === '420777000333'), 10_000, 'incomingMessage',
+      );
+      assert.equal(incoming.recipient, '420600999777');
+      assert.equal(incoming.body, 'Hello over data_sm, včetně háčků');
+    });
+  });
+
   it('does not lose a receipt that overtakes its submit_sm_resp', T, async () => {
     sim.options.receiptFirst = true;
     try {

@@ -23,6 +23,7 @@ import {
   encodeDeliverSmResp,
   encodeHeaderPdu,
   encodeSubmitSm,
+  parseReceipt,
   parseSmPdu,
   responseCommandId,
   type BindCommand,
@@ -151,6 +152,15 @@ describe('encodeDeliverSmResp', () => {
   for (const status of [0, 0x64, 0x65, 0x08]) {
     it(`status 0x${status.toString(16)}`, () => {
       assert.deepEqual(encodeDeliverSmResp(4242, status), libResponse(deliver, status === 0 ? {} : { command_status: status }));
+    });
+  }
+});
+
+describe('encodeDeliverSmResp for a data_sm', () => {
+  const data = lib('data_sm', { source_addr: '447700900000', destination_addr: '12345', esm_class: 0x04, data_coding: 0, receipted_message_id: '1A', message_state: 2 }, 4243);
+  for (const status of [0, 0x64]) {
+    it(`data_sm_resp, status 0x${status.toString(16)}`, () => {
+      assert.deepEqual(encodeDeliverSmResp(4243, status, COMMAND_ID.data_sm_resp), libResponse(data, status === 0 ? {} : { command_status: status }));
     });
   }
 });
@@ -377,6 +387,45 @@ describe('parseSmPdu on deliver_sm, against the library', () => {
   }
 });
 
+describe('parseSmPdu on data_sm, against the library', () => {
+  const receiptText = 'id:26 sub:001 dlvrd:000 submit date:2311221530 done date:2311221531 stat:UNDELIV err:001 text:Hello';
+  const buffers: Array<[string, Buffer]> = [
+    ['receipt with its text in message_payload and TLVs', lib('data_sm', {
+      service_type: 'CMT', source_addr_ton: 1, source_addr_npi: 1, source_addr: '447700900000', dest_addr_ton: 5, destination_addr: 'Acme',
+      esm_class: 0x04, registered_delivery: 0, data_coding: 0, message_payload: Buffer.from(receiptText, 'ascii'), receipted_message_id: '26', message_state: 5,
+    }, 11)],
+    ['TLV-only receipt', lib('data_sm', { source_addr: '1', destination_addr: '2', esm_class: 0x04, data_coding: 0, receipted_message_id: 'abc', message_state: 2 }, 12)],
+    ['MO, UCS-2', lib('data_sm', { source_addr: '447700900001', destination_addr: '12345', data_coding: 8, message_payload: encodeUcs2('Příliš žluťoučký kůň') }, 13)],
+  ];
+  for (const [what, raw] of buffers) {
+    it(what, () => {
+      const l = libDecode(raw);
+      const ours = parseSmPdu(raw);
+      for (const name of ['service_type', 'source_addr_ton', 'source_addr_npi', 'source_addr', 'dest_addr_ton', 'dest_addr_npi', 'destination_addr',
+        'esm_class', 'registered_delivery', 'data_coding'] as const) {
+        assert.equal(ours[name], l[name], name);
+      }
+      assert.equal(ours.commandId, COMMAND_ID.data_sm);
+      assert.equal(ours.sequenceNumber, l.sequence_number);
+      assert.equal(ours.receipted_message_id, l.receipted_message_id);
+      assert.equal(ours.message_state, l.message_state);
+      // What data_sm does not have reads as empty.
+      assert.deepEqual([ours.protocol_id, ours.priority_flag, ours.schedule_delivery_time, ours.validity_period, ours.short_message.length], [0, 0, '', '', 0]);
+      const libText = l.message_payload as { message: string } | undefined;
+      assert.equal(decodeUserData(ours.data_coding, ours.body), libText?.message ?? '');
+    });
+  }
+  it('a receipt read from data_sm is the receipt read from deliver_sm', () => {
+    const fields = { source_addr: '447700900000', destination_addr: 'Acme', esm_class: 0x04, data_coding: 0 };
+    const text = Buffer.from(receiptText, 'ascii');
+    const fromData = parseReceipt(parseSmPdu(lib('data_sm', { ...fields, message_payload: text }, 1)));
+    const fromDeliver = parseReceipt(parseSmPdu(lib('deliver_sm', { ...fields, short_message: text }, 1)));
+    assert.deepEqual(fromData, fromDeliver);
+    assert.equal(fromData?.state, 'undelivered');
+    assert.equal(fromData?.messageId, '26');
+  });
+});
+
 // -------------------------------------------------------------------------------------------------
 // Framing
 // -------------------------------------------------------------------------------------------------
@@ -552,11 +601,13 @@ describe('SmppSession framing and answers', () => {
       assert.deepEqual(answers, [
         encodeHeaderPdu(COMMAND_ID.enquire_link_resp, 101),
         encodeHeaderPdu(COMMAND_ID.generic_nack, 102, 0x03),
-        encodeHeaderPdu(COMMAND_ID.data_sm_resp, 103, 0x03),
+        // data_sm is read as deliver_sm is (some SMSCs deliver receipts and MO with it), and
+        // answered with its own response: no deliver handler here, so a temporary error.
+        encodeHeaderPdu(COMMAND_ID.data_sm_resp, 103, 0x64),
         encodeDeliverSmResp(105, 0x64), // no deliver handler: temporary error
       ]);
       assert.equal(session.stats.enquireLinksAnswered, 1);
-      assert.equal(session.stats.deliversReceived, 1);
+      assert.equal(session.stats.deliversReceived, 2);
     } finally {
       await close();
     }

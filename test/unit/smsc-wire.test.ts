@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import smpp from 'smpp';
 import { COMMAND_ID, concatUdh } from '../../shared/carriers/smpp/pdu.js';
-import { DelayLine, decodeBindRequest, encodeBare, encodeCStringResponse, encodeDeliverSm, type DeliverSmFields } from '../../scripts/smsc-wire.js';
+import { DelayLine, decodeBindRequest, encodeBare, encodeCStringResponse, encodeDataSm, encodeDeliverSm, type DeliverSmFields } from '../../scripts/smsc-wire.js';
 
 function libDecode(raw: Buffer): smpp.PDU {
   const pdu = smpp.PDU.fromBuffer(raw);
@@ -55,6 +55,33 @@ describe('simulator wire encoding', () => {
       assert.equal(decoded.esm_class, fields.esm_class);
       assert.equal(decoded.receipted_message_id, receipted_message_id);
       assert.equal(decoded.message_state, message_state);
+    });
+  }
+
+  for (const [name, fields] of [['receipt with TLVs', receipt], ['MO part with a UDH', mo]] as const) {
+    it(`data_sm (${name}) is the library's bytes, the text in message_payload`, () => {
+      const ours = encodeDataSm(fields, 4243);
+      const { receipted_message_id, message_state, short_message, source_addr_ton, source_addr_npi, source_addr, dest_addr_ton, dest_addr_npi,
+        destination_addr, esm_class, data_coding } = fields;
+      // The library writes data_sm's TLVs in the order it knows them: receipted_message_id and
+      // message_state before message_payload. Ours writes the payload first; both are valid TLV
+      // orders, so the comparison is field by field, and the byte length.
+      const expected = lib('data_sm', {
+        source_addr_ton, source_addr_npi, source_addr, dest_addr_ton, dest_addr_npi, destination_addr, esm_class, data_coding,
+        message_payload: short_message,
+        ...(receipted_message_id !== undefined && { receipted_message_id }),
+        ...(message_state !== undefined && { message_state }),
+      }, 4243);
+      assert.equal(ours.length, expected.length);
+      const decoded = libDecode(ours);
+      const theirs = libDecode(expected);
+      assert.equal(decoded.command, 'data_sm');
+      assert.equal(decoded.sequence_number, 4243);
+      for (const field of ['service_type', 'source_addr_ton', 'source_addr_npi', 'source_addr', 'dest_addr_ton', 'dest_addr_npi', 'destination_addr',
+        'esm_class', 'registered_delivery', 'data_coding', 'receipted_message_id', 'message_state'] as const) {
+        assert.deepEqual(decoded[field], theirs[field], field);
+      }
+      assert.deepEqual(decoded.message_payload, theirs.message_payload);
     });
   }
 

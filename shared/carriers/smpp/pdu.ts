@@ -411,11 +411,14 @@ export function encodeHeaderPdu(commandId: number, sequence: number, commandStat
   return b;
 }
 
-/** deliver_sm_resp: its message_id is unused (SMPP 3.4 §4.6.2), so it is sent empty. */
-export function encodeDeliverSmResp(sequence: number, commandStatus: number): Buffer {
-  if (commandStatus !== 0) return encodeHeaderPdu(COMMAND_ID.deliver_sm_resp, sequence, commandStatus);
+/**
+ * deliver_sm_resp, or data_sm_resp when `commandId` says so: the same layout. Their message_id is
+ * unused for what an SMSC delivers (SMPP 3.4 §4.6.2, §4.7.2), so it is sent empty.
+ */
+export function encodeDeliverSmResp(sequence: number, commandStatus: number, commandId: number = COMMAND_ID.deliver_sm_resp): Buffer {
+  if (commandStatus !== 0) return encodeHeaderPdu(commandId, sequence, commandStatus);
   const b = Buffer.allocUnsafe(PDU_HEADER_LENGTH + 1);
-  writeHeader(b, COMMAND_ID.deliver_sm_resp, 0, sequence);
+  writeHeader(b, commandId, 0, sequence);
   b[PDU_HEADER_LENGTH] = 0;
   return b;
 }
@@ -687,14 +690,15 @@ class Reader {
   }
 }
 
-/** Reads a complete submit_sm or deliver_sm PDU (header included). Throws SmppPduFormatError. */
+/** Reads a complete submit_sm, deliver_sm or data_sm PDU (header included). Throws SmppPduFormatError. */
 export function parseSmPdu(raw: Buffer): SmPdu {
   if (raw.length < 16) throw new SmppPduFormatError(`PDU of ${raw.length} octets is shorter than a header`);
   const length = raw.readUInt32BE(0);
   if (length > raw.length || length < 16) throw new SmppPduFormatError(`command_length ${length} does not fit ${raw.length} octets`);
   const commandId = raw.readUInt32BE(4);
-  if (commandId !== COMMAND_ID.submit_sm && commandId !== COMMAND_ID.deliver_sm) {
-    throw new SmppPduFormatError(`command_id 0x${commandId.toString(16)} is not submit_sm or deliver_sm`);
+  const dataSm = commandId === COMMAND_ID.data_sm;
+  if (commandId !== COMMAND_ID.submit_sm && commandId !== COMMAND_ID.deliver_sm && !dataSm) {
+    throw new SmppPduFormatError(`command_id 0x${commandId.toString(16)} is not submit_sm, deliver_sm or data_sm`);
   }
   const r = new Reader(raw, 16, length);
   const service_type = r.cstring('service_type');
@@ -705,16 +709,17 @@ export function parseSmPdu(raw: Buffer): SmPdu {
   const dest_addr_npi = r.u8('dest_addr_npi');
   const destination_addr = r.cstring('destination_addr');
   const esm_class = r.u8('esm_class');
-  const protocol_id = r.u8('protocol_id');
-  const priority_flag = r.u8('priority_flag');
-  const schedule_delivery_time = r.cstring('schedule_delivery_time');
-  const validity_period = r.cstring('validity_period');
+  // data_sm (§4.7.1) has no protocol_id, priority, schedule, validity, replace flag, default
+  // message or short_message: its text is in message_payload. Read as the others, with those empty.
+  const protocol_id = dataSm ? 0 : r.u8('protocol_id');
+  const priority_flag = dataSm ? 0 : r.u8('priority_flag');
+  const schedule_delivery_time = dataSm ? '' : r.cstring('schedule_delivery_time');
+  const validity_period = dataSm ? '' : r.cstring('validity_period');
   const registered_delivery = r.u8('registered_delivery');
-  const replace_if_present_flag = r.u8('replace_if_present_flag');
+  const replace_if_present_flag = dataSm ? 0 : r.u8('replace_if_present_flag');
   const data_coding = r.u8('data_coding');
-  const sm_default_msg_id = r.u8('sm_default_msg_id');
-  const smLength = r.u8('sm_length');
-  const short_message = r.bytes('short_message', smLength);
+  const sm_default_msg_id = dataSm ? 0 : r.u8('sm_default_msg_id');
+  const short_message = dataSm ? EMPTY : r.bytes('short_message', r.u8('sm_length'));
   const tlvs = new Map<number, Buffer>();
   while (r.offset + 4 <= length) {
     const tag = raw.readUInt16BE(r.offset);

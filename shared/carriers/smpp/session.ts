@@ -817,8 +817,9 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
         this.send(conn, encodeHeaderPdu(COMMAND_ID.enquire_link_resp, sequenceNumber));
         return;
       case COMMAND_ID.deliver_sm:
+      case COMMAND_ID.data_sm: // some SMSCs deliver receipts and MO this way; read and answered alike
         this.counters.deliversReceived++;
-        this.handleDeliver(conn, raw, sequenceNumber);
+        this.handleDeliver(conn, raw, sequenceNumber, commandId);
         return;
       case COMMAND_ID.unbind:
         conn.closeReason ??= 'unbind from SMSC';
@@ -838,19 +839,20 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
     }
   }
 
-  private handleDeliver(conn: Connection, raw: Buffer, sequenceNumber: number): void {
+  /** deliver_sm or data_sm (`commandId`) from the SMSC: handed to the deliver handler, then answered. */
+  private handleDeliver(conn: Connection, raw: Buffer, sequenceNumber: number, commandId: number): void {
     let view: DeliverSm;
     try {
       view = parseSmPdu(raw);
     } catch (err) {
-      this.options.logger?.warn({ err, sequenceNumber }, 'SMPP deliver_sm could not be parsed');
-      this.respondToDeliver(conn, sequenceNumber, SMPP_STATUS.ESME_RX_P_APPN);
+      this.options.logger?.warn({ err, sequenceNumber, commandId }, 'SMPP deliver_sm could not be parsed');
+      this.respondToDeliver(conn, sequenceNumber, SMPP_STATUS.ESME_RX_P_APPN, commandId);
       return;
     }
     const handler = this.deliverHandler;
     if (!handler) {
       // Nobody to take it: temporary error so the SMSC redelivers later.
-      this.respondToDeliver(conn, sequenceNumber, SMPP_STATUS.ESME_RX_T_APPN);
+      this.respondToDeliver(conn, sequenceNumber, SMPP_STATUS.ESME_RX_T_APPN, commandId);
       return;
     }
     void this.deliverAndRespond(conn, handler, view, sequenceNumber);
@@ -866,11 +868,12 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
       this.options.logger?.warn({ err, sequenceNumber }, 'SMPP deliver_sm handler failed');
       status = SMPP_STATUS.ESME_RX_T_APPN;
     }
-    this.respondToDeliver(conn, sequenceNumber, status);
+    this.respondToDeliver(conn, sequenceNumber, status, view.commandId);
   }
 
-  private respondToDeliver(conn: Connection, sequenceNumber: number, status: number): void {
-    if (!conn.closed) this.send(conn, encodeDeliverSmResp(sequenceNumber, status));
+  /** deliver_sm_resp, or data_sm_resp for a data_sm. */
+  private respondToDeliver(conn: Connection, sequenceNumber: number, status: number, commandId: number): void {
+    if (!conn.closed) this.send(conn, encodeDeliverSmResp(sequenceNumber, status, responseCommandId(commandId)));
   }
 
 }
