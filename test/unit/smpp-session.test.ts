@@ -593,6 +593,8 @@ describe('parseReceipt', () => {
     ['ENROUTE', null],
     ['ACCEPTD', null],
     ['delivrd', 'delivered'],
+    ['UNDELIVERED', 'undelivered'],
+    ['FAILED', 'undelivered'],
     ['WEIRD', null],
   ];
   for (const [stat, state] of stats) {
@@ -656,6 +658,16 @@ describe('parseReceipt', () => {
   it('text stat wins over message_state when both are present', () => {
     const r = parseReceipt(receiptPdu(text('1', 'DELIVRD'), { message_state: 5 }));
     assert.equal(r?.state, 'delivered');
+    // A known intermediate word wins too: the TLV does not end what the text says is on its way.
+    assert.equal(parseReceipt(receiptPdu(text('1', 'ENROUTE'), { message_state: 5 }))?.state, null);
+  });
+
+  it('an unknown stat word takes its state from message_state, and keeps its word', () => {
+    const delivered = parseReceipt(receiptPdu(text('1', 'DELIV_OK'), { message_state: 2 }));
+    assert.deepEqual([delivered?.state, delivered?.stat], ['delivered', 'DELIV_OK']);
+    const undelivered = parseReceipt(receiptPdu(text('1', 'NOPE'), { message_state: 5 }));
+    assert.deepEqual([undelivered?.state, undelivered?.stat], ['undelivered', 'NOPE']);
+    assert.equal(parseReceipt(receiptPdu(text('1', 'WEIRD'), { message_state: 1 }))?.state, null);
   });
 
   it('detects receipts by esm_class message type only', () => {

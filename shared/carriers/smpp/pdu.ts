@@ -861,6 +861,9 @@ const STAT_STATES = new Map<string, ReceiptState>([
   ['EXPIRED', 'undelivered'],
   ['DELETED', 'undelivered'],
   ['UNKNOWN', 'undelivered'],
+  // Not SMPP's words, but written by some SMSCs and aggregators for a final failure.
+  ['UNDELIVERED', 'undelivered'],
+  ['FAILED', 'undelivered'],
   ['REJECTD', 'rejected'],
   ['REJECTED', 'rejected'],
   ['ENROUTE', null],
@@ -892,8 +895,8 @@ export type ReceiptInput = Pick<SmPdu, 'esm_class' | 'data_coding' | 'body'> &
 
 /**
  * Parses a delivery receipt; returns null when the PDU is not one (esm_class message type is
- * neither 0001 nor 1000). The state comes from the text's `stat:` when there is one, otherwise
- * from the message_state TLV; the id from the receipted_message_id TLV, otherwise from `id:`.
+ * neither 0001 nor 1000). The state comes from the text's `stat:` when it is a word we know,
+ * otherwise from the message_state TLV (an unknown word without the TLV changes nothing); the id from the receipted_message_id TLV, otherwise from `id:`.
  */
 export function parseReceipt(pdu: ReceiptInput): ParsedReceipt | null {
   if (!isDeliveryReceipt(pdu.esm_class)) return null;
@@ -907,6 +910,9 @@ export function parseReceipt(pdu: ReceiptInput): ParsedReceipt | null {
   if (fields.stat) {
     stat = fields.stat.toUpperCase();
     state = receiptStatState(stat);
+    // A word of its own (not one of STAT_STATES) with a message_state TLV beside it: the TLV,
+    // whose values the standard fixes, says what happened; the word stays in the result text.
+    if (messageState !== null && !STAT_STATES.has(stat)) state = MESSAGE_STATES[messageState]?.state ?? null;
   } else if (messageState !== null) {
     const known = MESSAGE_STATES[messageState];
     stat = known ? known.name : `STATE_${messageState}`;
