@@ -896,7 +896,8 @@ export type ReceiptInput = Pick<SmPdu, 'esm_class' | 'data_coding' | 'body'> &
 /**
  * Parses a delivery receipt; returns null when the PDU is not one (esm_class message type is
  * neither 0001 nor 1000). The state comes from the text's `stat:` when it is a word we know,
- * otherwise from the message_state TLV (an unknown word without the TLV changes nothing); the id from the receipted_message_id TLV, otherwise from `id:`.
+ * otherwise from the message_state TLV (an unknown word without the TLV changes nothing); the id
+ * from the receipted_message_id TLV, otherwise from `id:`.
  */
 export function parseReceipt(pdu: ReceiptInput): ParsedReceipt | null {
   if (!isDeliveryReceipt(pdu.esm_class)) return null;
