@@ -386,6 +386,8 @@ const KEEPS_RECEIPT = `(EXCLUDED.result_info IS NULL OR (c.result_info IS NOT NU
  * new registration's (docs/smpp.md, "Receipts").
  */
 const TAKES_OVER = '(EXCLUDED.attempt_id IS NOT NULL AND c.attempt_id IS NOT NULL AND c.attempt_id <> EXCLUDED.attempt_id)';
+/** The row keeps its receipt: `KEEPS_RECEIPT`, unless the row is taken over. */
+const ROW_KEEPS_RECEIPT = `(${KEEPS_RECEIPT} AND NOT ${TAKES_OVER})`;
 /**
  * Registers refs and records receipts (see `resolveMoves`). The rows stay a function in FROM, not
  * `arrayRows`: the CTE is read twice, so it is materialised either way, and the numbering that
@@ -410,9 +412,9 @@ const RESOLVE_REFS_SQL = `WITH u AS (
        ON CONFLICT (ref, carrier) DO UPDATE SET
          attempt_id = CASE WHEN ${TAKES_OVER} THEN EXCLUDED.attempt_id ELSE COALESCE(c.attempt_id, EXCLUDED.attempt_id) END,
          part = CASE WHEN c.attempt_id IS NULL OR ${TAKES_OVER} THEN EXCLUDED.part ELSE c.part END,
-         state = CASE WHEN ${KEEPS_RECEIPT} AND NOT ${TAKES_OVER} THEN c.state ELSE EXCLUDED.state END,
-         result_info = CASE WHEN ${KEEPS_RECEIPT} AND NOT ${TAKES_OVER} THEN c.result_info ELSE EXCLUDED.result_info END,
-         reported_at = CASE WHEN ${KEEPS_RECEIPT} AND NOT ${TAKES_OVER} THEN c.reported_at ELSE EXCLUDED.reported_at END,
+         state = CASE WHEN ${ROW_KEEPS_RECEIPT} THEN c.state ELSE EXCLUDED.state END,
+         result_info = CASE WHEN ${ROW_KEEPS_RECEIPT} THEN c.result_info ELSE EXCLUDED.result_info END,
+         reported_at = CASE WHEN ${ROW_KEEPS_RECEIPT} THEN c.reported_at ELSE EXCLUDED.reported_at END,
          created_at = CASE WHEN ${TAKES_OVER} THEN now() ELSE c.created_at END
        RETURNING c.ref, c.carrier, c.attempt_id, c.state, c.result_info, c.reported_at)
      SELECT c.ref, c.carrier, c.attempt_id, c.state, c.result_info, c.reported_at, a.parts, false AS registered

@@ -87,10 +87,10 @@ async function startWorker(pools = ['--pools=sms', '--lanes=transactional,promot
 test('a worker paused past its job lock stops handing the job over once it wakes; the one that took the job over finishes it', { timeout: 120_000 }, async (t) => {
   const { apiKey } = await svc.createAccount({ credit_czk: 10_000 });
   const phones = Array.from({ length: RECIPIENTS }, (_, i) => `42077790${String(i).padStart(2, '0')}03`);
-  // worker_status's status pool, as the Procfile runs it: a status batch that cannot be applied where its reports
-  // arrived (rows the paused worker locked mid-transaction, past the batch's 10 s) goes to the
-  // status queues, which only its pool applies. Without it such reports waited for good, and the
-  // test timed out once in CI with attempts not yet `sent`.
+  // worker_status's status pool, as the Procfile runs it: a status batch that cannot be applied
+  // where its reports arrived (rows the paused worker locked mid-transaction, past the batch's
+  // 10 s) goes to the status queues, which only that pool applies. Without it such reports would
+  // wait for good: the likely cause of this test's one timeout in CI, attempts not yet `sent`.
   const statusWorker = await startWorker(['--pools=status']);
   // Both workers up and bound before the job exists: either may take it, the other takes it over.
   const started = [await startWorker(), await startWorker()];
