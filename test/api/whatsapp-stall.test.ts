@@ -141,33 +141,37 @@ it('a WhatsApp worker paused past its job lock sends nothing more of the job onc
  * no live run holds goes back, and both runs fail (their jobs are retried; nothing is lost).
  */
 it('a later run of the same job in one process lends its hold to the attempts it finds in flight, and fails with them when it has none', { timeout: 60_000 }, async () => {
-  const { carrier, reports } = ownCarrier('join', 1);
-  const attempt = (attemptId: number, hold: { held(): boolean }) => templateAttempt(attemptId, `4207779200${attemptId}0`, hold);
-  const sentTo = (to: string) => sim.messages({ to, limit: 10 }).length;
+  // One message every 4 s: whichever attempt takes the first token goes at once, the other waits
+  // about 4 s, time enough for the later run to start on a loaded machine.
+  const { carrier, reports } = ownCarrier('join', 0.25);
+  const phone = (attemptId: number) => `4207779200${attemptId}0`;
+  const attempt = (attemptId: number, hold: { held(): boolean }) => templateAttempt(attemptId, phone(attemptId), hold);
+  const sentTo = (id: number) => sim.messages({ to: phone(id), limit: 10 }).length;
   try {
     for (const laterHolds of [true, false]) {
-      let earlierHeld = true;
-      const earlier = { held: () => earlierHeld };
+      const pair = laterHolds ? [1, 2] : [3, 4];
+      // The earlier run's hold lapses the moment Meta has one of its attempts (the two pacers race
+      // for the first token, either may win), however late the test's poll below notices.
+      const earlier = { held: () => pair.every((id) => sentTo(id) === 0) };
       const later = { held: () => laterHolds };
-      const [a, b] = laterHolds ? [1, 2] : [3, 4];
-      // One message a second: the first takes the token at once, the second waits about a second.
-      const first = carrier.send([attempt(a, earlier), attempt(b, earlier)]);
-      await waitFor(() => sentTo(attempt(a, earlier).to) === 1, 5_000, 'the first send').catch((err: Error) => {
+      const first = carrier.send(pair.map((id) => attempt(id, earlier)));
+      await waitFor(() => pair.some((id) => sentTo(id) === 1), 10_000, 'the first send').catch((err: Error) => {
         throw new Error(`${err.message}: ${JSON.stringify(reports)} ${JSON.stringify(sim.messages({ limit: 5 }))}`);
       });
-      earlierHeld = false;
-      const second = carrier.send([attempt(b, later)]);
+      // The attempt still waiting for its token, handed again by the later run.
+      const waiting = pair.find((id) => sentTo(id) === 0)!;
+      const second = carrier.send([attempt(waiting, later)]);
       const [r1, r2] = await Promise.allSettled([first, second]);
       if (laterHolds) {
         assert.deepEqual([r1.status, r2.status], ['fulfilled', 'fulfilled'], 'both runs done');
-        assert.equal(sentTo(attempt(b, later).to), 1, 'sent once, on the later run\'s hold');
-        assert.equal(reports.filter((r) => r.attemptId === b).length, 1, 'reported once');
+        assert.equal(sentTo(waiting), 1, 'sent once, on the later run\'s hold');
+        assert.equal(reports.filter((r) => r.attemptId === waiting).length, 1, 'reported once');
       } else {
         assert.equal(r1.status, 'rejected');
         assert.ok(r1.status === 'rejected' && r1.reason instanceof WhatsappHoldLapsed, 'the earlier run gave it back');
         assert.equal(r2.status, 'rejected', 'the later run fails with it: its job is retried');
-        assert.equal(sentTo(attempt(b, later).to), 0, 'not sent');
-        assert.equal(reports.filter((r) => r.attemptId === b).length, 0, 'nothing reported');
+        assert.equal(sentTo(waiting), 0, 'not sent');
+        assert.equal(reports.filter((r) => r.attemptId === waiting).length, 0, 'nothing reported');
       }
     }
   } finally {
