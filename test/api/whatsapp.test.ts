@@ -392,8 +392,10 @@ describe('statuses', () => {
 
   it('a sent that arrives after the failure it preceded is reported once, after it; the state and the refund stay', T, async () => {
     // …01: sent, then failed 131026; out of order, the failure comes first (Meta keeps no order),
-    // and each status twice: the late sent is reported once.
-    sim.configure({ outOfOrder: true, duplicateStatuses: true });
+    // and each status twice: the late sent is reported once. 400 ms apart, so the failure is
+    // applied before the sent arrives: 10 ms apart, a loaded machine's late timer sometimes put
+    // both in one webhook, and one batch applies its moves in the state path's order instead.
+    sim.configure({ outOfOrder: true, duplicateStatuses: true, callbackDelayMs: 400 });
     try {
       const id = await send({ body: 'x', to: [{ phone_number: '420777104501' }], flow: [{ whatsapp_template: { sender: PN, template_name: 'hello_world' } }] });
       await waitTrail(`${id}-0`, ['whatsapp_template:sending', 'whatsapp_template:undelivered', 'whatsapp_template:sent']);
@@ -417,7 +419,7 @@ describe('statuses', () => {
            FROM attempts a WHERE a.id = $1`, [attempt.id]);
       assert.equal(times!.updated_before_late, true);
     } finally {
-      sim.configure({ outOfOrder: false, duplicateStatuses: false });
+      sim.configure({ outOfOrder: false, duplicateStatuses: false, callbackDelayMs: 10 });
     }
   });
 
