@@ -18,6 +18,8 @@ const PN = '106540352242922';
 const PN2 = '106540352242923';
 const WABA = '102290129340398';
 const TOKEN = 'sim-system-user-token';
+/** The simulator's delay between a send and each of its statuses, for every test but one. */
+const CALLBACK_DELAY_MS = 10;
 
 let sim: WhatsappSimulator;
 let smsc: SmscSimulator;
@@ -93,7 +95,7 @@ function statusEnvelope(statuses: Array<Record<string, unknown>>): unknown {
 before(async () => {
   smsc = new SmscSimulator({ systemId: 'sb', password: 'pw', receiptDelayMs: 20 });
   const { port } = await smsc.start();
-  sim = await startWhatsappSimulator({ callbackDelayMs: 10, webhooks: { retryDelaysMs: [50, 100] } });
+  sim = await startWhatsappSimulator({ callbackDelayMs: CALLBACK_DELAY_MS, webhooks: { retryDelaysMs: [50, 100] } });
   const logger = createLogger('debug', 'switchboard', { write: (line: string) => void logLines.push(line) });
   svc = await startTestService({ logger, env: { SANDBOX: '0', SMPP_URL: `smpp://sb:pw@127.0.0.1:${port}`, WHATSAPP_GRAPH_URL: sim.url } });
   ({ accountId, apiKey } = await svc.createAccount({ credit_czk: 1000 }));
@@ -419,7 +421,7 @@ describe('statuses', () => {
            FROM attempts a WHERE a.id = $1`, [attempt.id]);
       assert.equal(times!.updated_before_late, true);
     } finally {
-      sim.configure({ outOfOrder: false, duplicateStatuses: false, callbackDelayMs: 10 });
+      sim.configure({ outOfOrder: false, duplicateStatuses: false, callbackDelayMs: CALLBACK_DELAY_MS });
     }
   });
 
