@@ -22,6 +22,8 @@ const hot = {
   attemptResults: new Float64Array(CHANNELS.length * ATTEMPT_STATES.length),
   reportsApplied: 0,
   statusBatches: 0,
+  dispatchBatches: 0,
+  dispatchBatchJobs: 0,
   verificationStarts: 0,
   verificationChecks: new Map<string, number>(),
 };
@@ -42,6 +44,12 @@ export function countAttemptResult(channel: Channel | string, state: AttemptStat
 export function countReportsApplied(reports: number): void {
   hot.reportsApplied += reports;
   hot.statusBatches += 1;
+}
+
+/** Dispatch jobs run together as one batch (engine/dispatch-batches.ts). */
+export function countDispatchBatch(jobs: number): void {
+  hot.dispatchBatches += 1;
+  hot.dispatchBatchJobs += jobs;
 }
 
 export function countVerificationStart(): void {
@@ -181,6 +189,12 @@ function familiesOf(): Families {
   });
   counterFrom(registry, 'switchboard_status_batches_total', 'Status batches committed', [], (set) => {
     set({}, hot.statusBatches);
+  });
+  counterFrom(registry, 'switchboard_dispatch_batches_total', 'Dispatch batches started (the jobs of a lane run together, one transaction each)', [], (set) => {
+    set({}, hot.dispatchBatches);
+  });
+  counterFrom(registry, 'switchboard_dispatch_batch_jobs_total', 'Dispatch jobs run in those batches (divided by the batches: jobs per batch)', [], (set) => {
+    set({}, hot.dispatchBatchJobs);
   });
   counterFrom(registry, 'switchboard_verifications_started_total', 'Verification sessions started (a code sent)', [], (set) => {
     set({}, hot.verificationStarts);

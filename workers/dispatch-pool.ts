@@ -10,6 +10,7 @@ import { LANES, dispatchQueueName, type ChannelPool, type DispatchJob, type Lane
 import { isCallJobId } from '../shared/engine/dispatch-jobs.js';
 import type { DispatchOutcome } from '../shared/engine/dispatch.js';
 import { RunLease } from '../shared/engine/run-lease.js';
+import { DispatchBatcher } from '../shared/engine/dispatch-batches.js';
 import { logWorkerErrors, workerPrefix, type WorkerConnection } from './connection.js';
 
 // A priority job holds its slot until its submit responses are durable (a few event-loop turns
@@ -32,6 +33,9 @@ export function startDispatchPool(
   return lanes.map((lane) => {
     const lockDuration = lane === 'priority' ? lockMs / 2 : lockMs;
     const leases = new Map<string, RunLease>();
+    // The bulk lanes' jobs that run at the same moment go together (dispatch-batches.ts); a
+    // priority job goes alone, at once.
+    const batcher = lane === 'priority' ? null : new DispatchBatcher((runs, committed) => engine.dispatchRuns(runs, lane, committed));
     const worker = new Worker<DispatchJob>(
       dispatchQueueName(pool, lane),
       async (job: Job<DispatchJob>, token?: string) => {
@@ -41,7 +45,8 @@ export function startDispatchPool(
         leases.set(job.id!, lease);
         let outcome: DispatchOutcome;
         try {
-          outcome = await engine.dispatch(job.data, undefined, lane, !isCallJobId(job.id), lease);
+          const delaySelf = !isCallJobId(job.id);
+          outcome = await (batcher ? batcher.run({ job: job.data, delaySelf, hold: lease }) : engine.dispatch(job.data, undefined, lane, delaySelf, lease));
         } catch (err) {
           if (!lease.held()) logger.warn({ queue: worker.name, jobId: job.id }, 'dispatch run stopped: its job lock was not renewed in time (the process was paused or cut off from Redis); the job is handed again');
           throw err;

@@ -11,9 +11,11 @@
  *
  * - accept: `insertObjects` (sending/accept.ts), messages + recipients in one statement, calls of
  *   10 objects × 10 recipients (the `accept` scenario's shape), on a pool like the API's;
- * - dispatch: `dispatchStep` (engine/dispatch.ts) per call's job (100 recipients): its two reads,
- *   the transaction writing attempts + events + outbox, the debit sent with the COMMIT, and the
- *   hand-over's update; the carrier takes the attempts and does nothing (no network, no Redis);
+ * - dispatch: each call's job (100 recipients) through a `DispatchBatcher` as a dispatch pool's
+ *   lane runs them (engine/dispatch-batches.ts: the jobs that wait meanwhile go together, so with
+ *   `--concurrency` 4 most batches hold several): `dispatchRuns`' two reads, the transaction writing
+ *   attempts + events + outbox, the debit sent with the COMMIT, and the hand-over's update; the
+ *   carrier takes the attempts and does nothing (no network, no Redis);
  * - status sent / status delivered: `applyReports` (engine/status.ts), batches of submit responses
  *   (attempt id + ref: registers the refs) and then of receipts (by ref only), 500 reports each;
  * - relay: `relayOnce` (webhooks/relay.ts) with direct delivery, draining the outbox the stages
@@ -42,7 +44,8 @@ import { createAccount } from '../../shared/domain/accounts.js';
 import { authenticateKey, type ApiKeyRecord } from '../../shared/domain/keys.js';
 import { insertObjects, prepareMessage, type AcceptedObject } from '../../shared/sending/accept.js';
 import { newId } from '../../shared/sending/ids.js';
-import { dispatchStep } from '../../shared/engine/dispatch.js';
+import { dispatchRuns } from '../../shared/engine/dispatch.js';
+import { DispatchBatcher } from '../../shared/engine/dispatch-batches.js';
 import { applyReports } from '../../shared/engine/status.js';
 import { MessageFactsCache } from '../../shared/engine/message-facts.js';
 import { AttemptFactsCache } from '../../shared/engine/attempt-facts.js';
@@ -291,9 +294,10 @@ async function oneRun(opts: Options, run: number): Promise<StageResult[]> {
       step: 0, messages: objects.map((o) => ({ messageId: o.entry.messageId, recipientIds: o.entry.recipientIds })),
     }));
     let handed = 0;
-    results.push(await timed('dispatch (dispatchStep)', 'attempts', async () => {
+    const batcher = new DispatchBatcher((runs, committed) => dispatchRuns(deps, runs, new Date(), committed));
+    results.push(await timed('dispatch (dispatchRuns)', 'attempts', async () => {
       await inParallel(jobs.length, c, async (i) => {
-        const outcome = await dispatchStep(deps, jobs[i]!, new Date(), false);
+        const outcome = await batcher.run({ job: jobs[i]!, delaySelf: false });
         handed += outcome.handed; // after the await: `x += await …` would read x before it
       });
       return { calls: jobs.length, rowCount: handed };

@@ -128,78 +128,116 @@ export interface DispatchOutcome {
   rejected: number;
 }
 
-/** One message object of a dispatch job, with what its step means for it. */
+/** One message object of a dispatch run, with what its step means for it. */
 interface Part {
   msg: MessageRow;
   recipientIds: number[];
   step: ChannelStep;
   ttlMinutes: number;
+  /** The run it belongs to: its index in `dispatchRuns`' runs, and its hold. */
+  run: number;
+  hold: OutboundAttempt['hold'] | undefined;
+}
+
+/**
+ * One dispatch job's run. `delaySelf`: the job may wait for a message's time itself (its id is that
+ * message's step: it is what the sweep would add again). A call's job may not: a message of it that
+ * may not run yet gets a delayed job of its own. `hold`: the run's hold on its job
+ * (`OutboundAttempt.hold`); once it is not held, the carriers stop handing its attempts over.
+ */
+export interface DispatchRun {
+  job: DispatchJob;
+  delaySelf: boolean;
+  hold?: OutboundAttempt['hold'];
 }
 
 /**
  * Start one flow step for the recipients of one or more message objects (a batch call's objects
- * travel in one job, so one transaction serves up to 100 recipients).
- */
-/**
- * `delaySelf`: the job may wait for a message's time itself (its id is that message's step: it is
- * what the sweep would add again). A call's job may not: a message of it that may not run yet gets
- * a delayed job of its own. `hold`: the run's hold on its job (`OutboundAttempt.hold`); once it is
- * not held, the carriers stop handing its attempts over.
+ * travel in one job, so one transaction serves up to 100 recipients): one job's run alone
+ * (`delaySelf`, `hold`: see `DispatchRun`).
  */
 export async function dispatchStep(
   deps: EngineDeps, job: DispatchJob, now = new Date(), delaySelf = true, hold?: OutboundAttempt['hold'],
 ): Promise<DispatchOutcome> {
-  const [messages, recipients] = await Promise.all([
-    loadMessages(deps.db, job.messages.map((m) => m.messageId)),
-    loadRecipients(deps.db, job.messages.flatMap((m) => m.recipientIds)),
-  ]);
+  const [outcome] = await dispatchRuns(deps, [{ job, delaySelf, hold }], now);
+  return outcome!;
+}
+
+/**
+ * Runs of jobs at one step, together (dispatch-batches.ts): one read of their messages and
+ * recipients and one transaction for all, then one hand-over in which each attempt keeps its own
+ * run's hold. Returns each run's outcome, in order; anything that fails fails them all (each job is
+ * safe to run again). A recipient in two runs is its first run's. `committed` is called once the
+ * transaction committed (or nothing was due), before the hand-over: from then on the runs need no
+ * more of Postgres' time until they record it.
+ */
+export async function dispatchRuns(deps: EngineDeps, runs: DispatchRun[], now = new Date(), committed?: () => void): Promise<DispatchOutcome[]> {
+  const step = runs[0]!.job.step;
+  const messageIds: string[] = [];
+  const recipientIds: number[] = [];
+  for (const { job } of runs) {
+    if (job.step !== step) throw new Error('dispatchRuns: the runs of one batch must be of one step');
+    for (const m of job.messages) {
+      messageIds.push(m.messageId);
+      for (const id of m.recipientIds) recipientIds.push(id);
+    }
+  }
+  const [messages, recipients] = await Promise.all([loadMessages(deps.db, messageIds), loadRecipients(deps.db, recipientIds)]);
   for (const msg of messages.values()) {
     deps.messageFacts.remember(msg); // for the status batches of these attempts
   }
+  const outcomes: DispatchOutcome[] = runs.map(() => ({ delayUntil: null, handed: 0, rejected: 0 }));
   const due: Part[] = [];
-  let laterOnly: Date | null = null;
-  for (const item of job.messages) {
-    const msg = messages.get(item.messageId);
-    if (!msg || job.step >= msg.flow.length) {
-      continue;
-    }
-    const at = dueInstant(msg, now);
-    if (at.getTime() - now.getTime() > 1000) {
-      // Not yet inside its schedule or window (a job released late, or a fallback step at night).
-      // From here on the recipients' due_at finds them if this job is lost, not the message's flag.
-      await deps.db.query(
-        `WITH later AS (UPDATE recipients r SET due_at = $3 WHERE r.id = ANY($1) AND r.step = $2 AND r.state = 'queued'
-                           AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.recipient_id = r.id AND a.step = $2))
-         UPDATE messages SET dispatch_pending = false WHERE id = $4 AND dispatch_pending`,
-        [numberArray(item.recipientIds), job.step, at, msg.id],
-      );
-      if (job.messages.length === 1 && delaySelf) {
-        laterOnly = at;
-      } else {
-        await deps.enqueueLater({ messageId: msg.id, step: job.step, recipientIds: item.recipientIds, lane: msg.lane, channel: stepOf(msg.flow[job.step]!).channel }, at);
+  for (let run = 0; run < runs.length; run++) {
+    const { job, delaySelf, hold } = runs[run]!;
+    for (const item of job.messages) {
+      const msg = messages.get(item.messageId);
+      if (!msg || step >= msg.flow.length) {
+        continue;
       }
-      continue;
+      const at = dueInstant(msg, now);
+      if (at.getTime() - now.getTime() > 1000) {
+        // Not yet inside its schedule or window (a job released late, or a fallback step at night).
+        // From here on the recipients' due_at finds them if this job is lost, not the message's flag.
+        await deps.db.query(
+          `WITH later AS (UPDATE recipients r SET due_at = $3 WHERE r.id = ANY($1) AND r.step = $2 AND r.state = 'queued'
+                             AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.recipient_id = r.id AND a.step = $2))
+           UPDATE messages SET dispatch_pending = false WHERE id = $4 AND dispatch_pending`,
+          [numberArray(item.recipientIds), step, at, msg.id],
+        );
+        if (job.messages.length === 1 && delaySelf) {
+          outcomes[run]!.delayUntil = at;
+        } else {
+          await deps.enqueueLater({ messageId: msg.id, step, recipientIds: item.recipientIds, lane: msg.lane, channel: stepOf(msg.flow[step]!).channel }, at);
+        }
+        continue;
+      }
+      due.push({ msg, recipientIds: item.recipientIds, step: stepOf(msg.flow[step]!), ttlMinutes: stepTtlMinutes(msg.flow, step), run, hold });
     }
-    due.push({ msg, recipientIds: item.recipientIds, step: stepOf(msg.flow[job.step]!), ttlMinutes: stepTtlMinutes(msg.flow, job.step) });
-  }
-  if (laterOnly) {
-    return { delayUntil: laterOnly, handed: 0, rejected: 0 };
   }
   if (due.length === 0) {
-    return { delayUntil: null, handed: 0, rejected: 0 };
+    committed?.();
+    return outcomes;
   }
-  // Recipients whose flow moved on to another step (a late duplicate job) are not this job's.
-  const partOf = new Map<string, Part>();
-  for (const p of due) partOf.set(p.msg.id, p);
+  // Recipients whose flow moved on to another step (a late duplicate job) are not this run's.
+  // A job's ids may be numeric strings (the recovery sweep's come from an int8[] that pg leaves as
+  // text), so the map is keyed by number, as the rows' ids are.
+  const partOf = new Map<number, Part>();
+  for (const p of due) {
+    for (const id of p.recipientIds) {
+      const key = Number(id);
+      if (!partOf.has(key)) partOf.set(key, p);
+    }
+  }
   const atStep: RecipientRow[] = [];
   const dueRecipients: number[] = [];
   for (const r of recipients) {
-    if (r.step !== job.step || !partOf.has(r.message_id)) continue;
+    if (r.step !== step || partOf.get(r.id)?.msg.id !== r.message_id) continue;
     atStep.push(r);
     if (r.due) dueRecipients.push(r.id);
   }
   const flaggedMessages: string[] = [];
-  if (job.step === 0) {
+  if (step === 0) {
     for (const p of due) {
       if (p.msg.dispatch_pending) flaggedMessages.push(p.msg.id);
     }
@@ -214,22 +252,25 @@ export async function dispatchStep(
   // the credit runs out.
   let result: DispatchTxResult;
   try {
-    result = await runDispatchTx({ deps, partOf, recipients: atStep, step: job.step, prices, now, mode: 'optimistic' });
+    result = await runDispatchTx({ deps, partOf, recipients: atStep, step, prices, now, mode: 'optimistic' });
   } catch (err) {
     if ((err as { code?: string } | null)?.code !== CREDIT_NOT_COVERED) {
       throw err;
     }
-    result = await runDispatchTx({ deps, partOf, recipients: atStep, step: job.step, prices, now, mode: 'allocate' });
+    result = await runDispatchTx({ deps, partOf, recipients: atStep, step, prices, now, mode: 'allocate' });
   }
 
   // Committed: the status batches of these attempts need not read their facts back.
   for (const f of result.facts) {
     deps.attemptFacts.remember(f);
   }
-  await handOver(deps, result.toHand, { step: job.step, flaggedMessages, dueRecipients }, hold);
+  committed?.();
+  for (const t of result.toHand) outcomes[t.part.run]!.handed++;
+  for (const part of result.rejected) outcomes[part.run]!.rejected++;
+  await handOver(deps, result.toHand, { step, flaggedMessages, dueRecipients });
   await afterHandedBefore(deps, result.handedBefore);
   await deps.enqueueNextSteps(result.nextSteps);
-  return { delayUntil: null, handed: result.toHand.length, rejected: result.rejected };
+  return outcomes;
 }
 
 interface ToHand {
@@ -241,7 +282,8 @@ interface ToHand {
 interface DispatchTxResult {
   toHand: ToHand[];
   nextSteps: NextStep[];
-  rejected: number;
+  /** The part of each attempt written as rejected. */
+  rejected: Part[];
   /** The facts of the attempts written and handed, to remember once the transaction committed. */
   facts: AttemptFacts[];
   /** Attempts of an earlier run whose hand-over is recorded, not handed again (see `afterHandedBefore`). */
@@ -259,7 +301,8 @@ interface HandedBefore {
 
 interface DispatchTxInput {
   deps: EngineDeps;
-  partOf: Map<string, Part>;
+  /** Each recipient's part (of its message, in its run). */
+  partOf: Map<number, Part>;
   recipients: RecipientRow[];
   step: number;
   prices: Awaited<ReturnType<typeof currentPrices>>;
@@ -277,16 +320,12 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
   const { deps, partOf, recipients, step, prices, now, mode } = input;
   const texts = new Map<number, string>();
   if (deps.hooks.resolveTexts) {
-    for (const part of partOf.values()) {
-      const ids: number[] = [];
-      for (const r of recipients) {
-        if (r.message_id === part.msg.id) ids.push(r.id);
-      }
-      if (ids.length) {
-        const resolved = await deps.hooks.resolveTexts(tx, part.msg.source, ids);
-        if (resolved) {
-          for (const [id, text] of resolved) texts.set(id, text);
-        }
+    const idsOf = new Map<Part, number[]>();
+    for (const r of recipients) pushTo(idsOf, partOf.get(r.id)!, r.id);
+    for (const [part, ids] of idsOf) {
+      const resolved = await deps.hooks.resolveTexts(tx, part.msg.source, ids);
+      if (resolved) {
+        for (const [id, text] of resolved) texts.set(id, text);
       }
     }
   }
@@ -303,7 +342,7 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
   const planSmsOf = smsPlanner();
   const planned: Planned[] = [];
   for (const r of candidates) {
-    planned.push(planAttempt(deps, partOf.get(r.message_id)!, r, texts.get(r.id), prices, planSmsOf));
+    planned.push(planAttempt(deps, partOf.get(r.id)!, r, texts.get(r.id), prices, planSmsOf));
   }
   // Promotional attempts to numbers that opted out are refused here, uncharged ([304]).
   await refuseOptedOut(tx, planned);
@@ -388,7 +427,7 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
     const byId = new Map(recipients.map((r) => [r.id, r]));
     for (const row of rows) {
       const r = byId.get(row.recipient_id)!;
-      const part = partOf.get(r.message_id)!;
+      const part = partOf.get(r.id)!;
       if (row.state !== 'sending' || !row.unhanded) {
         const channel = part.step.channel;
         const waits = mayHoldTtlTimer(channel) && ttlExpiryApplies(channel, row.state);
@@ -416,7 +455,7 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
   for (const d of debitsOf(written)) {
     lastStatements.push(changeCreditStatement(d.payer.kind, d.payer.id, d.payer.currency, -d.units));
   }
-  return { result: { toHand, nextSteps, rejected: countRejected(written), facts, handedBefore }, lastStatements };
+  return { result: { toHand, nextSteps, rejected: rejectedParts(written), facts, handedBefore }, lastStatements };
 }
 
 const ATTEMPT_PARAMS = [
@@ -497,14 +536,12 @@ function attemptColumns(deps: EngineDeps, planned: Planned[]): Record<AttemptPar
   };
 }
 
-function countRejected(written: Planned[]): number {
-  let n = 0;
+function rejectedParts(written: Planned[]): Part[] {
+  const parts: Part[] = [];
   for (const p of written) {
-    if (p.reject) {
-      n++;
-    }
+    if (p.reject) parts.push(p.part);
   }
-  return n;
+  return parts;
 }
 
 /**
@@ -686,13 +723,13 @@ interface SweepMarks {
  * clears the marks the recovery sweep would find this work by: only now, so that a crash anywhere
  * before leaves the work findable (the job that runs again re-hands what never reached a carrier).
  */
-async function handOver(deps: EngineDeps, toHand: ToHand[], marks: SweepMarks, hold?: OutboundAttempt['hold']): Promise<void> {
+async function handOver(deps: EngineDeps, toHand: ToHand[], marks: SweepMarks): Promise<void> {
   const byCarrier = new Map<Carrier, OutboundAttempt[]>();
   for (const { carrier, attempt, part } of toHand) {
-    // The attempt objects are this run's own: the lane's handling and the run's hold are set on them.
+    // The attempt objects are this call's own: the lane's handling and its run's hold are set on them.
     if (part.msg.lane < LANE_NUMBER.promotional) attempt.priority = true;
     if (deps.config.atMostOnceLanes.includes(part.msg.lane)) attempt.atMostOnce = true;
-    if (hold) attempt.hold = hold;
+    if (part.hold) attempt.hold = part.hold;
     pushTo(byCarrier, carrier, attempt);
   }
   // A carrier that throws leaves its attempts unhanded: the job fails and its retry re-hands them.

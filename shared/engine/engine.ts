@@ -10,7 +10,7 @@ import { Queues, STATUS_JOB_OPTIONS, statusPartitionOf, type DispatchJob, type S
 import type { Redis } from '../redis.js';
 import { TtlTimers } from './ttl-timers.js';
 import type { CarrierRegistry } from './routing.js';
-import { dispatchStep, type DispatchOutcome } from './dispatch.js';
+import { dispatchRuns, dispatchStep, type DispatchOutcome, type DispatchRun } from './dispatch.js';
 import { applyReports, matchWaitingRefs, priorHandOvers, type ApplyOutcome } from './status.js';
 import { pushTo } from '../collections.js';
 import { MessageFactsCache } from './message-facts.js';
@@ -99,6 +99,11 @@ export class Engine {
   /** `delaySelf`, `hold`: see `dispatchStep` (delaySelf false for a call's job). */
   dispatch(job: DispatchJob, now?: Date, lane?: Lane, delaySelf = true, hold?: OutboundAttempt['hold']): Promise<DispatchOutcome> {
     return dispatchStep(lane === 'priority' ? this.priorityDeps : this.deps, job, now, delaySelf, hold);
+  }
+
+  /** Runs of one step together (`dispatchRuns`; dispatch-batches.ts takes them). */
+  dispatchRuns(runs: DispatchRun[], lane: Lane, committed?: () => void): Promise<DispatchOutcome[]> {
+    return dispatchRuns(lane === 'priority' ? this.priorityDeps : this.deps, runs, new Date(), committed);
   }
 
   applyStatusJob(job: StatusJob): Promise<ApplyOutcome> {

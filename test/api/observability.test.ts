@@ -86,6 +86,8 @@ test('/metrics after real traffic has every family, with the traffic counted', {
     switchboard_carrier_window: 'gauge',
     switchboard_accept_large_call_turns: 'gauge',
     switchboard_carrier_reports_applied_total: 'counter',
+    switchboard_dispatch_batches_total: 'counter',
+    switchboard_dispatch_batch_jobs_total: 'counter',
     switchboard_webhook_deliveries_total: 'counter',
     switchboard_webhook_delivery_seconds: 'histogram',
     switchboard_webhook_batches_dead_total: 'counter',
@@ -113,6 +115,10 @@ test('/metrics after real traffic has every family, with the traffic counted', {
   assert.ok(m.get('switchboard_carrier_window')!.samples.some((s) => s.labels.measure === 'in_use'));
   assert.equal(total(m, 'switchboard_accept_large_call_turns', { measure: 'size' }), 2, 'small calls came: the narrow turns (ACCEPT_LARGE_CALL_CONCURRENCY)');
   assert.ok(total(m, 'switchboard_carrier_reports_applied_total') >= 6, 'submit responses and receipts');
+  // Both sends went through a bulk lane's batches (the verification code, through the priority lane, alone).
+  const batches = total(m, 'switchboard_dispatch_batches_total');
+  assert.ok(batches >= 1 && batches <= 2, `the two calls' jobs ran in one or two batches (${batches})`);
+  assert.equal(total(m, 'switchboard_dispatch_batch_jobs_total'), 2, 'two jobs, each in a batch once');
   assert.ok(total(m, 'switchboard_webhook_deliveries_total', { outcome: 'delivered' }) >= 1);
   assert.ok(total(m, 'switchboard_webhook_deliveries_total', { outcome: 'http_error' }) >= 2, 'the failing receiver, twice');
   assert.ok(total(m, 'switchboard_webhook_delivery_seconds', {}, 'switchboard_webhook_delivery_seconds_count') >= 3);
