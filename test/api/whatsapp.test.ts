@@ -342,6 +342,9 @@ describe('each error class', () => {
     const { accountId: other, apiKey: otherKey } = await svc.createAccount({ credit_czk: 100 });
     const res = await svc.admin('POST', '/senders', { account_id: other, family: 'whatsapp', sender: PN, connection: 'main', credentials: { access_token: 'expired-token' } });
     assert.equal(res.status, 201, res.text);
+    // The admin API's change reaches the dispatching connections by a refresh that runs after its
+    // answer (at once in this process, within seconds in others): a send may go once it is routed.
+    await waitFor(() => svc.runtime.engine.carriers.route('whatsapp_template', '420777103500', other, PN).carrier !== null, 10_000, 'the new sender routed');
     const badToken = await send({ body: 'x', to: [{ phone_number: '420777103500' }], flow: [{ whatsapp_template: { sender: PN, template_name: 'hello_world' } }, { sms: {} }] }, otherKey);
     const tokenEvs = await waitTrail(`${badToken}-0`, ['whatsapp_template:sending', 'whatsapp_template:failed', 'sms:sending', 'sms:sent']);
     assert.match(tokenEvs[1]!.result_info, /^\[190\] /);
