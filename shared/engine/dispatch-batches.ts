@@ -11,8 +11,10 @@
  *
  * A batch fails as a whole. When it failed before its commit (a read, the transaction), its runs
  * go again one by one, first in the wait: a job whose data makes its dispatch fail then fails
- * alone, and the others go on. After the commit (a carrier that failed its hand-over) they fail
- * together, each job retried by BullMQ as any failed job is (every run is safe to run again).
+ * alone, and the others go on. After the commit they fail together (a carrier that failed the
+ * hand-over; or one job's run whose hold lapsed, as when the process was paused past its lock: its
+ * carrier gives that run's attempts back and fails the call), each job retried by BullMQ as any
+ * failed job is (every run is safe to run again).
  */
 import type { DispatchJob } from '../queues.js';
 import { countDispatchBatch } from '../metrics.js';
@@ -35,11 +37,11 @@ interface Waiting {
   reject: (err: unknown) => void;
 }
 
-export const recipientsOf = (job: DispatchJob): number => {
+function recipientsOf(job: DispatchJob): number {
   let n = 0;
   for (const m of job.messages) n += m.recipientIds.length;
   return n;
-};
+}
 
 /**
  * The next batch, taken out of `waiting` (oldest first): the oldest run, then the runs after it at
