@@ -24,7 +24,8 @@ interface LostStep {
   step: number;
   lane: number;
   flow: FlowStep[];
-  ids: number[];
+  /** The recipients' ids: an int8[], which pg returns as text (shared/db/pool.ts parses only a scalar int8). */
+  ids: string[];
   /** Due at acceptance: its step was in the call's job. */
   at_acceptance: boolean;
 }
@@ -73,14 +74,15 @@ export async function sweepOnce(db: Db, queues: Queues, opts: SweepOptions): Pro
   let replaced = 0;
   for (const row of rows) {
     const target = { channel: stepOf(row.flow[row.step]!).channel, lane: row.lane };
+    const ids = row.ids.map(Number); // as acceptance writes them into a job
     // Under the id of the job that would have run it: the call's job for a message due at
     // acceptance, the message's own for a scheduled or deferred one, the recipient's for a later
     // step. A job still waiting under that id (a backlog) makes adding it a no-op.
     const jobs = row.at_acceptance
-      ? [callJob(target, row.request_id, { messageId: row.message_id, recipientIds: row.ids })]
+      ? [callJob(target, row.request_id, { messageId: row.message_id, recipientIds: ids })]
       : row.step === 0
-        ? [messageJob(target, row.message_id, 0, row.ids)]
-        : row.ids.map((id) => recipientJob(target, row.message_id, row.step, id));
+        ? [messageJob(target, row.message_id, 0, ids)]
+        : ids.map((id) => recipientJob(target, row.message_id, row.step, id));
     replaced += (await addDispatchJobs(queues, jobs, { replaceFailed: true })).replaced;
     dispatch += jobs.length;
   }

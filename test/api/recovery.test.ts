@@ -45,6 +45,7 @@ test('recipients whose jobs Redis lost are re-enqueued by the sweep and then del
   const job = await queue.getJob(callJobId(res.body.request_id));
   assert.ok(job, 'the job is back under the id of the call\'s job');
   assert.deepEqual(job.data.messages[0]!.recipientIds.length, 2);
+  assert.ok(job.data.messages[0]!.recipientIds.every((r) => typeof r === 'number'), 'ids as acceptance writes them: numbers');
   // A second sweep does not duplicate a job that exists.
   await sweepOnce(svc.runtime.db, svc.runtime.queues, { graceMs: 30_000, webhookRetries: 3 });
   assert.equal(await queue.count(), 1);
