@@ -18,6 +18,7 @@ import {
   senderAddress,
   shortMessageBytes,
   type DeliverSm,
+  type ParsedReceipt,
   type InboundPart,
   type SubmitSmFields,
 } from '../../shared/carriers/smpp/pdu.js';
@@ -199,6 +200,52 @@ describe('SmppSession', () => {
       assert.equal(session.stats.submitTimeouts, 2);
       sim.setMode({ silent: false });
       assert.equal((await session.submit(sms('447700900120'))).commandStatus, 0);
+    });
+  });
+
+  it('fails each unanswered request at its own deadline (one expiry timer per connection, re-armed)', T, async () => {
+    await withSmsc({}, { window: 5, responseTimeoutMs: 600, enquireLinkIntervalMs: 0 }, async (sim, session) => {
+      const settledAfter = (p: Promise<unknown>, started: number): Promise<{ ms: number; err: unknown }> =>
+        p.then(() => ({ ms: Date.now() - started, err: null }), (err: unknown) => ({ ms: Date.now() - started, err }));
+      // A shorter deadline after a longer one: the timer is re-armed for the earlier.
+      sim.setMode({ silent: true });
+      let started = Date.now();
+      const long = settledAfter(session.submit(sms('447700900130')), started);
+      const short = settledAfter(session.submit(sms('447700900140'), { timeoutMs: 100 }), started);
+      const s = await short;
+      assert.ok(s.err instanceof SmppTimeoutError && s.err.sent && s.err.phase === 'response', String(s.err));
+      assert.ok(s.ms >= 95 && s.ms < 450, `the short one failed after ${s.ms} ms`);
+      assert.equal(session.stats.inFlight, 1, 'the long one still waits');
+      const l = await long;
+      assert.ok(l.err instanceof SmppTimeoutError && /within 600 ms/.test(l.err.message), String(l.err));
+      assert.ok(l.ms >= 595, `the long one failed after ${l.ms} ms`);
+
+      // An answered request leaves the timer armed for its deadline; when it fires with nothing
+      // overdue, it is armed again for the next waiter's.
+      sim.setMode({ silent: false });
+      started = Date.now();
+      assert.equal((await session.submit(sms('447700900150'), { timeoutMs: 300 })).commandStatus, 0);
+      await sleep(100);
+      sim.setMode({ silent: true });
+      const late = await settledAfter(session.submit(sms('447700900160'), { timeoutMs: 300 }), started);
+      assert.ok(late.err instanceof SmppTimeoutError, String(late.err));
+      assert.ok(late.ms >= 395 && late.ms < 900, `the later one failed ${late.ms} ms after the first was sent`);
+      assert.equal(session.stats.submitTimeouts, 3);
+      assert.equal(session.stats.inFlight, 0);
+    });
+  });
+
+  it('a submit the encoder refuses fails alone; the link and the submits beside it go on', T, async () => {
+    await withSmsc({}, { window: 2, enquireLinkIntervalMs: 0 }, async (sim, session) => {
+      const bad = session.submit(sms('447700900170'), { tlvs: { dest_port: 70_000 } });
+      const good = session.submit(sms('447700900180'));
+      await assert.rejects(bad, RangeError);
+      assert.equal((await good).commandStatus, 0);
+      assert.equal(session.state, 'bound');
+      assert.equal(session.stats.inFlight, 0);
+      assert.equal(session.stats.disconnects, 0);
+      assert.equal((await session.submit(sms('447700900190'))).commandStatus, 0);
+      assert.equal(sim.counters.submits, 2);
     });
   });
 
@@ -618,6 +665,26 @@ describe('parseReceipt', () => {
       assert.equal(twoByte(r.stat ?? ''), false, stat);
     }
   });
+
+  const results: Array<[ParsedReceipt['state'], string | null, string | null, string]> = [
+    ['delivered', 'DELIVRD', '000', '[0] Delivered'],
+    ['undelivered', 'UNDELIV', '001', '[1] Undelivered (UNDELIV err:001)'],
+    ['undelivered', 'UNDELIV', null, '[1] Undelivered (UNDELIV)'],
+    ['undelivered', null, '034', '[1] Undelivered (err:034)'],
+    ['undelivered', null, null, '[1] Undelivered'],
+    ['rejected', 'REJECTD', '002', '[2] Rejected (REJECTD err:002)'],
+    ['rejected', '', '', '[2] Rejected (err:)'],
+    [null, 'ENROUTE', null, 'ENROUTE'],
+    [null, null, '005', 'err:005'],
+    [null, null, null, ''],
+  ];
+  for (const [state, stat, err, expected] of results) {
+    it(`result_info of ${String(state)} / stat ${String(stat)} / err ${String(err)} → "${expected}"`, () => {
+      const r = parseReceipt(receiptPdu(text('1', 'DELIVRD')));
+      assert.ok(r);
+      assert.equal(receiptResultInfo({ ...r, state, stat, err }), expected);
+    });
+  }
 
   it('reads every text field (keys case-insensitive, text to the end)', () => {
     const r = parseReceipt(receiptPdu('ID:12345 SUB:001 DLVRD:000 SUBMIT DATE:2311221530 DONE DATE:2311221540 STAT:UNDELIV ERR:034 TEXT:id:999 stat:DELIVRD'));

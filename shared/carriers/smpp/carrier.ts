@@ -214,21 +214,28 @@ function concatRefOf(attemptId: number): number {
   return attemptId & 0xff;
 }
 
-/** Nothing: what a settled promise is awaited with when its outcome is someone else's. */
-function noop(): void {}
+/** What a receipt that changes nothing is handled with. */
+const SETTLED: Promise<unknown> = Promise.resolve();
+
+/** No parts (an attempt's unconfirmed parts, almost always): shared rather than made per attempt. */
+const NO_PARTS: ReadonlySet<number> = new Set<number>();
+
 
 /** Marks a promise as handled now (it is awaited later); avoids unhandled-rejection crashes. */
 function held<T>(promise: Promise<T>): Promise<T> {
-  promise.catch(() => undefined);
+  promise.catch(ignore);
   return promise;
 }
 
+/** A rejection handled elsewhere (see `held`). */
+function ignore(): void {}
+
 /** result_info of a receipt: `[0] Delivered`, `[1] Undelivered (UNDELIV err:001)`, `[2] Rejected (REJECTD err:002)`. */
 export function receiptResultInfo(r: ParsedReceipt): string {
-  const detail = [r.stat, r.err !== null ? `err:${r.err}` : null].filter(Boolean).join(' ');
+  if (r.state === 'delivered') return '[0] Delivered';
+  const err = r.err !== null ? `err:${r.err}` : '';
+  const detail = r.stat && err ? `${r.stat} ${err}` : r.stat || err;
   switch (r.state) {
-    case 'delivered':
-      return '[0] Delivered';
     case 'undelivered':
       return `[1] Undelivered${detail ? ` (${detail})` : ''}`;
     case 'rejected':
@@ -456,7 +463,7 @@ export class SmppCarrier implements Carrier {
       }
       // Parts written before without an answer (a crash, a link lost): an at-most-once attempt does
       // not send them again, it reports them sent but unconfirmed; an at-least-once one sends them.
-      const unconfirmed = attempt.atMostOnce === true ? (prior?.unanswered ?? new Set<number>()) : new Set<number>();
+      const unconfirmed: ReadonlySet<number> = (attempt.atMostOnce === true && prior?.unanswered) || NO_PARTS;
       const pending: number[] = [];
       for (let i = 0; i < fields.length; i++) {
         if (!prior?.parts.has(i) && !unconfirmed.has(i)) pending.push(i);
@@ -574,16 +581,10 @@ export class SmppCarrier implements Carrier {
    * registers the part's ref (the engine moves nothing to `sending`).
    */
   private sentReport(attemptId: number, part: number, partCount: number, ref: string, at: number, state: 'sent' | 'sending' = 'sent'): StatusReport {
-    return {
-      attemptId,
-      carrier: this.name,
-      ...(ref !== '' && { ref }),
-      part,
-      partCount,
-      state,
-      resultInfo: 'Sent',
-      at,
-    };
+    // Two literals rather than a conditional spread (one per accepted part: docs/architecture.md, "Hot loops").
+    return ref !== ''
+      ? { attemptId, carrier: this.name, ref, part, partCount, state, resultInfo: 'Sent', at }
+      : { attemptId, carrier: this.name, part, partCount, state, resultInfo: 'Sent', at };
   }
 
   /**
@@ -721,7 +722,13 @@ export class SmppCarrier implements Carrier {
       // at most `window` PDUs per process (written, and not yet recorded as accepted). Freed at
       // once, a slot could carry a new PDU while the answer before it was still unrecorded: up to
       // a window unanswered and another answered but unrecorded, both sent again by the re-hand.
-      if (recorded !== null) await recorded.then(noop, noop);
+      if (recorded !== null) {
+        try {
+          await recorded;
+        } catch {
+          // its failure is the report's (held, and awaited by send())
+        }
+      }
       this.inFlight--;
       this.pump();
     }
@@ -916,32 +923,36 @@ export class SmppCarrier implements Carrier {
   // Inbound: receipts and MO
   // -------------------------------------------------------------------------------------------
 
-  private async onDeliver(pdu: DeliverSm): Promise<void> {
+  private onDeliver(pdu: DeliverSm): Promise<unknown> {
     const receipt = parseReceipt(pdu);
-    if (receipt) {
-      await this.onReceipt(receipt);
-      return;
-    }
-    await this.onMo(pdu);
+    return receipt ? this.onReceipt(receipt) : this.onMo(pdu);
   }
 
-  private async onReceipt(receipt: ParsedReceipt): Promise<void> {
+  private onReceipt(receipt: ParsedReceipt): Promise<unknown> {
     this.counters.receipts++;
-    if (receipt.state === null) return; // ENROUTE, ACCEPTD, intermediate: no change
+    if (receipt.state === null) return SETTLED; // ENROUTE, ACCEPTD, intermediate: no change
     if (!receipt.messageId) {
       this.logger.warn({ carrier: this.name, stat: receipt.stat }, 'SMPP receipt without a message id; ignored');
-      return;
+      return SETTLED;
     }
     const resultInfo = receiptResultInfo(receipt);
-    const ref = await this.receiptIds.resolve(receipt.messageId, { state: receipt.state, resultInfo, at: Date.now() });
-    this.logger.debug({ carrier: this.name, id: receipt.messageId, ref, stat: receipt.stat }, 'SMPP receipt');
-    if (ref === undefined) return; // kept until the SMSC's id form is known (see receipt-ids.ts)
+    // Known at once (declared forms, or the SMSC's learned): no promise of its own per receipt.
+    const now = this.receiptIds.refNow(receipt.messageId);
+    if (now !== undefined) return this.reportReceipt(receipt, now, resultInfo);
+    return this.receiptIds.resolve(receipt.messageId, { state: receipt.state, resultInfo, at: Date.now() })
+      .then((ref) => this.reportReceipt(receipt, ref, resultInfo));
+  }
+
+  /** `ref`: what ReceiptIds made of the receipt's id (undefined: parked until the SMSC's id form is known). */
+  private reportReceipt(receipt: ParsedReceipt, ref: string | null | undefined, resultInfo: string): Promise<unknown> {
+    if (ref === undefined) return SETTLED;
     if (!ref) {
       this.logger.warn({ carrier: this.name, id: receipt.messageId }, 'SMPP receipt id cannot be read; ignored');
-      return;
+      return SETTLED;
     }
-    await this.sink.report([{ carrier: this.refCarrier, ref, state: receipt.state, resultInfo, at: Date.now() }]);
+    return this.sink.report([{ carrier: this.refCarrier, ref, state: receipt.state!, resultInfo, at: Date.now() }]);
   }
+
 
   private async onMo(pdu: DeliverSm): Promise<void> {
     const info = concatInfo(pdu);

@@ -132,12 +132,22 @@ export class ReceiptIds {
   }
 
   /**
+   * The ref a receipt id names when that needs no waiting (forms declared, or the SMSC's learned);
+   * null when it cannot be read; undefined when only `resolve` can tell.
+   */
+  refNow(id: string): string | null | undefined {
+    if (this.open.length === 0) return receiptRefUnder(id, 'same', this.receiptForm);
+    if (this.relation) return this.refUnderKnown(id);
+    return undefined;
+  }
+
+  /**
    * The ref a receipt id names; null when it cannot be read; undefined when it was parked (in
    * Redis, durably) because its id has several readings and none can be told to be its own yet.
    */
   async resolve(id: string, receipt: UnmatchedReceipt): Promise<string | null | undefined> {
-    if (this.open.length === 0) return receiptRefUnder(id, 'same', this.receiptForm);
-    if (this.relation) return this.refUnderKnown(id);
+    const now = this.refNow(id);
+    if (now !== undefined) return now;
     const readings = receiptReadings(id, this.open, this.submitForm);
     const refs = distinctRefs(readings);
     if (refs.length <= 1) return refs[0] ?? null;

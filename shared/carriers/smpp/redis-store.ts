@@ -136,6 +136,41 @@ class TickBatcher<I, O> {
   };
 }
 
+/**
+ * A TickBatcher for writes that answer nothing: every call of one tick gets the same promise, its
+ * batch's, so a call costs no promise, closure or waiter of its own (one per accepted part).
+ */
+class TickWrites<I> {
+  private inputs: I[] = [];
+  private batch: Promise<void> | null = null;
+  private settle: { resolve(): void; reject(err: unknown): void } | null = null;
+
+  constructor(private readonly run: (inputs: I[]) => Promise<void>) {}
+
+  add(input: I): Promise<void> {
+    this.inputs.push(input);
+    if (this.batch === null) {
+      this.batch = new Promise<void>((resolve, reject) => (this.settle = { resolve, reject }));
+      setImmediate(this.flush);
+    }
+    return this.batch;
+  }
+
+  private readonly flush = async (): Promise<void> => {
+    const inputs = this.inputs;
+    const settle = this.settle!;
+    this.inputs = [];
+    this.batch = null;
+    this.settle = null;
+    try {
+      await this.run(inputs);
+      settle.resolve();
+    } catch (err) {
+      settle.reject(err);
+    }
+  };
+}
+
 /** Throws the first error of a pipeline's results. */
 function failedOf(results: Array<[Error | null, unknown]> | null): void {
   for (const [err] of results ?? []) if (err) throw err;
@@ -233,7 +268,7 @@ export class SmppRedisStore {
     return this.writtenMarks.add({ attemptId, part });
   }
 
-  private readonly writtenMarks = new TickBatcher<{ attemptId: number; part: number }, void>(async (inputs) => {
+  private readonly writtenMarks = new TickWrites<{ attemptId: number; part: number }>(async (inputs) => {
     const byHash = new Map<string, string[]>();
     for (const input of inputs) {
       const key = this.acceptedKey(input.attemptId);
@@ -246,7 +281,6 @@ export class SmppRedisStore {
       pipeline.expire(key, ATTEMPT_TTL_S);
     }
     failedOf(await pipeline.exec());
-    return new Array<void>(inputs.length);
   });
 
   private acceptedKey(attemptId: number): string {
@@ -316,7 +350,7 @@ export class SmppRedisStore {
     if (fields.length > 0) await this.redis.hdel(`${this.base}:rcpt:parked`, ...fields);
   }
 
-  private readonly writes = new TickBatcher<AcceptedPart, void>(async (inputs) => {
+  private readonly writes = new TickWrites<AcceptedPart>(async (inputs) => {
     // One HSET per hash of consecutive attempts, not a command per part: building and encoding
     // each command costs more in the client than the command costs in Redis.
     const byHash = new Map<string, string[]>();
@@ -342,7 +376,6 @@ export class SmppRedisStore {
     ]);
     failedOf(results);
     if (typeof learned === 'string') this.onIdForm?.(learned);
-    return new Array<void>(inputs.length);
   });
 
   private readonly reads = new TickBatcher<string, string | null>(async (names) => {

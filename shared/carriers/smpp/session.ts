@@ -163,7 +163,7 @@ export interface SubmitOptions {
   tlvs?: SubmitSmTlvs;
 }
 
-export type DeliverHandler = (pdu: DeliverSm) => Promise<void>;
+export type DeliverHandler = (pdu: DeliverSm) => Promise<unknown>;
 
 export type SmppSessionEvents = {
   state: [state: SmppState];
@@ -213,8 +213,20 @@ interface Waiter {
   /** With the whole response PDU. */
   resolve(raw: Buffer): void;
   reject(err: Error): void;
-  /** The response timeout: cleared when the response comes (`onPdu`) or the link drops (`onClose`). */
-  timer: NodeJS.Timeout;
+  /**
+   * A submit_sm's waiter: its queued submit, settled by `submitAnswered` / `submitFailed` instead
+   * of `resolve` / `reject` (no promise per submit between the session and its queue item).
+   */
+  submit: QueuedSubmit | null;
+  /**
+   * When the response is due (Date.now() ms). No timer of its own: the connection's one expiry
+   * timer (`armExpiry`) is armed for the earliest deadline of its waiters.
+   */
+  deadline: number;
+  /** For the timeout's error: what was sent, the timeout it had, and the phase. */
+  command: string;
+  timeoutMs: number;
+  phase: SmppTimeoutPhase;
 }
 
 interface Connection {
@@ -228,6 +240,11 @@ interface Connection {
   closed: boolean;
   closeReason: string | null;
   timers: Set<NodeJS.Timeout>;
+  /** The one timer that fails waiters past their deadline, armed for `expiryAt` (Infinity: none). */
+  expiryTimer: NodeJS.Timeout | null;
+  expiryAt: number;
+  /** `expireWaiters` bound to this connection (one closure per connection, not per request). */
+  expire: () => void;
   enquireTimer: NodeJS.Timeout | null;
   enquirePending: boolean;
   closedPromise: Promise<void>;
@@ -389,7 +406,12 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
         return;
       }
       const item: QueuedSubmit = { fields, options, resolve, reject, queueTimer: null };
-      if (this.queueTimeoutMs > 0) {
+      this.queue.push(item);
+      this.pump();
+      // Written at once (the window had room: the usual case, as the carrier keeps within the
+      // window), it needs no queue timer. Still queued, it is the queue's last item (pump takes
+      // from the head).
+      if (this.queueTimeoutMs > 0 && this.queue.length > 0) {
         item.queueTimer = setTimeout(() => {
           const index = this.queue.indexOf(item);
           if (index < 0) return;
@@ -402,8 +424,6 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
           );
         }, this.queueTimeoutMs);
       }
-      this.queue.push(item);
-      this.pump();
     });
   }
 
@@ -457,6 +477,9 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
       closed: false,
       closeReason: null,
       timers: new Set(),
+      expiryTimer: null,
+      expiryAt: Infinity,
+      expire: () => this.expireWaiters(conn),
       enquireTimer: null,
       enquirePending: false,
       corked: false,
@@ -559,10 +582,12 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
     conn.closed = true;
     for (const t of conn.timers) clearTimeout(t);
     conn.timers.clear();
+    if (conn.expiryTimer) clearTimeout(conn.expiryTimer);
+    conn.expiryTimer = null;
     if (conn.enquireTimer) clearInterval(conn.enquireTimer);
     const reason = conn.closeReason ?? 'connection closed by peer';
     if (!this.closing) this._lastError = reason;
-    for (const w of conn.waiters.values()) w.reject(new SmppConnectionError(`connection lost (${reason})`, { sent: true }));
+    for (const w of conn.waiters.values()) this.fail(conn, w, new SmppConnectionError(`connection lost (${reason})`, { sent: true }));
     conn.waiters.clear();
     if (this.conn === conn) this.conn = null;
     this.counters.disconnects++;
@@ -684,20 +709,55 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
         reject(new SmppConnectionError(`cannot send ${command}: socket is not writable`, { sent: false }));
         return;
       }
-      // SMPP 3.4 §5.1.4: sequence numbers run 0x00000001..0x7FFFFFFF.
-      const seq = (conn.sequence = conn.sequence === 0x7fffffff ? 1 : conn.sequence + 1);
+      const seq = nextSequence(conn);
       const pdu = encode(seq, arg as A);
       this.send(conn, pdu);
-      // The waiter holds the promise's own resolve and reject and its timer (`onPdu` clears it):
-      // per request the executor and the timer callback are the only closures made.
-      const timer: NodeJS.Timeout = setTimeout(() => {
-        conn.timers.delete(timer);
-        conn.waiters.delete(seq);
-        reject(new SmppTimeoutError(`no ${command}_resp within ${timeoutMs} ms`, { sent: true, phase }));
-      }, timeoutMs);
-      conn.timers.add(timer);
-      conn.waiters.set(seq, { expects: responseCommandId(decodeHeader(pdu).commandId), resolve, reject, timer });
+      // The waiter holds the promise's own resolve and reject, and its deadline: per request the
+      // executor is the only closure made, and no timer (see armExpiry).
+      this.addWaiter(conn, seq, { expects: responseCommandId(decodeHeader(pdu).commandId), resolve, reject, submit: null, deadline: Date.now() + timeoutMs, command, timeoutMs, phase });
     });
+  }
+
+  private addWaiter(conn: Connection, seq: number, waiter: Waiter): void {
+    conn.waiters.set(seq, waiter);
+    if (waiter.deadline < conn.expiryAt) this.armExpiry(conn, waiter.deadline);
+  }
+
+  /** A waiter's request failed (timeout, link lost). A submit's failure is handled after the current turn's code, as a rejection would be. */
+  private fail(conn: Connection, waiter: Waiter, err: Error): void {
+    const item = waiter.submit;
+    if (item) queueMicrotask(() => this.submitFailed(conn, item, err));
+    else waiter.reject(err);
+  }
+
+  /**
+   * Arms the connection's expiry timer for `at`, the earliest deadline of its waiters. A response
+   * does not disarm it: when it fires, it fails the waiters past their deadline and arms itself for
+   * the earliest one left, so under steady traffic it fires about once per response timeout and
+   * looks at at most a window of waiters, instead of a timer made and cleared per request.
+   */
+  private armExpiry(conn: Connection, at: number): void {
+    if (conn.expiryTimer) clearTimeout(conn.expiryTimer);
+    conn.expiryAt = at;
+    conn.expiryTimer = setTimeout(conn.expire, Math.max(0, at - Date.now()));
+  }
+
+  /** Fails every waiter of `conn` whose response is overdue; arms the timer for the next deadline. */
+  private expireWaiters(conn: Connection): void {
+    conn.expiryTimer = null;
+    conn.expiryAt = Infinity;
+    if (conn.closed) return;
+    const now = Date.now();
+    let next = Infinity;
+    for (const [seq, waiter] of conn.waiters) {
+      if (waiter.deadline <= now) {
+        conn.waiters.delete(seq);
+        this.fail(conn, waiter, new SmppTimeoutError(`no ${waiter.command}_resp within ${waiter.timeoutMs} ms`, { sent: true, phase: waiter.phase }));
+      } else if (waiter.deadline < next) {
+        next = waiter.deadline;
+      }
+    }
+    if (next !== Infinity) this.armExpiry(conn, next);
   }
 
   /**
@@ -734,37 +794,65 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
     if (conn && !conn.socket.writable && !conn.socket.destroyed && this.queue.length > 0 && !this.closing) this.destroyConn(conn, 'socket not writable');
   }
 
+  /**
+   * Writes a queued submit and waits for its response in the connection's waiters, settled by
+   * `submitAnswered` or `submitFailed`: no promise, closure or timer per submit (docs/architecture.md,
+   * "Hot loops").
+   */
   private dispatch(conn: Connection, item: QueuedSubmit): void {
     this.inFlight++;
     this.counters.maxInFlight = Math.max(this.counters.maxInFlight, this.inFlight);
     this.counters.submitsSent++;
-    void this.awaitSubmitResp(conn, item);
+    if (conn.closed || !conn.socket.writable) {
+      const err = new SmppConnectionError('cannot send submit_sm: socket is not writable', { sent: false });
+      queueMicrotask(() => this.submitFailed(conn, item, err));
+      return;
+    }
+    const seq = nextSequence(conn);
+    let pdu: Buffer;
+    try {
+      pdu = encodeQueuedSubmit(seq, item);
+    } catch (err) {
+      // Fields the encoder refuses (a TLV out of range): this submit fails alone, after this turn.
+      queueMicrotask(() => this.submitFailed(conn, item, err instanceof Error ? err : new Error(String(err))));
+      return;
+    }
+    this.send(conn, pdu);
+    const timeoutMs = item.options.timeoutMs ?? this.responseTimeoutMs;
+    this.addWaiter(conn, seq, {
+      expects: COMMAND_ID.submit_sm_resp, resolve: unused, reject: unused, submit: item,
+      deadline: Date.now() + timeoutMs, command: 'submit_sm', timeoutMs, phase: 'response',
+    });
   }
 
-  // A method rather than an arrow per submit (docs/architecture.md, "Hot loops").
-  private async awaitSubmitResp(conn: Connection, item: QueuedSubmit): Promise<void> {
-    try {
-      const raw = await this.request(conn, 'submit_sm', encodeQueuedSubmit, item.options.timeoutMs ?? this.responseTimeoutMs, 'response', item);
-      this.counters.submitResponses++;
-      const resp = decodeSubmitSmResp(raw);
-      const result: SubmitResult = { commandStatus: resp.commandStatus, sequenceNumber: resp.sequenceNumber };
-      if (resp.messageId) result.messageId = resp.messageId;
-      item.resolve(result);
-    } catch (err) {
-      if (err instanceof SmppConnectionError && !err.sent && !this.closing) {
-        // Never written: keep its place at the head of the queue for the next bind.
-        this.counters.submitsSent--;
-        this.queue.unshift(item);
-        this.destroyConn(conn, 'socket not writable');
-      } else {
-        if (err instanceof SmppTimeoutError) this.counters.submitTimeouts++;
-        item.reject(err as Error);
-      }
-    } finally {
-      this.inFlight--;
-      if (this.inFlight === 0) for (const done of this.idleWaiters.splice(0)) done();
-      this.pump();
+  /** The submit_sm_resp (or generic_nack) of a written submit. */
+  private submitAnswered(item: QueuedSubmit, raw: Buffer): void {
+    this.counters.submitResponses++;
+    const resp = decodeSubmitSmResp(raw);
+    const result: SubmitResult = { commandStatus: resp.commandStatus, sequenceNumber: resp.sequenceNumber };
+    if (resp.messageId) result.messageId = resp.messageId;
+    item.resolve(result);
+    this.submitDone();
+  }
+
+  /** A submit that got no response: never written (queued again), or written and lost or timed out. */
+  private submitFailed(conn: Connection, item: QueuedSubmit, err: Error): void {
+    if (err instanceof SmppConnectionError && !err.sent && !this.closing) {
+      // Never written: keep its place at the head of the queue for the next bind.
+      this.counters.submitsSent--;
+      this.queue.unshift(item);
+      this.destroyConn(conn, 'socket not writable');
+    } else {
+      if (err instanceof SmppTimeoutError) this.counters.submitTimeouts++;
+      item.reject(err);
     }
+    this.submitDone();
+  }
+
+  private submitDone(): void {
+    this.inFlight--;
+    if (this.inFlight === 0) for (const done of this.idleWaiters.splice(0)) done();
+    this.pump();
   }
 
   /**
@@ -806,9 +894,9 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
         return;
       }
       conn.waiters.delete(sequenceNumber);
-      clearTimeout(waiter.timer);
-      conn.timers.delete(waiter.timer);
-      waiter.resolve(commandId === COMMAND_ID.generic_nack ? nackAsFailure(raw) : raw);
+      const response = commandId === COMMAND_ID.generic_nack ? nackAsFailure(raw) : raw;
+      if (waiter.submit) this.submitAnswered(waiter.submit, response);
+      else waiter.resolve(response);
       return;
     }
     switch (commandId) {
@@ -877,6 +965,14 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
   }
 
 }
+
+/** The next sequence number of a connection (SMPP 3.4 §5.1.4: they run 0x00000001..0x7FFFFFFF). */
+function nextSequence(conn: Connection): number {
+  return (conn.sequence = conn.sequence === 0x7fffffff ? 1 : conn.sequence + 1);
+}
+
+/** A submit waiter's resolve and reject: never called (`Waiter.submit`). */
+function unused(): void {}
 
 function encodeQueuedSubmit(sequence: number, item: QueuedSubmit): Buffer {
   return encodeSubmitSm(item.fields, sequence, item.options.tlvs);
