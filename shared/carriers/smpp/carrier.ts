@@ -28,7 +28,7 @@
  */
 import { createHash } from 'node:crypto';
 import { keyGroup, type Redis } from '../../redis.js';
-import { holdsJob, type Carrier, type CarrierSink, type OutboundAttempt, type StatusReport } from '../types.js';
+import { holdsJob, type AttemptState, type Carrier, type CarrierSink, type OutboundAttempt, type StatusReport } from '../types.js';
 import type { SmsAttempt } from '../../channels/index.js';
 import {
   SmppConnectionError,
@@ -219,7 +219,6 @@ const SETTLED: Promise<unknown> = Promise.resolve();
 
 /** No parts (an attempt's unconfirmed parts, almost always): shared rather than made per attempt. */
 const NO_PARTS: ReadonlySet<number> = new Set<number>();
-
 
 /** Marks a promise as handled now (it is awaited later); avoids unhandled-rejection crashes. */
 function held<T>(promise: Promise<T>): Promise<T> {
@@ -935,24 +934,24 @@ export class SmppCarrier implements Carrier {
       this.logger.warn({ carrier: this.name, stat: receipt.stat }, 'SMPP receipt without a message id; ignored');
       return SETTLED;
     }
+    const { messageId, state } = receipt;
     const resultInfo = receiptResultInfo(receipt);
     // Known at once (declared forms, or the SMSC's learned): no promise of its own per receipt.
-    const now = this.receiptIds.refNow(receipt.messageId);
-    if (now !== undefined) return this.reportReceipt(receipt, now, resultInfo);
-    return this.receiptIds.resolve(receipt.messageId, { state: receipt.state, resultInfo, at: Date.now() })
-      .then((ref) => this.reportReceipt(receipt, ref, resultInfo));
+    const now = this.receiptIds.refNow(messageId);
+    if (now !== undefined) return this.reportReceipt(messageId, now, state, resultInfo);
+    return this.receiptIds.resolve(messageId, { state, resultInfo, at: Date.now() })
+      .then((ref) => this.reportReceipt(messageId, ref, state, resultInfo));
   }
 
-  /** `ref`: what ReceiptIds made of the receipt's id (undefined: parked until the SMSC's id form is known). */
-  private reportReceipt(receipt: ParsedReceipt, ref: string | null | undefined, resultInfo: string): Promise<unknown> {
+  /** `ref`: what ReceiptIds made of the receipt's id `id` (undefined: parked until the SMSC's id form is known). */
+  private reportReceipt(id: string, ref: string | null | undefined, state: AttemptState, resultInfo: string): Promise<unknown> {
     if (ref === undefined) return SETTLED;
     if (!ref) {
-      this.logger.warn({ carrier: this.name, id: receipt.messageId }, 'SMPP receipt id cannot be read; ignored');
+      this.logger.warn({ carrier: this.name, id }, 'SMPP receipt id cannot be read; ignored');
       return SETTLED;
     }
-    return this.sink.report([{ carrier: this.refCarrier, ref, state: receipt.state!, resultInfo, at: Date.now() }]);
+    return this.sink.report([{ carrier: this.refCarrier, ref, state, resultInfo, at: Date.now() }]);
   }
-
 
   private async onMo(pdu: DeliverSm): Promise<void> {
     const info = concatInfo(pdu);
