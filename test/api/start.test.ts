@@ -161,9 +161,25 @@ async function hold(port: number): Promise<{ port: number; close(): Promise<void
 }
 
 /** A run of free ports for the roles' METRICS_PORTs, the second one held (taken). */
+/**
+ * Where the kernel's ephemeral ports start (the local ports of outgoing connections): ports below
+ * it are free until someone listens on them. A run of ports inside the range can be taken between
+ * the probe and a role's start by any process's connection to Postgres or Redis, and that role then
+ * fails its start instead of the one the test holds a port for (seen once in CI).
+ */
+function ephemeralStart(): number {
+  try {
+    const first = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    return Number.isInteger(first) && first > 21_000 ? first : 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
 async function metricsPorts(): Promise<{ base: number; taken: { port: number } }> {
+  const below = ephemeralStart() - NAMES.length;
   for (let attempt = 0; attempt < 50; attempt++) {
-    const base = 20_000 + Math.floor(Math.random() * 30_000);
+    const base = 20_000 + Math.floor(Math.random() * (below - 20_000));
     const probes: Array<{ close(): Promise<void> }> = [];
     try {
       for (let i = 0; i < NAMES.length; i++) if (i !== 1) probes.push(await hold(base + i));
