@@ -16,13 +16,12 @@
  *
  * Needs Redis (REDIS_URL, default redis://127.0.0.1:6379); keys under a fresh prefix, deleted after.
  */
-import { spawn } from 'node:child_process';
 import { Session } from 'node:inspector';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { PerformanceObserver } from 'node:perf_hooks';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
@@ -30,6 +29,7 @@ import { SmppCarrier } from '../../shared/carriers/smpp/carrier.js';
 import type { CarrierSink, StatusReport } from '../../shared/carriers/types.js';
 import type { SmsAttempt } from '../../shared/channels/index.js';
 import { planSms } from '../../shared/sms/gsm7.js';
+import { spawnChild, stopChild } from './procs.js';
 
 const { values } = parseArgs({
   options: {
@@ -51,17 +51,18 @@ const simulatorArgs = here.endsWith('.ts')
   ? ['--import', 'tsx', path.join(path.dirname(here), 'smsc-child.ts')]
   : [path.join(path.dirname(here), 'smsc-child.js')];
 
-async function startSimulator(): Promise<{ port: number; stop(): void }> {
-  const child = spawn(process.execPath, [...simulatorArgs, '--receipt-delay', '100'], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const lines = createInterface({ input: child.stdout });
-  const port = await new Promise<number>((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`simulator exited (${code})`)));
-    lines.on('line', (line) => {
-      const msg = JSON.parse(line) as { event?: string; port?: number };
-      if (msg.event === 'listening' && msg.port) resolve(msg.port);
-    });
+/** The simulator as the benchmark starts it (`spawnChild`: its output in a log file, a start timeout). */
+async function startSimulator(): Promise<{ port: number; stop(): Promise<unknown> }> {
+  const { child, ready } = await spawnChild<{ port: number }>({
+    name: 'smsc simulator',
+    args: [...simulatorArgs, '--receipt-delay', '100'],
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', NODE_ENV: 'production' },
+    cwd: path.resolve(path.dirname(here), here.endsWith('.ts') ? '../..' : '../../..'),
+    logFile: path.join(tmpdir(), 'smpp-path-smsc.log'),
+    ready: (line) => (line.startsWith('{"event":"listening"') ? (JSON.parse(line) as { port: number }) : null),
+    readyTimeoutMs: 10_000,
   });
-  return { port, stop: () => child.kill('SIGTERM') };
+  return { port: ready.port, stop: () => stopChild(child, 5000) };
 }
 
 interface SamplingNode {
@@ -184,7 +185,7 @@ async function main(): Promise<void> {
   const keys = await redis.keys(`${prefix}*`);
   if (keys.length > 0) await redis.del(...keys);
   redis.disconnect();
-  sim.stop();
+  await sim.stop();
 }
 
 main().catch((err: unknown) => {
