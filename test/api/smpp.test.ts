@@ -150,7 +150,7 @@ describe('SMS over SMPP', () => {
       // Its hand-over is committed: Redis keeps nothing of its accepted parts (they guard a re-hand).
       const [{ id: attemptId }] = await svc.sql<{ id: number }>(
         'SELECT a.id FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = $1', [id]) as [{ id: number }];
-      const acc = `${svc.config.redisPrefix}:smpp:default:acc:${Math.floor(attemptId / 1024)}`;
+      const acc = `${svc.config.redisPrefix}:smpp:default:acc64:${Math.floor(attemptId / 64)}`;
       await waitFor(async () => !(await svc.runtime.redis.hkeys(acc)).some((f) => f.startsWith(`${attemptId}:`)), 5_000, 'accepted parts forgotten');
     } finally {
       sim.options.receiptDelayFor = undefined;
@@ -478,7 +478,7 @@ describe('SMS over SMPP', () => {
         if (lost) {
           // Redis lost what the SMSC accepted; Postgres has part 1's ref.
           await waitFor(async () => (await svc.sql('SELECT 1 FROM carrier_refs WHERE attempt_id = $1', [attemptId])).length === 1, 5_000, 'part 1 registered');
-          await svc.runtime.redis.del(`${svc.config.redisPrefix}:smpp:${name}:acc:${Math.floor(attemptId / 1024)}`);
+          await svc.runtime.redis.del(`${svc.config.redisPrefix}:smpp:${name}:acc64:${Math.floor(attemptId / 64)}`);
         }
         const changed = await svc.admin('POST', '/carriers', { name, url: url.replace('window=10', 'window=5'), routes: [phone.slice(0, 6)] });
         assert.equal(changed.status, 200, changed.text);
@@ -493,7 +493,7 @@ describe('SMS over SMPP', () => {
         // A late run of the same dispatch job (one BullMQ took for stalled) resumes it now, after
         // Redis forgot its parts: Postgres records it handed over, so nothing is sent or reported.
         const carrierName = `smpp.${name}`;
-        const fieldsLeft = async (): Promise<number> => (await svc.runtime.redis.hkeys(`${svc.config.redisPrefix}:smpp:${name}:acc:${Math.floor(attemptId / 1024)}`))
+        const fieldsLeft = async (): Promise<number> => (await svc.runtime.redis.hkeys(`${svc.config.redisPrefix}:smpp:${name}:acc64:${Math.floor(attemptId / 64)}`))
           .filter((f) => f.startsWith(`${attemptId}:`)).length;
         await waitFor(async () => (await fieldsLeft()) === 0, 5_000, 'Redis forgot the accepted parts');
         const prior = await priorHandOvers(svc.runtime.db, carrierName, [attemptId, attemptId + 1_000_000]);

@@ -135,7 +135,7 @@ const storeOf = (carrier: SmppCarrier): SmppRedisStore => (carrier as unknown as
 
 /** The fields Redis holds of an attempt's accepted parts (and written marks) on a connection. */
 async function acceptedFields(connection: string, attemptId: number): Promise<string[]> {
-  const fields = await redis.hkeys(`${prefix}:smpp:${connection}:acc:${Math.floor(attemptId / 1024)}`);
+  const fields = await redis.hkeys(`${prefix}:smpp:${connection}:acc64:${Math.floor(attemptId / 64)}`);
   return fields.filter((f) => f.startsWith(`${attemptId}:`)).sort();
 }
 
@@ -457,17 +457,18 @@ describe('SmppCarrier', () => {
     });
   });
 
-  it('records the parts accepted in one tick in one hash per 1024 consecutive attempts, with an expiry', T, async () => {
+  it('records the parts accepted in one tick in one hash per 64 consecutive attempts, with an expiry', T, async () => {
     const base = `${prefix}:smpp:store-hash`;
     const store = new SmppRedisStore(redis, base);
     await Promise.all([
       store.recordAccepted({ attemptId: 2047, part: 0, ref: 'hex:a', index: false, idTtlSeconds: 60 }),
       store.recordAccepted({ attemptId: 2048, part: 0, ref: 'hex:b', index: false, idTtlSeconds: 60 }),
       store.recordAccepted({ attemptId: 2048, part: 1, ref: 'hex:c', index: false, idTtlSeconds: 60 }),
+      store.recordAccepted({ attemptId: 2111, part: 0, ref: 'hex:d', index: false, idTtlSeconds: 60 }),
     ]);
-    assert.deepEqual(await redis.hgetall(`${base}:acc:1`), { '2047:0': 'hex:a' });
-    assert.deepEqual(await redis.hgetall(`${base}:acc:2`), { '2048:0': 'hex:b', '2048:1': 'hex:c' });
-    for (const key of [`${base}:acc:1`, `${base}:acc:2`]) {
+    assert.deepEqual(await redis.hgetall(`${base}:acc64:31`), { '2047:0': 'hex:a' });
+    assert.deepEqual(await redis.hgetall(`${base}:acc64:32`), { '2048:0': 'hex:b', '2048:1': 'hex:c', '2111:0': 'hex:d' });
+    for (const key of [`${base}:acc64:31`, `${base}:acc64:32`]) {
       const ttl = await redis.ttl(key);
       assert.ok(ttl > 6 * 3600 - 60 && ttl <= 6 * 3600, `${key} expires in 6 h (ttl ${ttl})`);
     }
@@ -475,6 +476,18 @@ describe('SmppCarrier', () => {
     const found = await store.acceptedParts([{ attemptId: 2047, partCount: 1 }, { attemptId: 2048, partCount: 3 }]);
     assert.deepEqual([...found.get(2047)!.parts], [[0, 'hex:a']]);
     assert.deepEqual([...found.get(2048)!.parts], [[0, 'hex:b'], [1, 'hex:c']]);
+  });
+
+  it('reads the accepted parts and written marks that versions before 2026-11-29 recorded in one hash per 1024 attempts (an upgrade resumes them)', T, async () => {
+    const base = `${prefix}:smpp:store-hash1024`;
+    const store = new SmppRedisStore(redis, base);
+    // attempt 2050: part 0 accepted and part 2 written without an answer, by the version before.
+    await redis.hset(`${base}:acc:2`, '2050:0', 'hex:old', '2050:2:w', '1');
+    await store.recordAccepted({ attemptId: 2050, part: 1, ref: 'hex:new', index: false, idTtlSeconds: 60 });
+    const found = await store.acceptedParts([{ attemptId: 2050, partCount: 3 }, { attemptId: 2051, partCount: 1 }]);
+    assert.deepEqual([...found.get(2050)!.parts].sort(), [[0, 'hex:old'], [1, 'hex:new']]);
+    assert.deepEqual([...found.get(2050)!.unanswered], [2]);
+    assert.equal(found.has(2051), false);
   });
 
   it('reads the accepted parts the version before recorded as one string per part (kept 6 h, so an upgrade resumes them)', T, async () => {

@@ -4,19 +4,24 @@
  * the hash tag `{<redisPrefix>:smpp:<connection>}` (`keyGroup`): every key of a connection is in
  * one slot, so the pipelines, MGETs and scripts below may name several of them.
  *
- * - `acc:<bucket>` (hash, 6 h after its last write; an attempt's fields are deleted once its
+ * - `acc64:<bucket>` (hash, 6 h after its last write; an attempt's fields are deleted once its
  *   hand-over is committed, `forgetAccepted`): the refs of the parts the SMSC accepted,
  *   field `<attemptId>:<part>` → ref ('' when it gave no message_id), for the attempts numbered
- *   `bucket * 1024` to `bucket * 1024 + 1023`. A re-hand of the same attempt (dispatch job retried
+ *   `bucket * 64` to `bucket * 64 + 63`. A re-hand of the same attempt (dispatch job retried
  *   after a crash or a failed send) skips those parts, so the SMSC never gets an accepted part
  *   twice; the concatenation reference is derived from the attempt id, so the resumed parts still
  *   join on the handset. Attempt ids are consecutive, so the parts accepted in one tick fall in
- *   one or two hashes: one HSET each instead of a SET with its own expiry per part (measured in
+ *   a few hashes: one HSET each instead of a SET with its own expiry per part (measured in
  *   docs/benchmarks.md). Field `<attemptId>:<part>:w` → '1' marks a part of an at-most-once attempt
  *   as written to the link (recorded before the write): without an answer beside it, a re-hand
- *   does not send it again. Earlier versions wrote `att:<attemptId>:<part>` strings (until
- *   2026-11-25) and before that a hash `att:<attemptId>` (`p<index>` → ref, `c` → reference); a
- *   re-hand still reads both until those have expired.
+ *   does not send it again. Why 64: Redis keeps a hash of up to `hash-max-listpack-entries`
+ *   fields (128 by default, 512 in some distributions' configs) as one flat list, in which every
+ *   HSET field is a scan of the list and a move of its tail; a hash of 1,024 attempts stayed such a
+ *   list for its first hundreds of fields and cost Redis ~2.7 µs per accepted part, one of 64
+ *   ~0.7 (docs/benchmarks.md, thirty-fifth session). Earlier versions wrote the same fields in
+ *   `acc:<attemptId div 1024>` (until 2026-11-29), before that `att:<attemptId>:<part>` strings
+ *   (until 2026-11-25) and before that a hash `att:<attemptId>` (`p<index>` → ref, `c` →
+ *   reference); a re-hand still reads all three, for an upgrade from any of those versions.
  * - `id:<ref>` (string, step ttl + 1 day): the submit ids registered while the connection still
  *   learns how its SMSC writes ids in receipts (`auto` forms, see id-forms.ts): one key per id,
  *   its ref, which the receipts' readings are looked up against. Not written once the form is known.
@@ -33,8 +38,10 @@ import type { AttemptState } from '../types.js';
 import { pushTo } from '../../collections.js';
 
 const ATTEMPT_TTL_S = 6 * 3600;
-/** Consecutive attempt ids that share one `acc:` hash. */
-const ATTEMPTS_PER_HASH = 1024;
+/** Consecutive attempt ids that share one `acc64:` hash (see the top of this file for why 64). */
+const ATTEMPTS_PER_HASH = 64;
+/** The same for the `acc:` hashes versions before 2026-11-29 wrote (read on a re-hand only). */
+const ATTEMPTS_PER_LEGACY_HASH = 1024;
 /** Parts one concatenated SMS can have (8-bit part count). */
 const MAX_PARTS = 255;
 const MO_TTL_S = 10 * 60;
@@ -81,7 +88,7 @@ export interface AcceptedParts {
   unanswered: Set<number>;
 }
 
-/** The `acc:` hash field that marks a part of an at-most-once attempt as written to the link. */
+/** The `acc64:` hash field that marks a part of an at-most-once attempt as written to the link. */
 const writtenField = (attemptId: number, part: number): string => `${attemptId}:${part}:w`;
 
 export interface AcceptedPart {
@@ -206,6 +213,7 @@ export class SmppRedisStore {
       }
       for (let part = 0; part < count; part++) fields.push(writtenField(attemptId, part));
       pipeline.hmget(this.acceptedKey(attemptId), ...fields);
+      pipeline.hmget(`${this.base}:acc:${Math.floor(attemptId / ATTEMPTS_PER_LEGACY_HASH)}`, ...fields); // written until 2026-11-29
       pipeline.mget(legacyKeys); // written until 2026-11-25 (see the top of this file)
       pipeline.hgetall(`${this.base}:att:${attemptId}`); // written before that
     }
@@ -214,18 +222,19 @@ export class SmppRedisStore {
       const parts = new Map<number, string>();
       const written = new Set<number>();
       const count = Math.min(MAX_PARTS, Math.max(1, partCount));
-      for (let form = 0; form < 2; form++) {
-        const [err, refs] = results[3 * i + form] ?? [null, null];
+      // Forms 0 and 1 (the hashes) hold the refs and then the written marks; form 2 the refs only.
+      for (let form = 0; form < 3; form++) {
+        const [err, refs] = results[4 * i + form] ?? [null, null];
         if (err) throw err;
         ((refs ?? []) as Array<string | null>).forEach((ref, at) => {
-          if (form === 0 && at >= count) {
+          if (form < 2 && at >= count) {
             if (ref !== null) written.add(at - count);
             return;
           }
           if (ref !== null && !parts.has(at)) parts.set(at, ref);
         });
       }
-      const [errLegacy, legacy] = results[3 * i + 2] ?? [null, null];
+      const [errLegacy, legacy] = results[4 * i + 3] ?? [null, null];
       if (errLegacy) throw errLegacy;
       const hash = (legacy ?? {}) as Record<string, string>;
       for (const [field, ref] of Object.entries(hash)) {
@@ -284,7 +293,7 @@ export class SmppRedisStore {
   });
 
   private acceptedKey(attemptId: number): string {
-    return `${this.base}:acc:${Math.floor(attemptId / ATTEMPTS_PER_HASH)}`;
+    return `${this.base}:acc64:${Math.floor(attemptId / ATTEMPTS_PER_HASH)}`;
   }
 
   /**
