@@ -15,10 +15,10 @@
  *   docs/benchmarks.md). Field `<attemptId>:<part>:w` → '1' marks a part of an at-most-once attempt
  *   as written to the link (recorded before the write): without an answer beside it, a re-hand
  *   does not send it again. Why 64: Redis keeps a hash of up to `hash-max-listpack-entries`
- *   fields (128 by default, 512 in some distributions' configs) as one flat list, in which every
- *   HSET field is a scan of the list and a move of its tail; a hash of 1,024 attempts stayed such a
- *   list for its first hundreds of fields and cost Redis ~2.7 µs per accepted part, one of 64
- *   ~0.7 (docs/benchmarks.md, thirty-fifth session). Earlier versions wrote the same fields in
+ *   fields (512 by default) as one flat list, in which every HSET field is a scan of the list and
+ *   a move of its tail; a hash of 1,024 attempts stayed such a list for its first hundreds of
+ *   fields and cost Redis ~2.7 µs per accepted part, one of 64 ~0.7 (docs/benchmarks.md,
+ *   thirty-fifth session). Earlier versions wrote the same fields in
  *   `acc:<attemptId div 1024>` (until 2026-11-29), before that `att:<attemptId>:<part>` strings
  *   (until 2026-11-25) and before that a hash `att:<attemptId>` (`p<index>` → ref, `c` →
  *   reference); a re-hand still reads all three, for an upgrade from any of those versions.
