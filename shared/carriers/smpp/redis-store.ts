@@ -21,7 +21,8 @@
  *   thirty-fifth session). Earlier versions wrote the same fields in
  *   `acc:<attemptId div 1024>` (until 2026-11-29), before that `att:<attemptId>:<part>` strings
  *   (until 2026-11-25) and before that a hash `att:<attemptId>` (`p<index>` → ref, `c` →
- *   reference); a re-hand still reads all three, for an upgrade from any of those versions.
+ *   reference); a re-hand still reads all three, for an upgrade from any of those versions
+ *   (`forgetAccepted` deletes only `acc64:` fields: what those versions wrote expires).
  * - `id:<ref>` (string, step ttl + 1 day): the submit ids registered while the connection still
  *   learns how its SMSC writes ids in receipts (`auto` forms, see id-forms.ts): one key per id,
  *   its ref, which the receipts' readings are looked up against. Not written once the form is known.
