@@ -214,7 +214,7 @@ export class SmppRedisStore {
       }
       for (let part = 0; part < count; part++) fields.push(writtenField(attemptId, part));
       pipeline.hmget(this.acceptedKey(attemptId), ...fields);
-      pipeline.hmget(`${this.base}:acc:${Math.floor(attemptId / ATTEMPTS_PER_LEGACY_HASH)}`, ...fields); // written until 2026-11-29
+      pipeline.hmget(this.legacyAcceptedKey(attemptId), ...fields);
       pipeline.mget(legacyKeys); // written until 2026-11-25 (see the top of this file)
       pipeline.hgetall(`${this.base}:att:${attemptId}`); // written before that
     }
@@ -295,6 +295,11 @@ export class SmppRedisStore {
 
   private acceptedKey(attemptId: number): string {
     return `${this.base}:acc64:${Math.floor(attemptId / ATTEMPTS_PER_HASH)}`;
+  }
+
+  /** The hash versions before 2026-11-29 recorded the same fields in (read on a re-hand only). */
+  private legacyAcceptedKey(attemptId: number): string {
+    return `${this.base}:acc:${Math.floor(attemptId / ATTEMPTS_PER_LEGACY_HASH)}`;
   }
 
   /**
