@@ -3,7 +3,9 @@
  *
  * A process that dispatches a family (its pool) runs the enabled connections of the kinds that
  * carry it: stored ones (admin API) and those the environment defines (SMPP_URL). It re-reads them
- * every `refreshMs` and at once when the admin API changed them in this process; a connection whose
+ * every `refreshMs`, at once when the admin API changed them in this process, and before a dispatch
+ * batch that read a newer stored version than its routes reflect (`CarrierRegistry.catchUp`,
+ * migration 027: a change applies to everything accepted after the admin API answered); a connection whose
  * fingerprint changed is replaced (the old one closes gracefully after the new routes are in
  * place), a removed one is closed. Each kind's routes replace only that kind's in the registry.
  *
@@ -16,7 +18,7 @@ import type { Redis } from '../redis.js';
 import type { SecretBox } from '../secrets/sealed.js';
 import type { CarrierRegistry, PrefixRoute, SenderRoute } from '../engine/routing.js';
 import type { CarrierProvider, ConnectionSpec, ConnectionState, OpenConnection, ProviderContext, SenderSpec } from './provider.js';
-import { carrierConfigChanges, loadConnections, loadSenders } from './store.js';
+import { carrierConfigChanges, loadConnections, loadSenders, readRoutingConfigVersion } from './store.js';
 
 interface Running {
   kind: string;
@@ -52,6 +54,8 @@ export class ConnectionManager {
   private refreshing: Promise<void> | null = null;
   private again = false;
   private closed = false;
+  /** The stored routing configuration's version the routes reflect (migration 027). */
+  private appliedVersion = 0;
   private readonly onChanged = (): void => {
     void this.refresh().catch((err: unknown) => this.deps.context.logger.error({ err: (err as Error).message }, 'carrier connections refresh failed'));
   };
@@ -61,6 +65,7 @@ export class ConnectionManager {
   /** Loads the connections, starts them and registers their routes; then refreshes periodically. */
   async start(): Promise<void> {
     await this.refresh();
+    this.deps.registry.followStoredConfig({ version: () => this.appliedVersion, refresh: () => this.refresh() });
     carrierConfigChanges.on('changed', this.onChanged);
     this.timer = setInterval(this.onChanged, this.deps.refreshMs ?? 5_000);
     this.timer.unref();
@@ -116,6 +121,8 @@ export class ConnectionManager {
     if (this.closed) return;
     const { providers, box, registry, context } = this.deps;
     const byKind = new Map(providers.map((p) => [p.kind, p]));
+    // Read before the rows: routes built from rows at least this new never claim a later version.
+    const version = await readRoutingConfigVersion(context.db);
     const stored = await loadConnections(context.db, box, byKind, [...byKind.keys()]);
     const senderFamilies = providers.filter((p) => p.routing === 'sender').map((p) => p.family);
     const senders = senderFamilies.length > 0 ? await loadSenders(context.db, box, { families: senderFamilies }) : [];
@@ -154,6 +161,7 @@ export class ConnectionManager {
         registry.setSenderRoutes(provider.kind, this.senderRoutes(provider, wanted, senders));
       }
     }
+    this.appliedVersion = Math.max(this.appliedVersion, version);
     // Only after the new routes are in place: nothing new is handed to a retired connection.
     for (const run of retired) {
       context.logger.info({ connection: run.spec.name, kind: run.kind }, 'carrier connection retired');
@@ -216,6 +224,7 @@ export class ConnectionManager {
     this.timer = null;
     this.stateTimer = null;
     carrierConfigChanges.off('changed', this.onChanged);
+    this.deps.registry.followStoredConfig(null);
     await this.refreshing?.catch(() => undefined);
     for (const provider of this.deps.providers) {
       if (provider.routing === 'prefix') this.deps.registry.setPrefixRoutes(provider.kind, []);

@@ -56,6 +56,10 @@ export interface PoolOptions {
    * - Without bitmap scans: for `id = ANY($1)` a generic plan assumes ten elements and picks a
    *   bitmap heap scan, which costs a one-element lookup (a priority message's) more than a plain
    *   index scan.
+   * - Without JIT compilation (`jit = off`): with sequential scans off, a plan that has to scan
+   *   (however small the table) costs 10^10, far above `jit_above_cost`, and was compiled again on
+   *   every run: ~8 ms of backend CPU for a one-row read (`routing_config` before it had a
+   *   `WHERE` an index serves). The engine's statements are lookups by key; none needs JIT.
    *
    * The measurements behind each of these are in docs/benchmarks.md.
    */
@@ -76,7 +80,7 @@ export interface PoolOptions {
 export const IDLE_IN_TRANSACTION_MS = 60_000;
 
 /** The settings of `PoolOptions.indexOnly`, for every connection of such a pool. */
-const INDEX_ONLY_OPTIONS = '-c enable_seqscan=off -c enable_bitmapscan=off -c plan_cache_mode=force_generic_plan';
+const INDEX_ONLY_OPTIONS = '-c enable_seqscan=off -c enable_bitmapscan=off -c plan_cache_mode=force_generic_plan -c jit=off';
 
 export function createPool(databaseUrl: string, max = 10, opts: PoolOptions = {}): Db {
   const pool = new pg.Pool({

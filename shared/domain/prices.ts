@@ -1,7 +1,8 @@
 /**
  * Price list: per channel, per destination calling-code prefix (longest wins, '' matches all),
  * optionally per operator (MNC). Dispatch reads it from a small in-process copy refreshed every
- * few seconds, so pricing a batch costs no database round trip.
+ * few seconds and whenever the stored version says it changed (`currentPrices`), so pricing a
+ * batch costs no database round trip of its own.
  */
 import type { Queryable, Db } from '../db/pool.js';
 import type { Channel } from '../carriers/types.js';
@@ -54,16 +55,23 @@ export function findPrice(rows: readonly PriceRow[], channel: Channel, phone: st
 }
 
 const REFRESH_MS = 5000;
-let cached: { at: number; rows: PriceRow[] } | null = null;
+/** The copy, when it was read, and the stored routing configuration version read before it (0: none). */
+let cached: { at: number; version: number; rows: PriceRow[] } | null = null;
 
 export function invalidatePriceCache(): void {
   cached = null;
 }
 
-export async function currentPrices(db: Queryable): Promise<PriceRow[]> {
+/**
+ * The price list from the process's copy, read again after `REFRESH_MS` or when `version` (the
+ * stored routing configuration's, migration 027, read by the caller before this call) is newer
+ * than the copy's: dispatch passes it, so a price changed before a message was accepted is the
+ * price it is charged in every process.
+ */
+export async function currentPrices(db: Queryable, version = 0): Promise<PriceRow[]> {
   const now = Date.now();
-  if (!cached || now - cached.at > REFRESH_MS) {
-    cached = { at: now, rows: await listPrices(db) };
+  if (!cached || now - cached.at > REFRESH_MS || cached.version < version) {
+    cached = { at: now, version, rows: await listPrices(db) };
   }
   return cached.rows;
 }

@@ -23,6 +23,7 @@ import { LANE_NUMBER, type DispatchJob } from '../queues.js';
 import { planSms, type SmsPlan } from '../sms/gsm7.js';
 import { mccOfE164 } from '../phone/mcc.js';
 import { findPrice, currentPrices } from '../domain/prices.js';
+import { readRoutingConfigVersion } from '../carriers/store.js';
 import { inPayerOrder, payerKey, payerOf, PayerSums, type Payer, type PayerSum } from '../domain/payer.js';
 import { fromUnits, round4, toUnits } from '../domain/money.js';
 import { isInsideWindow, nextSendInstant, type DeliveryWindow } from '../schedule/window.js';
@@ -182,7 +183,11 @@ export async function dispatchRuns(deps: EngineDeps, runs: DispatchRun[], now = 
       for (const id of m.recipientIds) recipientIds.push(id);
     }
   }
-  const [messages, recipients] = await Promise.all([loadMessages(deps.db, messageIds), loadRecipients(deps.db, recipientIds)]);
+  // The stored routing configuration's version comes with the reads: routes and prices older than
+  // it are read again before this batch is planned (a change applies to what was accepted after it).
+  const [messages, recipients, configVersion] = await Promise.all([
+    loadMessages(deps.db, messageIds), loadRecipients(deps.db, recipientIds), readRoutingConfigVersion(deps.db),
+  ]);
   for (const msg of messages.values()) {
     deps.messageFacts.remember(msg); // for the status batches of these attempts
   }
@@ -242,7 +247,7 @@ export async function dispatchRuns(deps: EngineDeps, runs: DispatchRun[], now = 
       if (p.msg.dispatch_pending) flaggedMessages.push(p.msg.id);
     }
   }
-  const prices = await currentPrices(deps.db);
+  const [prices] = await Promise.all([currentPrices(deps.db, configVersion), deps.carriers.catchUp(configVersion)]);
 
   // Optimistic first: write everything as charged and take the credit with one conditional debit per
   // payer sent together with the COMMIT, so a balance row is locked only while the server runs

@@ -29,6 +29,14 @@ export interface SenderRoute {
 /** The carrier for an attempt, or why there is none (its `result_info`). */
 export type RouteChoice = { carrier: Carrier; info?: undefined } | { carrier: null; info: string };
 
+/** Who keeps a registry's routes at the stored configuration (the process's ConnectionManager). */
+export interface StoredConfigFollower {
+  /** The stored configuration version the routes reflect. */
+  version(): number;
+  /** Re-reads the stored configuration and applies it (its version read before its rows). */
+  refresh(): Promise<void>;
+}
+
 const senderKey = (accountId: number, family: Family, sender: string): string => `${accountId}\u0000${family}\u0000${sender}`;
 
 export class CarrierRegistry {
@@ -37,9 +45,28 @@ export class CarrierRegistry {
   private prefixRoutes: PrefixRoute[] = [];
   private senderRoutes = new Map<string, SenderRoute>();
   private defaultRoute: Carrier | null = null;
+  private follower: StoredConfigFollower | null = null;
 
   /** `senderRouted`: families whose steps only go where a sender row sends them (D12). */
   constructor(private readonly senderRouted: ReadonlySet<Family> = new Set()) {}
+
+  /**
+   * Lets the process's connection manager keep these routes at the stored configuration's version
+   * (null: none does any more).
+   */
+  followStoredConfig(follower: StoredConfigFollower | null): void {
+    this.follower = follower;
+  }
+
+  /**
+   * Resolves once the routes reflect the stored configuration's `version` or a later one (read by
+   * the caller: migration 027), re-reading them first when they are older. A registry that no
+   * connection manager follows has nothing to re-read.
+   */
+  async catchUp(version: number): Promise<void> {
+    const follower = this.follower;
+    if (follower && follower.version() < version) await follower.refresh();
+  }
 
   /** The carrier for everything no route claims (the sandbox while it is on), or none. */
   setDefault(carrier: Carrier | null): void {

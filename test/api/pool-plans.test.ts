@@ -8,6 +8,7 @@
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { createPool, migrate, IDLE_IN_TRANSACTION_MS, type Db } from '../../shared/db/pool.js';
+import { readRoutingConfigVersion } from '../../shared/carriers/store.js';
 import { createTestDatabase } from '../support/harness.js';
 
 let database: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -106,6 +107,23 @@ test('an engine pool migrates a fresh database (identifiers in the C collation),
     assert.equal(rows[0]!.enable_seqscan, 'off');
     const { rows: bitmaps } = await engine.query<{ enable_bitmapscan: string }>('SHOW enable_bitmapscan');
     assert.equal(bitmaps[0]!.enable_bitmapscan, 'off');
+  } finally {
+    await engine.end();
+  }
+});
+
+test('engine connections never JIT-compile a plan, and read the routing configuration version through its key', async () => {
+  const engine = createPool(database.url, 1, { indexOnly: true });
+  try {
+    await migrate(engine); // a no-op when the test above migrated already
+    const { rows: jit } = await engine.query<{ jit: string }>('SHOW jit');
+    assert.equal(jit[0]!.jit, 'off');
+    // A scan under enable_seqscan=off costs 10^10: with JIT on it was compiled on every run.
+    const { rows: scan } = await engine.query<{ 'QUERY PLAN': string }>('EXPLAIN (ANALYZE, FORMAT TEXT) SELECT version FROM routing_config');
+    assert.doesNotMatch(scan.map((r) => r['QUERY PLAN']).join('\n'), /JIT/);
+    const { rows: read } = await engine.query<{ 'QUERY PLAN': string }>('EXPLAIN SELECT version FROM routing_config WHERE only_row');
+    assert.match(read.map((r) => r['QUERY PLAN']).join('\n'), /Index Scan using routing_config_pkey/);
+    assert.equal(await readRoutingConfigVersion(engine) >= 1, true);
   } finally {
     await engine.end();
   }
