@@ -18,7 +18,8 @@ import type { Redis } from '../redis.js';
 import type { SecretBox } from '../secrets/sealed.js';
 import type { CarrierRegistry, PrefixRoute, SenderRoute } from '../engine/routing.js';
 import type { CarrierProvider, ConnectionSpec, ConnectionState, OpenConnection, ProviderContext, SenderSpec } from './provider.js';
-import { carrierConfigChanges, loadConnections, loadSenders, readRoutingConfigVersion } from './store.js';
+import { carrierConfigChanges, loadConnections, loadSenders } from './store.js';
+import { readRoutingConfigVersion } from '../domain/routing-config.js';
 
 interface Running {
   kind: string;
@@ -65,7 +66,7 @@ export class ConnectionManager {
   /** Loads the connections, starts them and registers their routes; then refreshes periodically. */
   async start(): Promise<void> {
     await this.refresh();
-    this.deps.registry.followStoredConfig({ version: () => this.appliedVersion, refresh: () => this.refresh() });
+    this.deps.registry.followStoredConfig({ version: () => this.appliedVersion, catchUp: (version) => this.catchUp(version) });
     carrierConfigChanges.on('changed', this.onChanged);
     this.timer = setInterval(this.onChanged, this.deps.refreshMs ?? 5_000);
     this.timer.unref();
@@ -79,6 +80,25 @@ export class ConnectionManager {
   /** The running connection of a name (tests, operations). */
   connection(name: string): OpenConnection | null {
     return this.running.get(name)?.open ?? null;
+  }
+
+  /**
+   * For a dispatch batch that read stored version `version`: joins the refresh under way or starts
+   * one, until the routes reflect that version. Two rounds at most: a refresh already under way
+   * may have read the configuration before `version` was written; one started after it cannot.
+   * A failed refresh is logged and the batch goes on with the routes there are (as after a failed
+   * periodic refresh).
+   */
+  private async catchUp(version: number): Promise<void> {
+    for (let round = 0; round < 2 && this.appliedVersion < version && !this.closed; round++) {
+      try {
+        await (this.refreshing ?? this.refresh());
+      } catch (err) {
+        this.deps.context.logger.error({ err: (err as Error).message, version },
+          'carrier connections not re-read for a newer stored configuration; dispatching with the routes there are');
+        return;
+      }
+    }
   }
 
   /** Applies the current configuration (serialised: a call during a refresh runs once more after it). */
@@ -167,7 +187,8 @@ export class ConnectionManager {
       context.logger.info({ connection: run.spec.name, kind: run.kind }, 'carrier connection retired');
       this.track(run.open.close());
     }
-    await this.publishStates().catch((err: unknown) =>
+    // Not awaited: a dispatch batch catching up waits for the routes, not for Redis.
+    void this.publishStates().catch((err: unknown) =>
       context.logger.warn({ err: (err as Error).message }, 'carrier connection states not published'));
   }
 

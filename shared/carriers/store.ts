@@ -8,7 +8,7 @@
  * (an account's senders on a family and their connection; credentials sealed).
  */
 import { EventEmitter } from 'node:events';
-import { prepared, withTx, type Db, type Queryable } from '../db/pool.js';
+import { withTx, type Db, type Queryable } from '../db/pool.js';
 import type { Family } from '../channels/index.js';
 import type { SecretBox } from '../secrets/sealed.js';
 import type { CarrierProvider, ConnectionConfig, ConnectionSpec, SenderSpec } from './provider.js';
@@ -22,20 +22,9 @@ export class ConnectionConflictError extends Error {
 /**
  * In-process signal that stored connections or senders changed (emitted by the admin API), so the
  * process that made the change applies it at once. Every other process learns of it from the
- * stored version (`readRoutingConfigVersion`), which its dispatch batches read.
+ * stored version (domain/routing-config.ts), which its dispatch batches read.
  */
 export const carrierConfigChanges = new EventEmitter<{ changed: [] }>();
-
-/**
- * The version of the stored routing configuration (connections, routes, senders, prices): every
- * write to those tables bumps it in its own transaction (migration 027).
- */
-export async function readRoutingConfigVersion(db: Queryable): Promise<number> {
-  // `WHERE only_row`: its primary key serves the read, so the engine's pools (sequential scans
-  // off) plan an index scan and not a scan costed at 10^10 (db/pool.ts, `indexOnly`).
-  const { rows } = await db.query<{ version: string }>(prepared('SELECT version FROM routing_config WHERE only_row', []));
-  return Number(rows[0]?.version ?? 0);
-}
 
 /** What a connection's sealed secrets are bound to (also read by onboarding, shared/whatsapp/onboarding/connection.ts). */
 export const connectionAad = (name: string): string => `carrier-connection:${name}`;

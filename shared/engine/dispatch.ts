@@ -23,7 +23,7 @@ import { LANE_NUMBER, type DispatchJob } from '../queues.js';
 import { planSms, type SmsPlan } from '../sms/gsm7.js';
 import { mccOfE164 } from '../phone/mcc.js';
 import { findPrice, currentPrices } from '../domain/prices.js';
-import { readRoutingConfigVersion } from '../carriers/store.js';
+import { ROUTING_CONFIG_VERSION_SQL } from '../domain/routing-config.js';
 import { inPayerOrder, payerKey, payerOf, PayerSums, type Payer, type PayerSum } from '../domain/payer.js';
 import { fromUnits, round4, toUnits } from '../domain/money.js';
 import { isInsideWindow, nextSendInstant, type DeliveryWindow } from '../schedule/window.js';
@@ -57,6 +57,8 @@ export interface MessageRow {
   default_sender: string | null;
   /** Promotional, and the account has suppressions it enforces: dispatch looks its numbers up (issue 27). */
   opt_out_check: boolean;
+  /** The stored routing configuration's version at this read, the same on every row (domain/routing-config.ts). */
+  routing_config_version: number;
 }
 
 export async function loadMessages(db: EngineDeps['db'] | Tx, messageIds: string[]): Promise<Map<string, MessageRow>> {
@@ -64,7 +66,8 @@ export async function loadMessages(db: EngineDeps['db'] | Tx, messageIds: string
     `SELECT m.id, m.request_id, m.account_id, m.key_id, m.body, m.flow, m.callback, m.tag, m.lane, m.payload,
             m.send_at, m.delivery_time, m.source, m.dispatch_pending, k.shared AS key_shared, k.is_primary AS key_primary,
             k.currency AS key_currency, k.default_callback_url, a.default_sender,
-            (m.lane = ${LANE_NUMBER.promotional} AND a.suppressions > 0 AND a.opt_out_promotional) AS opt_out_check
+            (m.lane = ${LANE_NUMBER.promotional} AND a.suppressions > 0 AND a.opt_out_promotional) AS opt_out_check,
+            ${ROUTING_CONFIG_VERSION_SQL} AS routing_config_version
        FROM messages m JOIN api_keys k ON k.id = m.key_id JOIN accounts a ON a.id = m.account_id
       WHERE m.id = ANY($1)`,
     [textArray(messageIds)]),
@@ -183,11 +186,7 @@ export async function dispatchRuns(deps: EngineDeps, runs: DispatchRun[], now = 
       for (const id of m.recipientIds) recipientIds.push(id);
     }
   }
-  // The stored routing configuration's version comes with the reads: routes and prices older than
-  // it are read again before this batch is planned (a change applies to what was accepted after it).
-  const [messages, recipients, configVersion] = await Promise.all([
-    loadMessages(deps.db, messageIds), loadRecipients(deps.db, recipientIds), readRoutingConfigVersion(deps.db),
-  ]);
+  const [messages, recipients] = await Promise.all([loadMessages(deps.db, messageIds), loadRecipients(deps.db, recipientIds)]);
   for (const msg of messages.values()) {
     deps.messageFacts.remember(msg); // for the status batches of these attempts
   }
@@ -247,6 +246,9 @@ export async function dispatchRuns(deps: EngineDeps, runs: DispatchRun[], now = 
       if (p.msg.dispatch_pending) flaggedMessages.push(p.msg.id);
     }
   }
+  // The messages' read brought the stored routing configuration's version: routes and prices older
+  // than it are read again before this batch is planned (a change applies to what was accepted after it).
+  const configVersion = due[0]!.msg.routing_config_version;
   const [prices] = await Promise.all([currentPrices(deps.db, configVersion), deps.carriers.catchUp(configVersion)]);
 
   // Optimistic first: write everything as charged and take the credit with one conditional debit per

@@ -33,8 +33,11 @@ export type RouteChoice = { carrier: Carrier; info?: undefined } | { carrier: nu
 export interface StoredConfigFollower {
   /** The stored configuration version the routes reflect. */
   version(): number;
-  /** Re-reads the stored configuration and applies it (its version read before its rows). */
-  refresh(): Promise<void>;
+  /**
+   * Re-reads the stored configuration and applies it (its version read before its rows) unless a
+   * re-read already brought the routes to `version`. Never rejects.
+   */
+  catchUp(version: number): Promise<void>;
 }
 
 const senderKey = (accountId: number, family: Family, sender: string): string => `${accountId}\u0000${family}\u0000${sender}`;
@@ -59,13 +62,14 @@ export class CarrierRegistry {
   }
 
   /**
-   * Resolves once the routes reflect the stored configuration's `version` or a later one (read by
-   * the caller: migration 027), re-reading them first when they are older. A registry that no
-   * connection manager follows has nothing to re-read.
+   * Re-reads the routes when they are older than the stored configuration's `version` (read by the
+   * caller: domain/routing-config.ts) and resolves once that is done. A re-read that fails leaves
+   * the routes as they were (the follower logs it); a registry that no connection manager follows
+   * has nothing to re-read.
    */
   async catchUp(version: number): Promise<void> {
     const follower = this.follower;
-    if (follower && follower.version() < version) await follower.refresh();
+    if (follower && follower.version() < version) await follower.catchUp(version);
   }
 
   /** The carrier for everything no route claims (the sandbox while it is on), or none. */

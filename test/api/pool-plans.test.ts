@@ -8,7 +8,7 @@
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { createPool, migrate, IDLE_IN_TRANSACTION_MS, type Db } from '../../shared/db/pool.js';
-import { readRoutingConfigVersion } from '../../shared/carriers/store.js';
+import { readRoutingConfigVersion } from '../../shared/domain/routing-config.js';
 import { createTestDatabase } from '../support/harness.js';
 
 let database: Awaited<ReturnType<typeof createTestDatabase>>;

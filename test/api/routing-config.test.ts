@@ -65,9 +65,9 @@ async function sendAndSettle(phone: string, until: (a: AttemptRow) => boolean): 
 
 it('routes, prices and stops routing by a change from the moment the admin API answered it, in another process', { timeout: 90_000 }, async () => {
   // No connection yet: the worker runs and refuses the destination.
-  const before = await sendAndSettle('420777100010', (a) => a.state !== 'sending');
-  assert.equal(before.state, 'rejected');
-  assert.match(before.result_info, /^\[303\] No route/);
+  const unrouted = await sendAndSettle('420777100010', (a) => a.state !== 'sending');
+  assert.equal(unrouted.state, 'rejected');
+  assert.match(unrouted.result_info, /^\[303\] No route/);
 
   // A connection for 420 and a new price, then a message at once (the worker's periodic refresh
   // is seconds away).
@@ -86,8 +86,8 @@ it('routes, prices and stops routing by a change from the moment the admin API a
   // Deleted: a message right after is refused, not handed to the retired connection.
   const deleted = await svc.admin('DELETE', '/carriers/main');
   assert.equal(deleted.status, 200, deleted.text);
-  const after = await sendAndSettle('420777100030', (a) => a.state !== 'sending');
-  assert.equal(after.state, 'rejected', JSON.stringify(after));
-  assert.match(after.result_info, /^\[303\] No route/);
+  const afterDelete = await sendAndSettle('420777100030', (a) => a.state !== 'sending');
+  assert.equal(afterDelete.state, 'rejected', JSON.stringify(afterDelete));
+  assert.match(afterDelete.result_info, /^\[303\] No route/);
   assert.equal(sim.submitted.filter((s) => s.destination_addr === '420777100030').length, 0);
 });

@@ -54,18 +54,18 @@ test('sender-routed families: only the account\'s sender row sends a step; witho
   assert.equal(r.route('whatsapp_text', '420777000000', 7, 'pn1').carrier, null, 'routes replaced by an empty list');
 });
 
-test('catchUp re-reads the routes only when the stored version read is newer than the one they reflect', async () => {
+test('catchUp asks the follower only when the stored version read is newer than the one the routes reflect', async () => {
   const r = new CarrierRegistry();
   await r.catchUp(5); // no follower (no connection manager in this process): nothing to re-read
   let applied = 3;
-  let refreshes = 0;
-  r.followStoredConfig({ version: () => applied, refresh: async () => { refreshes++; applied = 5; } });
-  const cases: Array<[number, number]> = [[2, 0], [3, 0], [4, 1], [5, 1], [6, 2]];
+  const asked: number[] = [];
+  r.followStoredConfig({ version: () => applied, catchUp: async (version) => { asked.push(version); applied = 5; } });
+  const cases: Array<[number, number[]]> = [[2, []], [3, []], [4, [4]], [5, [4]], [6, [4, 6]]];
   for (const [read, expected] of cases) {
     await r.catchUp(read);
-    assert.equal(refreshes, expected, `version ${read}`);
+    assert.deepEqual(asked, expected, `version ${read}`);
   }
   r.followStoredConfig(null);
   await r.catchUp(9);
-  assert.equal(refreshes, 2, 'a manager that closed is no longer asked');
+  assert.deepEqual(asked, [4, 6], 'a manager that closed is no longer asked');
 });
