@@ -90,6 +90,9 @@ export class ConnectionManager {
    * periodic refresh).
    */
   private async catchUp(version: number): Promise<void> {
+    if (this.appliedVersion < version && !this.closed) {
+      this.deps.context.logger.info({ from: this.appliedVersion, to: version }, 'carrier connections re-read for a newer stored configuration');
+    }
     for (let round = 0; round < 2 && this.appliedVersion < version && !this.closed; round++) {
       try {
         await (this.refreshing ?? this.refresh());
