@@ -1,6 +1,6 @@
 /**
  * The stored routing configuration's version (migration 027): carrier connections, their routes,
- * senders and prices. Every statement that writes one of those tables bumps it in its own
+ * senders and prices. Every statement that changes rows of those tables bumps it in its own
  * transaction, so a process that read version V and then the rows has rows at least as new as V.
  * Dispatch reads it with every batch; the process's routes (`CarrierRegistry.catchUp`) and price
  * copy (`currentPrices`) are read again when they are older than the batch's.
