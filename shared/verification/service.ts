@@ -16,6 +16,7 @@ import type { Redis } from '../redis.js';
 import type { Queues } from '../queues.js';
 import type { ApiKeyRecord } from '../domain/keys.js';
 import { currentPrices, findPrice } from '../domain/prices.js';
+import { ROUTING_CONFIG_VERSION_SQL } from '../domain/routing-config.js';
 import { planSms } from '../sms/gsm7.js';
 import { normalizePhone } from '../phone/normalize.js';
 import { acceptMessages, TEST_NUMBER } from '../sending/accept.js';
@@ -84,6 +85,8 @@ interface StartSettings {
   verify_phone_per_hour: number;
   verify_phone_cooldown_s: number;
   balance: number;
+  /** The stored routing configuration's version (shared/domain/routing-config.ts), for the price check. */
+  routing_config_version: number;
 }
 
 interface SessionRow {
@@ -140,7 +143,7 @@ export class VerificationService {
     const { rows } = await db.query<StartSettings>(prepared(
       `SELECT a.verification_attempts, a.verification_expiry_s, a.verification_template,
               a.verify_account_per_min, a.verify_phone_per_hour, a.verify_phone_cooldown_s,
-              ${PAYING_BALANCE_SQL} AS balance
+              ${PAYING_BALANCE_SQL} AS balance, ${ROUTING_CONFIG_VERSION_SQL} AS routing_config_version
          FROM api_keys k JOIN accounts a ON a.id = k.account_id
         WHERE k.id = $1`,
       [key.id]),
@@ -177,7 +180,9 @@ export class VerificationService {
     if (e164 === TEST_NUMBER) {
       return; // never sent, never charged (D2)
     }
-    const price = findPrice(await currentPrices(this.deps.db), 'sms', e164);
+    // The process's price copy, read again when a price stored since is newer than it (as dispatch
+    // does): a start right after a price change is checked at the new price.
+    const price = findPrice(await currentPrices(this.deps.db, settings.routing_config_version), 'sms', e164);
     if (!price) {
       return; // no price, no charge: routing reports [303] as for any SMS
     }

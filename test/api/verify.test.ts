@@ -334,6 +334,24 @@ test('no credit: 402 INSUFFICIENT_CREDIT, no session, no message, and no rate-li
   }, 5000, 'sub-key charged 0.036 EUR');
 });
 
+test('the credit check at start uses a price stored a moment ago by another process, not the copy this one read before', async () => {
+  const { accountId, apiKey } = await svc.createAccount({ credit_czk: 0 });
+  await svc.admin('POST', `/accounts/${accountId}/credit`, { czk: 5 });
+  await start(apiKey, newPhone()); // reads the price list into this process's copy
+  // Another process (SQL here, as the CLI or another web process would write) makes the SMS dearer
+  // than the account's credit. Nothing tells this process but the stored version.
+  const raise = 'UPDATE prices SET price_czk = price_czk + $1 WHERE channel = \'sms\'';
+  await svc.sql(raise, [1000]);
+  try {
+    const res = await call('POST', '/v1/validations', apiKey, { phoneNumber: newPhone() });
+    assert.equal(res.status, 402, res.text);
+    assert.equal(res.body.error, 'INSUFFICIENT_CREDIT');
+  } finally {
+    await svc.sql(raise, [-1000]);
+  }
+  await start(apiKey, newPhone()); // and back at the old price at once, too
+});
+
 test('missing and invalid keys: 401 MISSING_API_KEY / INVALID_API_KEY on every keyed endpoint', async () => {
   const { accountId, apiKey } = await svc.createAccount();
   const { token } = await start(apiKey, newPhone());
