@@ -26,7 +26,7 @@ import { badRequest, conflict } from '../errors.js';
 import { StorageUnavailableError } from '../storage-unavailable.js';
 import { newId, singleRecipientId } from './ids.js';
 import {
-  CALL_KEY, OBJECT_KEY, callClaimCte, claimKeys, isClaimed, objectFingerprint, setResponse, storedKeys, type CallIdempotency, type Claim,
+  CALL_KEY, OBJECT_KEY, callClaimCte, claimKeys, isClaimed, objectFingerprint, releaseKey, setResponse, storedKeys, type CallIdempotency, type Claim,
 } from './idempotency.js';
 import { countAccepted } from '../metrics.js';
 
@@ -474,7 +474,13 @@ async function claimAndResolve(tx: Tx, ctx: WriteContext, objects: AcceptedObjec
   result.accepted = accepted;
   result.rejected.sort((a, b) => Number(a.key) - Number(b.key));
   if (opts.idempotency) {
-    await setResponse(tx, key.id, CALL_KEY, opts.idempotency.key, storedCall(result));
+    if (accepted.length === 0) {
+      // Every object lost its key's claim: nothing was accepted, so the call's key is not kept and
+      // the call can be fixed and sent again with it, as when every object failed its checks.
+      await releaseKey(tx, key.id, CALL_KEY, opts.idempotency.key);
+    } else {
+      await setResponse(tx, key.id, CALL_KEY, opts.idempotency.key, storedCall(result));
+    }
   }
   return written;
 }

@@ -121,6 +121,11 @@ export async function setResponse(tx: Queryable, keyId: number, kind: KeyKind, k
   await tx.query('UPDATE idempotency_keys SET response = $4 WHERE key_id = $1 AND kind = $2 AND idem_key = $3', [keyId, kind, key, JSON.stringify(response)]);
 }
 
+/** Gives a key claimed in this transaction back (its call accepted nothing, so it is not kept). */
+export async function releaseKey(tx: Queryable, keyId: number, kind: KeyKind, key: string): Promise<void> {
+  await tx.query('DELETE FROM idempotency_keys WHERE key_id = $1 AND kind = $2 AND idem_key = $3', [keyId, kind, key]);
+}
+
 /** Deletes keys older than 24 hours, a bounded number per statement, every `intervalMs` (in the sweep's process). */
 export class IdempotencyExpiry {
   private timer: NodeJS.Timeout | null = null;
