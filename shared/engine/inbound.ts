@@ -58,11 +58,16 @@ export async function ingestInbound(db: Db, msg: InboundReport, now = new Date()
   const timestamp = Math.floor((msg.at || now.getTime()) / 1000);
   return withTx(db, async (tx) => {
     // The message the carrier says this answers, else the latest one sent from Y to X on the
-    // family. Sandbox injections only ever match their own account's messages.
+    // family (D5): an attempt refused before it left ([302]/[303]/[304]/[307], or by the carrier
+    // at submission) sent nothing, so it is passed over. Sandbox injections only ever match their
+    // own account's messages.
+    // $1 X (the sender of this message), $2 the channel family, $3 Y (its recipient: our sender),
+    // $4 the sandbox injection's account, or null.
     const exact = msg.replyTo ? await exactReplyMatch(tx, msg.replyTo, sender) : [];
     const { rows } = exact.length > 0 ? { rows: exact } : await tx.query<ReplyMatch>(
       `SELECT ${MATCH_COLUMNS} ${MATCH_FROM}
         WHERE a.phone = $1 AND a.family = $2 AND a.sender = $3 AND ($4::bigint IS NULL OR r.account_id = $4)
+          AND (a.state NOT IN ('rejected', 'failed') OR a.reached_sent)
         ORDER BY a.created_at DESC LIMIT 1`,
       [sender, msg.gateway, recipient, msg.accountId ?? null],
     );

@@ -336,6 +336,39 @@ test('replies within the reply window become incomingReplyMessage with the paylo
   assert.equal(foreign.body.event, 'incomingMessage');
 });
 
+test('a reply answers the latest message sent to the number, not a later one refused before it left ([304])', async () => {
+  const { apiKey, keyId } = await account();
+  await svc.admin('PATCH', `/keys/${keyId}`, { default_callback_url: `${rx.url}/inbox-refused` });
+  const flow = [{ sms: { sender: '420600100300' } }];
+  const attemptOf = async (publicId: string) =>
+    (await svc.sql<{ result_info: string }>(`SELECT a.result_info FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = $1`, [publicId]))[0];
+  const inject = (phone: string, body: string) =>
+    svc.request('POST', '/sandbox/inbound', { body: { gateway: 'sms', sender: phone, recipient: '420600100300', body }, headers: { 'x-api-key': apiKey } });
+  const incoming = (path: string, body: string) => at(path).flatMap((r) => r.events).filter((e) => e.type === 'incoming' && e.body === body);
+
+  // Sent, then the number opts out, then a promotional message to it is refused before it leaves.
+  const phone = '420777202100';
+  const [sent] = await send(apiKey, [{ body: 'Reply YES', to: [{ phone_number: phone }], flow, callback: `${rx.url}/replies-sent`, payload: { order: 1 } }]);
+  await waitFor(async () => (await attemptOf(`${sent}-0`)) !== undefined, 10000, 'the sent attempt');
+  assert.equal((await inject(phone, 'STOP')).body.keyword, 'opt-out');
+  const [refused] = await send(apiKey, [{ body: 'Sale!', to: [{ phone_number: phone }], flow, callback: `${rx.url}/replies-refused`, payload: { order: 2 } }]);
+  await waitFor(async () => (await attemptOf(`${refused}-0`))?.result_info === '[304] Recipient opted out', 10000, 'the refused attempt');
+  const reply = await inject(phone, 'What is this?');
+  assert.equal(reply.body.event, 'incomingReplyMessage');
+  const [event] = await waitFor(() => incoming('/replies-sent', 'What is this?').length > 0 && incoming('/replies-sent', 'What is this?'), 10000, 'the reply event');
+  assert.equal(event.message_id, `${sent}-0`);
+  assert.deepEqual(event.payload, { order: 1 });
+  assert.deepEqual(incoming('/replies-refused', 'What is this?'), [], 'nothing to the refused message\'s callback');
+
+  // A number that was only ever refused has received nothing: what it sends is an incomingMessage.
+  const never = '420777202200';
+  await inject(never, 'STOP');
+  const [onlyRefused] = await send(apiKey, [{ body: 'Sale!', to: [{ phone_number: never }], flow, callback: `${rx.url}/replies-refused`, payload: { order: 3 } }]);
+  await waitFor(async () => (await attemptOf(`${onlyRefused}-0`))?.result_info === '[304] Recipient opted out', 10000, 'the refused attempt');
+  assert.equal((await inject(never, 'Who are you?')).body.event, 'incomingMessage');
+  await waitFor(() => incoming('/inbox-refused', 'Who are you?').length > 0, 10000, 'the incomingMessage event');
+});
+
 test('private callback destinations are refused when ALLOW_PRIVATE_CALLBACKS is off', async () => {
   const strict = await startTestService({ env: { ALLOW_PRIVATE_CALLBACKS: '0', WEBHOOK_RETRY_SCHEDULE_MS: '50' } });
   try {
