@@ -5,6 +5,7 @@
  */
 import type { Request } from 'express';
 import { parseStrictJson } from '../../shared/strict-json.js';
+import { charsetOf, formDecoder, parseForm, type ParsedForm } from './form.js';
 
 export const MAX_BODY_BYTES = 256 * 1024;
 
@@ -156,14 +157,17 @@ export function parseJsonDocument(raw: Buffer): JsonDocument {
   return { value: parsed.value, payloads: parsed.payloads };
 }
 
-/** Parse an application/x-www-form-urlencoded body into a flat record (first value of each name wins). */
-export async function readFormBody(req: Request, limit = MAX_BODY_BYTES): Promise<Record<string, string>> {
-  const text = decodeUtf8(await readRawBody(req, limit));
-  const out: Record<string, string> = {};
-  for (const [name, value] of new URLSearchParams(text)) {
-    if (!(name in out)) {
-      out[name] = value;
-    }
+/**
+ * Reads an application/x-www-form-urlencoded body: its fields (first value of each name), and the
+ * first field whose bytes are not text in the form's character set (form.ts: UTF-8 unless the
+ * Content-Type names another), which the caller refuses. A character set no form can be read in is
+ * a BodyError.
+ */
+export async function readFormBody(req: Request, limit = MAX_BODY_BYTES): Promise<ParsedForm> {
+  const decoder = formDecoder(charsetOf(req.headers['content-type']));
+  if (typeof decoder === 'string') {
+    req.resume();
+    throw new BodyError(400, decoder);
   }
-  return out;
+  return parseForm(await readRawBody(req, limit), decoder);
 }

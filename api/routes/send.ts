@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { Router, type ErrorRequestHandler, type Request, type Response } from 'express';
 import type { AppContext } from '../context.js';
 import { readJsonBytes, parseJsonDocument, readFormBody, mediaType, BodyError } from '../middleware/body.js';
+import { formDecoder, parseForm, type FormDecoder, type ParsedForm } from '../middleware/form.js';
 import { TurnsFullError } from '../../shared/semaphore.js';
 import { headerKey, keyFromRequest } from '../middleware/api-key.js';
 import { acceptMessages, type AcceptMode, type AcceptResult, type MessageSource } from '../../shared/sending/accept.js';
@@ -22,6 +23,10 @@ export const NOT_AUTHORIZED = 'User is not authorized to access this resource wi
 
 /** A call body larger than this takes turns with the other large ones (see `largeCalls`). */
 const LARGE_CALL_BYTES = 2048;
+
+/** A simple call's parameter whose percent-escapes (or bytes) are not text in its character set. */
+const NOT_TEXT = 'is not valid text in the request\'s character set (UTF-8 unless the Content-Type names another)';
+const utf8Form = formDecoder(null) as FormDecoder;
 
 class SendError extends Error {
   constructor(readonly status: number, message: string, readonly body?: Record<string, unknown>) {
@@ -99,9 +104,13 @@ export function sendRouter(ctx: AppContext): Router {
   });
 
   // Simple endpoints (D9): one recipient, flat parameters.
-  const simple = async (req: Request, res: Response, params: Record<string, string | undefined>, presented: string | undefined) => {
+  const simple = async (req: Request, res: Response, { values: params, badField }: ParsedForm, presented: string | undefined) => {
     largeCalls.smallCall();
     const key = await auth(presented);
+    if (badField !== null) {
+      res.status(400).json({ request_id: randomUUID(), accepted: false, message: `${badField}: ${NOT_TEXT}` });
+      return;
+    }
     const mode: AcceptMode = 'single';
     const message = simpleToMessage(params);
     try {
@@ -116,8 +125,9 @@ export function sendRouter(ctx: AppContext): Router {
     }
   };
   router.get('/v2/simple/message', async (req, res) => {
-    const query = flatQuery(req);
-    await simple(req, res, query, headerKey(req) ?? query.apikey);
+    // The query as sent, decoded strictly (form.ts), not Express's parse of it.
+    const query = parseForm(Buffer.from(req.originalUrl.split('?')[1] ?? '', 'latin1'), utf8Form);
+    await simple(req, res, query, headerKey(req) ?? query.values.apikey);
   });
   router.post('/v2/simple/message', async (req, res) => {
     if (mediaType(req) !== 'application/x-www-form-urlencoded') {
@@ -154,14 +164,6 @@ function markReplayed(res: Response, result: AcceptResult): void {
   if (result.replayed) {
     res.set('Idempotent-Replayed', 'true');
   }
-}
-
-function flatQuery(req: Request): Record<string, string | undefined> {
-  const out: Record<string, string | undefined> = {};
-  for (const [name, value] of Object.entries(req.query)) {
-    out[name] = typeof value === 'string' ? value : Array.isArray(value) && typeof value[0] === 'string' ? value[0] : undefined;
-  }
-  return out;
 }
 
 /** D9 parameters → a v2 message object (aliases: number, body, time; customID kept as payload.customID). */

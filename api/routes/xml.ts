@@ -35,7 +35,12 @@ export function xmlRouter(ctx: AppContext): Router {
   router.post('/xml', async (req: Request, res: Response) => {
     let form: Record<string, string>;
     try {
-      form = mediaType(req) === 'application/x-www-form-urlencoded' ? await readFormBody(req, MAX_FORM_BYTES) : (req.resume(), {});
+      const read = mediaType(req) === 'application/x-www-form-urlencoded' ? await readFormBody(req, MAX_FORM_BYTES) : (req.resume(), null);
+      if (read && read.badField !== null) {
+        // A field that is not text in the form's character set (e.g. `%FD` without `charset=windows-1250`).
+        return fail(res, 101);
+      }
+      form = read?.values ?? {};
     } catch (err) {
       if (err instanceof BodyError) {
         return fail(res, err.status === 413 ? 102 : 101);

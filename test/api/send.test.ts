@@ -610,7 +610,29 @@ test('POST /v2/simple/message: form-encoded with the key in the header; JSON ans
   assert.equal(bad.status, 400);
   assert.equal(bad.body.accepted, false);
   assert.match(bad.body.message, /^message: /);
+
+  // Percent-escapes that are not UTF-8 (windows-1250 `ý`, no charset named): the parameter is
+  // named, nothing is sent (it was read as U+FFFD and sent). In the charset named, it is read.
+  const notUtf8 = `phone_number=${TEST_NUMBER}&message=Dobr%FD+den`;
+  const refused = await svc.request('POST', '/v2/simple/message', { raw: notUtf8, headers: { 'x-api-key': apiKey, ...formType } });
+  assert.equal(refused.status, 400, refused.text);
+  assert.equal(refused.body.accepted, false);
+  assert.match(refused.body.message, /^message: is not valid text in the request's character set/);
+  const viaGet = await svc.request('GET', `/v2/simple/message?${notUtf8}`, { headers: { 'x-api-key': apiKey } });
+  assert.equal(viaGet.status, 400, viaGet.text);
+  assert.match(viaGet.body.message, /^message: is not valid text/);
+  // The key is checked first, as for every other problem.
+  const noKey = await svc.request('GET', `/v2/simple/message?${notUtf8}`);
+  assert.equal(noKey.status, 400);
+  assert.deepEqual(noKey.body, NOT_AUTHORIZED);
+  const unknownSet = await svc.request('POST', '/v2/simple/message', { raw: `phone_number=${TEST_NUMBER}&message=hi`, headers: { 'x-api-key': apiKey, 'content-type': 'application/x-www-form-urlencoded; charset=x-klingon' } });
+  assert.equal(unknownSet.status, 400, unknownSet.text);
+  assert.match(unknownSet.body.Message, /^charset x-klingon is not supported/);
   assert.deepEqual(await counts(), before);
+  const named = await svc.request('POST', '/v2/simple/message', { raw: notUtf8, headers: { 'x-api-key': apiKey, 'content-type': 'application/x-www-form-urlencoded; charset=windows-1250' } });
+  assert.equal(named.status, 200, named.text);
+  const [text] = await svc.sql<{ body: string }>('SELECT m.body FROM recipients r JOIN messages m ON m.id = r.message_id WHERE r.public_id = $1', [named.body.message_id]);
+  assert.equal(text!.body, 'Dobrý den');
 });
 
 // ---------------------------------------------------------------------------------------------

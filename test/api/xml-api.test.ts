@@ -131,6 +131,10 @@ test('every error ID answers the exact error document with its HTTP status and w
     ['101 XMLDATA whitespace only', () => send('  \n '), 101, 400],
     ['101 not form-encoded (JSON)', () => svc.request('POST', '/xml', { body: { apikey: apiKey, XMLDATA: doc(good) } }), 101, 400],
     ['101 no body at all', () => svc.request('POST', '/xml', {}), 101, 400],
+    // `ý` in windows-1250 (0xFD) from a client that did not name its charset: not UTF-8, refused
+    // (it was read as U+FFFD and sent, as UCS-2).
+    ['101 a field that is not UTF-8', () => svc.request('POST', '/xml', { raw: `apikey=${apiKey}&XMLDATA=${encodeURIComponent(doc(request('Dobr-den', [TEST_NUMBER]))).replace('Dobr-den', 'Dobr%FD+den')}`, headers: formType }), 101, 400],
+    ['101 a charset no form is read in', () => svc.request('POST', '/xml', { raw: new URLSearchParams({ apikey: apiKey, XMLDATA: doc(good) }).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded; charset=utf-16le' } }), 101, 400],
     ['102 malformed XML', () => send('<RequestDocument><RequestList><Request Type="high">'), 102, 400],
     ['102 not XML', () => send('hello'), 102, 400],
     ['102 DOCTYPE', () => send(`<?xml version="1.0"?><!DOCTYPE RequestDocument>${doc(good).replace(/^<\?xml[^>]*\?>/, '')}`), 102, 400],
@@ -171,6 +175,15 @@ test('every error ID answers the exact error document with its HTTP status and w
     });
   }
   assert.deepEqual(await counts(), before, 'no error wrote anything');
+});
+
+test('a form in the character set its Content-Type names (windows-1250) is read in it', async () => {
+  const raw = `apikey=${apiKey}&XMLDATA=${encodeURIComponent(doc(request('Dobr-den', ['420777123460']))).replace('Dobr-den', 'Dobr%FD+den+%8A%9A')}`;
+  const res = await svc.request('POST', '/xml', { raw, headers: { 'content-type': 'application/x-www-form-urlencoded; charset=windows-1250' } });
+  assert.equal(res.status, 200, res.text);
+  const requestId = /<RequestID>([^<]+)<\/RequestID>/.exec(res.text)![1];
+  const [row] = await svc.sql<{ body: string }>('SELECT body FROM messages WHERE id = $1', [requestId]);
+  assert.equal(row!.body, 'Dobrý den Šš');
 });
 
 test('a key refused by the XML API is also refused when disabled', async () => {
