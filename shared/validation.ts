@@ -2,9 +2,12 @@
  * Joi validation with messages that name the field (`to[3].phone_number: must be a string`), for
  * the domain (message acceptance, admin operations) and the HTTP layer alike.
  */
-import type Joi from 'joi';
+import Joi from 'joi';
 import { badRequest } from './errors.js';
 import { findUnstorable } from './unstorable-text.js';
+
+/** An ISO 8601 instant that Postgres' timestamptz can hold and the service means: 1970 to 9999. */
+export const isoInstant = Joi.date().iso().min('1970-01-01T00:00:00Z').max('9999-12-31T23:59:59.999Z');
 
 export function fieldPath(path: ReadonlyArray<string | number>): string {
   return path.reduce<string>((acc, p) => (typeof p === 'number' ? `${acc}[${p}]` : acc ? `${acc}.${p}` : p), '');

@@ -5,7 +5,7 @@ import { readJsonBody } from '../middleware/body.js';
 import { validate } from '../../shared/validation.js';
 import { listDeadBatches, reviveDeadBatches } from '../../shared/webhooks/deliver.js';
 import { enqueueBatches } from '../../shared/webhooks/jobs.js';
-import { isoInstant } from '../../shared/domain/admin-schemas.js';
+import { isoInstant } from '../../shared/validation.js';
 
 const listQuery = Joi.object<{ key_id?: number; since?: Date }>({
   key_id: Joi.number().integer().min(1),

@@ -16,7 +16,6 @@ const sender = Joi.string().min(1).max(15).pattern(/^[A-Za-z0-9 .&_-]+$/);
  * timestamptz only 4713 BC to 294276 AD, so an unbounded date could pass the schema and fail in
  * Postgres; no instant this service stores is outside these years.
  */
-export const isoInstant = Joi.date().iso().min('1970-01-01T00:00:00Z').max('9999-12-31T23:59:59.999Z');
 
 export const newAccountSchema = Joi.object<NewAccount>({
   name: Joi.string().max(200).allow(''),

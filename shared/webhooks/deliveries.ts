@@ -9,7 +9,7 @@ import type { Db } from '../db/pool.js';
 import type { Queues } from '../queues.js';
 import type { ApiKeyRecord } from '../domain/keys.js';
 import { webhookJobId } from '../queues.js';
-import { validate } from '../validation.js';
+import { isoInstant, validate } from '../validation.js';
 import { badRequest } from '../errors.js';
 import { enqueueBatches } from './jobs.js';
 import { stripCredentials } from './deliver.js';
@@ -25,7 +25,7 @@ export const deliveriesQuerySchema = Joi.object<{ status?: (typeof DELIVERY_STAT
 
 export const replayBodySchema = Joi.object<{ id?: number; since?: Date }>({
   id: Joi.number().integer().min(1).description('one dead-lettered batch'),
-  since: Joi.date().iso().description('every batch of yours dead-lettered since then'),
+  since: isoInstant.description('every batch of yours dead-lettered since then'),
 }).xor('id', 'since').messages({ 'object.missing': 'give id or since', 'object.xor': 'give id or since, not both' });
 
 export interface DeliveryView {

@@ -119,6 +119,12 @@ test('REST auth and error shape: 401 without a key, 400 naming the field, 405 fo
   assert.match((await get(primary, '?colour=red')).body.message, /^colour: is not allowed/);
   assert.deepEqual((await replay(primary, {})).body, { success: false, message: 'body: give id or since' });
   assert.equal((await replay(primary, { id: 1, since: '2026-01-01T00:00:00Z' })).status, 400);
+  // An instant Postgres cannot hold is the caller's mistake, named (it was a 500).
+  for (const since of ['-004714-11-23T00:00:00Z', '+275760-09-13T00:00:00.000Z']) {
+    const far = await replay(primary, { since });
+    assert.equal(far.status, 400, far.text);
+    assert.match(far.body.message, /^since: must be (greater|less) than or equal to/);
+  }
   const wrongMethod = await svc.request('DELETE', '/v1/webhooks/deliveries', { headers: { 'x-api-key': primary } });
   assert.equal(wrongMethod.status, 405);
   assert.equal(wrongMethod.body.success, false);
