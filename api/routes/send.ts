@@ -124,6 +124,11 @@ export function sendRouter(ctx: AppContext): Router {
       throw err;
     }
   };
+  // Express answers HEAD with the GET handler, which would send (and charge) a message for a
+  // link checker's or a monitor's HEAD. Sending is what GET and POST do; HEAD does nothing.
+  router.head('/v2/simple/message', (_req, res) => {
+    res.status(405).set('Allow', 'GET, POST').end();
+  });
   router.get('/v2/simple/message', async (req, res) => {
     // The query as sent, decoded strictly (form.ts), not Express's parse of it.
     const query = parseForm(Buffer.from(req.originalUrl.split('?')[1] ?? '', 'latin1'), utf8Form);

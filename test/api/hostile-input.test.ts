@@ -415,6 +415,9 @@ test('a malformed percent-escape in a path is a 400 naming the path in each fami
     ['GET', '/v1/validations/abc%00', { 'x-api-key': ids.verifyKey }, (a) => assert.equal(a.json.error, 'INVALID_REQUEST')],
     ['GET', '/v1/validations/%E0%A4%A', { 'x-api-key': ids.verifyKey }, (a) => assert.deepEqual(a.json, { error: 'INVALID_REQUEST', message: 'path: malformed percent-escape in /v1/validations/%E0%A4%A' })],
     ['POST', '/v1/validations/%/verify', { 'x-api-key': ids.verifyKey }, (a) => assert.equal(a.json.error, 'INVALID_REQUEST')],
+    // The sending API's lookup: its own error body (`Message`), and the key checked first.
+    ['GET', '/v2/messages/%E0%A4', { 'x-api-key': ids.sendKey }, (a) => assert.deepEqual(a.json, { Message: 'path: malformed percent-escape in /v2/messages/%E0%A4' })],
+    ['GET', '/v2/messages/%zz', {}, (a) => assert.deepEqual(a.json, { Message: 'User is not authorized to access this resource with an explicit deny' })],
   ];
   for (const [method, path, headers, check] of cases) {
     const a = await send({ method, path, headers: { ...headers, 'content-type': 'application/json' }, body: Buffer.from('{}') });

@@ -618,6 +618,10 @@ test('POST /v2/simple/message: form-encoded with the key in the header; JSON ans
   assert.equal(refused.status, 400, refused.text);
   assert.equal(refused.body.accepted, false);
   assert.match(refused.body.message, /^message: is not valid text in the request's character set/);
+  // HEAD sends nothing (Express would have run the GET handler: a monitor's HEAD sent and charged an SMS).
+  const head = await svc.request('HEAD', `/v2/simple/message?phone_number=${TEST_NUMBER}&message=hi`, { headers: { 'x-api-key': apiKey } });
+  assert.equal(head.status, 405);
+  assert.equal(head.headers.allow, 'GET, POST');
   const viaGet = await svc.request('GET', `/v2/simple/message?${notUtf8}`, { headers: { 'x-api-key': apiKey } });
   assert.equal(viaGet.status, 400, viaGet.text);
   assert.match(viaGet.body.message, /^message: is not valid text/);
