@@ -500,13 +500,13 @@ const admin: DocumentSpec = {
 const channelObject = obj({ sender: str.required(), country: int.required(), operator: int.required(), price_czk: num.required(), price_eur: num.required(), count: int.required(), gateway: str });
 export const sentMessageEvent = obj({
   request_id: str.required(), message_id: str.required(), gateway: str.valid(...CHANNELS).required(), timestamp: int.required(),
-  payload: nullable(Joi.object().unknown(true)).description('the message\'s payload, unchanged; null when it had none'),
+  payload: Joi.object().unknown(true).description('the message\'s payload, unchanged; left out when it had none, never null (D4)'),
   type: Joi.valid('outgoing').required(), to: required({ phone_number: str }),
   result: str.valid('sending', 'sent', 'delivered', 'seen', 'undelivered', 'rejected', 'failed').required(), result_info: str.required(),
   sms: channelObject, viber: channelObject, whatsapp_template: channelObject, whatsapp_body: channelObject,
 });
 export const incomingReplyEvent = obj({
-  request_id: str.required(), message_id: str.required(), payload: nullable(Joi.object().unknown(true)), gateway: str.valid(...FAMILIES).required(),
+  request_id: str.required(), message_id: str.required(), payload: Joi.object().unknown(true).description('the answered message\'s payload; left out when it had none, never null (D4)'), gateway: str.valid(...FAMILIES).required(),
   timestamp: int.required(), type: Joi.valid('incoming').required(), sender: str.required(), recipient: str.required(), body: str.allow('').required(),
 });
 export const incomingEvent = required({ gateway: str.valid(...FAMILIES), timestamp: int, type: Joi.valid('incoming'), sender: str, recipient: str, body: str.allow('') });

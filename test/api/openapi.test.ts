@@ -56,6 +56,12 @@ test('every document is a valid OpenAPI 3.1 document; the webhooks one has webho
     assert.equal(documents[name].openapi, '3.1.0');
   }
   assert.deepEqual(Object.keys(documents.webhooks.webhooks), ['sentMessage', 'incomingReplyMessage', 'incomingMessage']);
+  // D4: `payload` is an object, left out when the message had none; never null.
+  for (const event of ['sentMessage', 'incomingReplyMessage']) {
+    const schema = documents.webhooks.webhooks[event].post.requestBody.content['application/json'].schema.items; // a batch of events
+    assert.equal(schema.properties.payload.type, 'object', event);
+    assert.ok(!(schema.required ?? []).includes('payload'), event);
+  }
   assert.equal((await svc.request('GET', '/openapi/nothing.json')).status, 404);
   // Built from the Joi schemas the handlers use: the message object's channels and limits are there.
   const message = documents.sending.paths['/v2/message'].post.requestBody.content['application/json'].schema;
