@@ -1,7 +1,11 @@
-/** The `sweep` role: the recovery sweep re-enqueues work that Redis lost (workers/recovery.ts); expired idempotency keys go. */
+/**
+ * The `sweep` role: the recovery sweep re-enqueues work that Redis lost (workers/recovery.ts);
+ * expired idempotency keys go, and so do verification code copies a day after their session expired.
+ */
 import { RecoverySweep } from '../workers/recovery.js';
 import type { Core } from './core.js';
 import { IdempotencyExpiry } from '../shared/sending/idempotency.js';
+import { CodeCopyExpiry } from '../shared/verification/hooks.js';
 
 export interface SweepRole {
   stop(): Promise<void>;
@@ -14,13 +18,13 @@ export function startSweep(core: Core): SweepRole {
     receiptWaitMs: config.receiptWaitHours * 3_600_000, redisPrefix: config.redisPrefix,
   }, core.logger);
   sweep.start();
-  // Idempotency keys older than 24 hours (issue 27) are deleted here too.
-  const expiry = new IdempotencyExpiry(core.db, core.logger);
-  expiry.start();
+  // Idempotency keys older than 24 hours (issue 27) and stale verification code copies (D8) go here too.
+  const cleanups = [new IdempotencyExpiry(core.db, core.logger), new CodeCopyExpiry(core.db, core.logger)];
+  for (const c of cleanups) c.start();
   return {
     stop: async () => {
       await sweep.stop();
-      await expiry.stop();
+      await Promise.all(cleanups.map((c) => c.stop()));
     },
   };
 }

@@ -15,6 +15,7 @@ import { createHash } from 'node:crypto';
 import type { Db, Queryable } from '../db/pool.js';
 import { textArray } from '../db/arrays.js';
 import type { Logger } from '../logger.js';
+import { PeriodicCleanup } from '../db/periodic-cleanup.js';
 
 export const IDEMPOTENCY_HOURS = 24;
 export const MAX_IDEMPOTENCY_KEY_LENGTH = 255;
@@ -127,43 +128,11 @@ export async function releaseKey(tx: Queryable, keyId: number, kind: KeyKind, ke
 }
 
 /** Deletes keys older than 24 hours, a bounded number per statement, every `intervalMs` (in the sweep's process). */
-export class IdempotencyExpiry {
-  private timer: NodeJS.Timeout | null = null;
-  private running: Promise<void> | null = null;
-
-  constructor(private readonly db: Db, private readonly logger: Logger, private readonly intervalMs = 60_000, private readonly batch = 5_000) {}
-
-  start(): void {
-    this.timer = setInterval(() => {
-      if (!this.running) {
-        this.running = this.once().then(() => undefined, (err: unknown) => {
-          this.logger.error({ err: (err as Error).message }, 'expiring idempotency keys failed');
-        }).finally(() => {
-          this.running = null;
-        });
-      }
-    }, this.intervalMs);
-    this.timer.unref();
-  }
-
-  /** One pass: delete expired rows until none are left; returns how many. */
-  async once(): Promise<number> {
-    let total = 0;
-    for (;;) {
-      const { rowCount } = await this.db.query(
-        `DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(
-           SELECT ctid FROM idempotency_keys WHERE created_at < now() - make_interval(hours => ${IDEMPOTENCY_HOURS}) ORDER BY created_at LIMIT $1))`,
-        [this.batch],
-      );
-      total += rowCount ?? 0;
-      if ((rowCount ?? 0) < this.batch) {
-        return total;
-      }
-    }
-  }
-
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    await this.running;
+export class IdempotencyExpiry extends PeriodicCleanup {
+  constructor(db: Db, logger: Logger, intervalMs = 60_000, batch = 5_000) {
+    // $1: rows per statement; the oldest first.
+    super(db, logger, 'expiring idempotency keys', `DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(
+      SELECT ctid FROM idempotency_keys WHERE created_at < now() - make_interval(hours => ${IDEMPOTENCY_HOURS}) ORDER BY created_at LIMIT $1))`,
+    intervalMs, batch);
   }
 }

@@ -8,7 +8,8 @@ import { prepared, type Db, type Tx } from '../db/pool.js';
 import { numberArray } from '../db/arrays.js';
 import type { Config } from '../config.js';
 import type { EngineHooks } from '../engine/engine.js';
-import { createLogger } from '../logger.js';
+import { createLogger, type Logger } from '../logger.js';
+import { PeriodicCleanup } from '../db/periodic-cleanup.js';
 import { verificationKeys } from './secrets.js';
 import { CODE_MASK, decryptCode, fillTemplate, maskedTemplate } from './codes.js';
 
@@ -117,4 +118,24 @@ export function verificationHooks(db: Db, config: Config): EngineHooks {
       );
     },
   };
+}
+
+/**
+ * How long after its session expired an encrypted code copy that was never erased is kept: one
+ * whose SMS never reached a carrier (refused at dispatch, e.g. `[307]`; the test number, which is
+ * never sent; a crash). Long enough that no dispatch still reads it: without its copy a late
+ * dispatch would send the masked text.
+ */
+export const CODE_COPY_GRACE_HOURS = 24;
+
+/** Erases such copies (D8: a code that can no longer be verified keeps no copy), in the sweep's process. */
+export class CodeCopyExpiry extends PeriodicCleanup {
+  constructor(db: Db, logger: Logger, intervalMs = 60_000, batch = 5_000) {
+    // $1: rows per statement; the partial index validations_code_copies (migration 028) finds them.
+    super(db, logger, 'erasing expired verification code copies', `UPDATE validations SET code_enc = NULL WHERE id = ANY(ARRAY(
+      SELECT id FROM validations
+       WHERE code_enc IS NOT NULL AND expires_at < now() - make_interval(hours => ${CODE_COPY_GRACE_HOURS})
+       ORDER BY expires_at LIMIT $1))`,
+    intervalMs, batch);
+  }
 }

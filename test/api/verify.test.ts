@@ -3,6 +3,9 @@ import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { startTestService, waitFor, type TestService, type TestResponse } from '../support/harness.js';
 import { generateApiKey, invalidateKeyCache } from '../../shared/domain/keys.js';
+import { createPool } from '../../shared/db/pool.js';
+import { createLogger } from '../../shared/logger.js';
+import { CodeCopyExpiry } from '../../shared/verification/hooks.js';
 
 let svc: TestService;
 before(async () => {
@@ -442,4 +445,31 @@ test('malformed requests answer 400 with a code, never 500', async () => {
   assert.equal(badEscape.body.error, 'INVALID_REQUEST');
   // None of these consumed an attempt.
   assert.equal((await call('GET', `/v1/validations/${token}`, apiKey)).body.attemptsRemaining, 6);
+});
+
+test('a code copy whose SMS never left (the test number) is erased by the sweep a day after its session expired, not before', async () => {
+  const { apiKey } = await svc.createAccount();
+  const never = await start(apiKey, '420777777777');
+  const live = await start(apiKey, newPhone());
+  await waitFor(async () => (await session(live.token)).code_enc === null, 10_000, 'the sent one erased at hand-over');
+  // Two more such sessions, expired an hour and a day ago (copies of the row: the number's rate limit allows one start).
+  const sessions = [never.token];
+  for (const hoursAgo of [1, 25]) {
+    const token = `${never.token}-${hoursAgo}h`;
+    await svc.sql(`INSERT INTO validations (token, account_id, key_id, phone, status, code_hash, code_enc, attempts_remaining, started_at, expires_at)
+                   SELECT $2, account_id, key_id, phone, status, code_hash, code_enc, attempts_remaining, started_at, now() - make_interval(hours => $3)
+                     FROM validations WHERE token = $1`, [never.token, token, hoursAgo]);
+    sessions.push(token);
+  }
+  for (const token of sessions) assert.notEqual((await session(token)).code_enc, null, 'the test number is never sent: its copy stays');
+  const db = createPool(svc.databaseUrl, 1);
+  try {
+    assert.equal(await new CodeCopyExpiry(db, createLogger('silent')).once(), 1);
+  } finally {
+    await db.end();
+  }
+  const [current, expiredHourAgo, expiredDayAgo] = await Promise.all(sessions.map(session));
+  assert.notEqual(current!.code_enc, null, 'a live session keeps its copy');
+  assert.notEqual(expiredHourAgo!.code_enc, null, 'within the grace a late dispatch may still read it');
+  assert.equal(expiredDayAgo!.code_enc, null, 'erased');
 });
