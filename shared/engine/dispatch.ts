@@ -92,6 +92,8 @@ interface RecipientRow {
   id: number;
   public_id: string;
   phone: string | null;
+  /** The number as given, read only when it could not be normalised (`phone` null): the `[302]` event names it. */
+  raw_phone: string | null;
   message_id: string;
   step: number;
   /** Set while a scheduled, deferred or later step waits for its hand-over (the sweep finds it by this). */
@@ -101,7 +103,7 @@ interface RecipientRow {
 /** The recipients of a job as they are now; test-number recipients are never dispatched. */
 async function loadRecipients(db: EngineDeps['db'], ids: number[]): Promise<RecipientRow[]> {
   const { rows } = await db.query<RecipientRow>(prepared(
-    `SELECT id, public_id, phone, message_id, step, due_at IS NOT NULL AS due FROM recipients
+    `SELECT id, public_id, phone, CASE WHEN phone IS NULL THEN raw_phone END AS raw_phone, message_id, step, due_at IS NOT NULL AS due FROM recipients
       WHERE id = ANY($1) AND state <> 'test' ORDER BY id`,
     [numberArray(ids)]),
   );
@@ -369,7 +371,7 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
       recipientId: p.recipient.id, kind: 'sentMessage',
       body: new SentMessageBody({
         requestId: msg.request_id, publicId: p.recipient.public_id, channel: p.channel, payload: msg.payload,
-        phone: p.recipient.phone ?? '', state, resultInfo: p.reject?.info ?? 'Sending', at: now.getTime(),
+        phone: p.recipient.phone ?? p.recipient.raw_phone ?? '', state, resultInfo: p.reject?.info ?? 'Sending', at: now.getTime(),
         sender: p.attempt.sender, country: p.country, operator: 0, priceCzk: p.priceCzk, priceEur: p.priceEur,
         count: p.count, smsGateway: p.attempt.channel === 'sms' ? p.attempt.smsGateway : null,
       }),

@@ -670,6 +670,8 @@ test('a number that cannot be normalised is accepted and then reported as a reje
   }, 10_000, 'the [302] event');
   assert.equal(event.result_info, '[302] Invalid phone number');
   assert.equal(event.message_id, id);
+  // The number as it was given (it has no international form), as the REST list shows it; it was ''.
+  assert.deepEqual(event.to, { phone_number: 'call me maybe' });
 });
 
 test('test number 420777777777: accepted with ids on every endpoint, never sent, charged or reported', async () => {
