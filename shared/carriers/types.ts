@@ -13,7 +13,12 @@ export type { AttemptState, Channel, OutboundAttempt } from '../channels/index.j
  */
 export interface StatusReport {
   attemptId?: number;
-  /** Connection name the ref belongs to (e.g. `smpp.main`); with `ref`. */
+  /**
+   * Connection name the ref belongs to (e.g. `smpp.main`); with `ref`. With `attemptId`, the
+   * connection that reports it (a WhatsApp or Viber callback naming our attempt id): the report
+   * applies only to an attempt that connection carried, never to another's (an SMS, another account's
+   * message named by a forged or colliding reference).
+   */
   carrier?: string;
   /** Carrier message id: stored with `sent`, or used to find the attempt on a receipt. */
   ref?: string;

@@ -42,9 +42,9 @@ const MATCH_FROM = `FROM attempts a
  * The attempt a carrier names as the one answered: by our attempt id, or by its ref of it; only
  * one sent to the person who answers.
  */
-async function exactReplyMatch(tx: Tx, replyTo: NonNullable<InboundReport['replyTo']>, sender: string): Promise<ReplyMatch[]> {
+async function exactReplyMatch(tx: Tx, replyTo: NonNullable<InboundReport['replyTo']>, sender: string, family: string): Promise<ReplyMatch[]> {
   const { rows } = 'attemptId' in replyTo
-    ? await tx.query<ReplyMatch>(`SELECT ${MATCH_COLUMNS} ${MATCH_FROM} WHERE a.id = $1 AND a.phone = $2`, [replyTo.attemptId, sender])
+    ? await tx.query<ReplyMatch>(`SELECT ${MATCH_COLUMNS} ${MATCH_FROM} WHERE a.id = $1 AND a.phone = $2 AND a.family = $3`, [replyTo.attemptId, sender, family])
     : await tx.query<ReplyMatch>(
       `SELECT ${MATCH_COLUMNS} ${MATCH_FROM} JOIN carrier_refs c ON c.attempt_id = a.id
         WHERE c.ref = $1 AND c.carrier = $2 AND a.phone = $3 LIMIT 1`,
@@ -63,7 +63,7 @@ export async function ingestInbound(db: Db, msg: InboundReport, now = new Date()
     // own account's messages.
     // $1 X (the sender of this message), $2 the channel family, $3 Y (its recipient: our sender),
     // $4 the sandbox injection's account, or null.
-    const exact = msg.replyTo ? await exactReplyMatch(tx, msg.replyTo, sender) : [];
+    const exact = msg.replyTo ? await exactReplyMatch(tx, msg.replyTo, sender, msg.gateway) : [];
     const { rows } = exact.length > 0 ? { rows: exact } : await tx.query<ReplyMatch>(
       `SELECT ${MATCH_COLUMNS} ${MATCH_FROM}
         WHERE a.phone = $1 AND a.family = $2 AND a.sender = $3 AND ($4::bigint IS NULL OR r.account_id = $4)

@@ -33,6 +33,8 @@ interface AttemptNow {
   refunded: boolean;
   reached_sent: boolean;
   ttl_expired: boolean;
+  /** The connection that carried it. */
+  carrier: string;
   /** The recipient's step now (a fallback moves it on). */
   current_step: number;
   /** The key's, read when the event is written (D4). */
@@ -48,6 +50,8 @@ interface Move {
   ttl: boolean;
   /** From a receipt that named a carrier ref registered to the attempt (`planReceiptTransition`). */
   receipt: boolean;
+  /** The connection that reported it by attempt id: the move applies only to an attempt it carried. */
+  carrier?: string;
 }
 
 /** A status batch that takes longer (a lock held elsewhere, an unreachable database) is abandoned. */
@@ -146,12 +150,18 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
   const delivered: number[] = [];
   const sources: string[] = [];
   const settled: number[] = [];
+  /** Attempts a connection named that it did not carry (see `Move.carrier`). */
+  const foreign: number[] = [];
 
   for (const move of moves) {
     const a = attempts.get(move.attemptId);
     const f = a && facts.get(a.id);
     const m = f && messages.get(f.message_id);
     if (!a || !f || !m) {
+      continue;
+    }
+    if (move.carrier !== undefined && move.carrier !== a.carrier) {
+      foreign.push(a.id);
       continue;
     }
     if (move.ttl && !ttlExpiryApplies(f.channel, a.state)) {
@@ -215,6 +225,10 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
       nextSteps.push({ messageId: f.message_id, step: f.step + 1, recipientId: f.recipient_id, lane: m.lane, channel: stepOf(nextStep).channel });
     }
   }
+  if (foreign.length > 0) {
+    deps.logger.warn({ attempts: foreign.slice(0, 10), count: foreign.length },
+      'status reports naming attempts their connection did not carry; ignored');
+  }
 
   if (changed.size === 0) {
     return { transitions: 0, events, nextSteps, delivered, sources, settled };
@@ -258,7 +272,7 @@ function attemptIdsOf(moves: Move[]): number[] {
 const byStateRank = (a: Move, b: Move): number => (a.ttl ? 9 : STATE_RANK[a.state]) - (b.ttl ? 9 : STATE_RANK[b.state]);
 
 /** What may change of a locked attempt: its state and flags, its recipient's step, its key's default callback URL. */
-const ATTEMPT_NOW_COLUMNS = 'a.state, a.refunded, a.reached_sent, a.ttl_expired, r.step AS current_step, k.default_callback_url';
+const ATTEMPT_NOW_COLUMNS = 'a.state, a.refunded, a.reached_sent, a.ttl_expired, a.carrier, r.step AS current_step, k.default_callback_url';
 /** The batch's attempts locked in id order (`$1`: their ids, ascending). */
 const LOCKED_ATTEMPTS = `FROM attempts a
        JOIN recipients r ON r.id = a.recipient_id
@@ -458,7 +472,9 @@ async function resolveMoves(tx: Tx, reports: StatusReport[]): Promise<Move[]> {
     // Nothing moves to `sending`: such a report (a carrier's acceptance, with its ref) only
     // registers the ref below, without locking the attempt.
     if (r.attemptId !== undefined && r.state !== 'sending') {
-      moves.push({ attemptId: r.attemptId, state: r.state, resultInfo: r.resultInfo, at: r.at, ttl: false, receipt: false });
+      const move: Move = { attemptId: r.attemptId, state: r.state, resultInfo: r.resultInfo, at: r.at, ttl: false, receipt: false };
+      if (r.carrier !== undefined) move.carrier = r.carrier;
+      moves.push(move);
     }
   }
   const { rows, byKey } = refRows(reports);

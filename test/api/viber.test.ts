@@ -349,6 +349,19 @@ test('callbacks: token, shared secret and source allowlist are checked first; re
   const bad = await post(`/callbacks/viber/vo/${TOKEN_O}`, [delivered, { event: 'delivered', service_id: 1001 }]);
   assert.equal(bad.body.message, '[1].message_token: missing or not an id');
 
+  // Authenticated, but naming an attempt the connection did not carry: another Viber connection's
+  // (its tracking data), or an SMS. Answered (Viber would only send it again) and applied to nothing.
+  const smsId = await send({ body: 'SMS', to: [{ phone_number: '420777101110' }] });
+  await waitTrail(`${smsId}-0`, ['sms:sending', 'sms:sent', 'sms:delivered']);
+  const [sms] = await attempts(`${smsId}-0`);
+  const foreign = await post('/callbacks/viber/vs', { ...delivered, message_token: 3 }, { 'x-callback-token': TOKEN_S, 'x-callback-secret': SECRET });
+  assert.equal(foreign.status, 200, foreign.text);
+  const seenSms = await post(`/callbacks/viber/vo/${TOKEN_O}`, { event: 'seen', message_token: 4, service_id: 1001, phone_number: '420777101110', tracking_data: String(sms!.id), timestamp: Date.now() });
+  assert.equal(seenSms.status, 200, seenSms.text);
+  await waitFor(() => logLines.filter((l) => l.includes('naming attempts their connection did not carry')).length >= 2, 5000, 'both ignored, with a warning');
+  assert.deepEqual(trail(await events(`${id}-0`)), ['viber:sending', 'viber:sent'], 'not moved by another connection');
+  assert.deepEqual(trail(await events(`${smsId}-0`)), ['sms:sending', 'sms:sent', 'sms:delivered'], 'an SMS is never seen');
+
   // The right secret (token in the header this time) passes.
   const ok = await post('/callbacks/viber/vs', { ...delivered, message_token: 2, tracking_data: undefined }, { 'x-callback-token': TOKEN_S, 'x-callback-secret': SECRET });
   assert.equal(ok.status, 200, ok.text);

@@ -459,6 +459,23 @@ describe('statuses', () => {
       sim.configure({ badSignature: false });
     }
   });
+
+  it('a signed status naming an attempt the connection did not carry (an SMS) by biz_opaque_callback_data changes nothing', T, async () => {
+    const id = await send({ body: 'x', to: [{ phone_number: '420777104500' }], flow: [{ sms: { sender: 'Shop' } }] });
+    await waitTrail(`${id}-0`, ['sms:sending', 'sms:sent', 'sms:delivered']);
+    const sms = await attemptOf(`${id}-0`);
+    assert.match(sms.carrier, /^smpp\./);
+    // Another system sending from the same number may set the same reference; so may a forger holding the app secret.
+    const now = String(Math.floor(Date.now() / 1000));
+    const res = await postWebhook(statusEnvelope([
+      { id: 'wamid.other-system', status: 'read', timestamp: now, recipient_id: '420777104500', biz_opaque_callback_data: `a${sms.id}` },
+      { id: 'wamid.other-system-2', status: 'failed', timestamp: now, recipient_id: '420777104500', biz_opaque_callback_data: `a${sms.id}`, errors: [{ code: 131026, title: 'Message undeliverable' }] },
+    ]));
+    assert.equal(res.status, 200, res.text);
+    await waitFor(() => logLines.some((l) => l.includes('naming attempts their connection did not carry')), 5000, 'the warning');
+    assert.equal((await attemptOf(`${id}-0`)).state, 'delivered', 'the SMS is not moved');
+    assert.deepEqual(trail(await events(`${id}-0`)), ['sms:sending', 'sms:sent', 'sms:delivered'], 'no event for it');
+  });
 });
 
 describe('inbound', () => {

@@ -98,11 +98,12 @@ describe('callbackReports', () => {
     assert.ok(Array.isArray(events));
     assert.deepEqual(callbackReports(events, cctx), {
       reports: [
-        { attemptId: 17, state: 'delivered', resultInfo: '[0] Delivered', at: NOW },
-        { attemptId: 17, state: 'seen', resultInfo: '[0] Seen', at: NOW + 1 },
+        // By tracking data, for an attempt of this connection only (the status path checks it).
+        { attemptId: 17, carrier: 'viber.main', state: 'delivered', resultInfo: '[0] Delivered', at: NOW },
+        { attemptId: 17, carrier: 'viber.main', state: 'seen', resultInfo: '[0] Seen', at: NOW + 1 },
         // An expired message was taken first: `sent` even when this receipt overtakes the send's report.
-        { attemptId: 18, state: 'sent', resultInfo: 'Sent', at: NOW + 2 },
-        { attemptId: 18, state: 'undelivered', resultInfo: '[1] Expired', at: NOW + 2 },
+        { attemptId: 18, carrier: 'viber.main', state: 'sent', resultInfo: 'Sent', at: NOW + 2 },
+        { attemptId: 18, carrier: 'viber.main', state: 'undelivered', resultInfo: '[1] Expired', at: NOW + 2 },
         // No tracking data: by the token registered at acceptance.
         { carrier: 'viber.main', ref: '4000000000000003', state: 'delivered', resultInfo: '[0] Delivered', at: NOW + 3 },
       ],

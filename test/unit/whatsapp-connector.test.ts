@@ -73,10 +73,11 @@ describe('webhook events → reports, inbound and windows', () => {
     ];
     const out = readEvents(events, C);
     assert.deepEqual(out.reports, [
-      { attemptId: 7, state: 'sent', resultInfo: 'Sent', at: 1000 },
-      { attemptId: 7, state: 'seen', resultInfo: '[0] Seen', at: 3000 },
-      { attemptId: 9, state: 'undelivered', resultInfo: '[131026] Message Undeliverable', at: 4000 },
-      { attemptId: 10, state: 'undelivered', resultInfo: '[131042] Business eligibility payment issue', at: 5000 },
+      // By our reference, for an attempt of this connection only (the status path checks it).
+      { attemptId: 7, carrier: C, state: 'sent', resultInfo: 'Sent', at: 1000 },
+      { attemptId: 7, carrier: C, state: 'seen', resultInfo: '[0] Seen', at: 3000 },
+      { attemptId: 9, carrier: C, state: 'undelivered', resultInfo: '[131026] Message Undeliverable', at: 4000 },
+      { attemptId: 10, carrier: C, state: 'undelivered', resultInfo: '[131042] Business eligibility payment issue', at: 5000 },
     ]);
     assert.deepEqual(out.byRef, [
       { carrier: C, ref: 'wamid.2', state: 'delivered', resultInfo: '[0] Delivered', at: 2000 },

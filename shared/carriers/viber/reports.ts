@@ -123,8 +123,8 @@ export function callbackReports(events: readonly CallbackEvent[], ctx: CallbackC
       // By tracking data the receipt may overtake the send's own report: a message that expired
       // or failed was taken first, so it passes `sent` (charged, not refunded; the event is
       // reported). `delivered` and `seen` pass it anyway (planTransition).
-      if (state === 'undelivered' || state === 'failed') reports.push({ attemptId, state: 'sent', resultInfo: VIBER_SENT_INFO, at: e.at });
-      reports.push({ attemptId, state, resultInfo, at: e.at });
+      if (state === 'undelivered' || state === 'failed') reports.push({ attemptId, carrier: ctx.carrier, state: 'sent', resultInfo: VIBER_SENT_INFO, at: e.at });
+      reports.push({ attemptId, carrier: ctx.carrier, state, resultInfo, at: e.at });
       continue;
     }
     if (e.from === undefined) continue; // Viber always gives the number; nothing to attribute without it

@@ -55,7 +55,7 @@ export function readEvents(events: readonly CallbackEvent[], carrier: string): R
     if (e.kind === 'receipt') {
       const report: StatusReport = { state: STATE[e.status], resultInfo: e.info ?? DEFAULT_INFO[e.status], at: e.at };
       const attemptId = attemptIdOfRef(e.ourRef);
-      if (attemptId !== undefined) out.reports.push({ attemptId, ...report });
+      if (attemptId !== undefined) out.reports.push({ attemptId, carrier, ...report });
       else out.byRef.push({ carrier, ref: e.carrierRef, ...report });
       if (e.code !== undefined && graphErrorClass(e.code) === 'config') out.configCodes.push(e.code);
       continue;
