@@ -26,6 +26,8 @@ export interface WhatsappTemplateAttempt extends AttemptBase {
 }
 
 const stringList = Joi.array().items(Joi.string().max(1024)).max(100);
+/** A button's parameter; an empty string skips a button that has none (a quick reply before a URL button). */
+const buttonList = Joi.array().items(Joi.string().allow('').max(1024)).max(100);
 
 export const whatsappTemplate: ChannelModule<'whatsapp_template', WhatsappTemplateStep, WhatsappTemplateAttempt> = {
   name: 'whatsapp_template',
@@ -38,7 +40,7 @@ export const whatsappTemplate: ChannelModule<'whatsapp_template', WhatsappTempla
     language: Joi.string().min(2).max(15),
     params: stringList,
     params_header: stringList,
-    params_buttons: stringList,
+    params_buttons: buttonList,
     ttl,
   }),
   succeedsAt: 'delivered',

@@ -158,6 +158,15 @@ test('a signup: a one-hour JWT naming it, our hosted page as redirect_url, the p
   assert.equal(row.country, 'CZ');
   assert.deepEqual(row.log.map((e: { event: string }) => e.event), ['created']);
   assert.ok(Math.abs(new Date(row.expires_at).getTime() - claims.exp * 1000) < 5000);
+
+  // wa_website is optional (a prefill): left out, or null, the signup is made without it.
+  for (const website of [undefined, null]) {
+    const { wa_website: _left, ...rest } = signupBody(`no-site-${String(website)}`);
+    const body = website === undefined ? rest : { ...rest, wa_website: website };
+    const without = await post(a.apiKey, '/v1/whatsapp/signup', body);
+    assert.equal(without.status, 200, without.text);
+    assert.equal((await signupRow(without.body.token)).wa_website, null);
+  }
 });
 
 test('the hosted page: server-rendered, escaped, the stand-in SDK with the connection\'s app, a strict CSP; opening it notifies signup_started once', async () => {

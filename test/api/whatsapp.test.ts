@@ -249,6 +249,13 @@ describe('sending', () => {
         check: (m) => assert.equal(m.template!.language, 'cs'),
       },
       {
+        // An empty string skips a button (here the quick reply, which needs no payload).
+        phone: '420777101250',
+        step: { template_name: 'order_update', params: ['Jana', 'A-2'], params_header: ['A-2'], params_buttons: ['A-2', ''] },
+        check: (m) => assert.deepEqual((m.template!.components as Array<{ type: string }>).filter((c) => c.type === 'button'),
+          [{ type: 'button', index: '0', sub_type: 'url', parameters: [{ type: 'text', text: 'A-2' }] }]),
+      },
+      {
         phone: '420777101300',
         step: { template_name: 'promo_image', params: ['shoes'], params_header: ['https://shop.example/banner.png'] },
         check: (m) => assert.deepEqual((m.template!.components as Array<{ type: string }>)[0],
