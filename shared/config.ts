@@ -148,8 +148,9 @@ const schema = Joi.object({
   DB_POOL_SIZE: Joi.number().integer().min(2).max(1000),
   WEBHOOK_RELAY_RESCAN_MS: Joi.number().integer().min(1000).max(3_600_000).default(15_000),
   WEBHOOK_DIRECT_BACKLOG_MB: Joi.number().integer().min(0).max(4096).default(64),
-  SANDBOX_SLOW_DELIVERY_MS: Joi.number().integer().min(0).default(5000),
-  RECOVERY_SWEEP_MS: Joi.number().integer().min(100).default(30000),
+  // Timers: Node runs a delay over 2^31 - 1 ms after 1 ms instead (the sweep would spin).
+  SANDBOX_SLOW_DELIVERY_MS: Joi.number().integer().min(0).max(3_600_000).default(5000),
+  RECOVERY_SWEEP_MS: Joi.number().integer().min(100).max(86_400_000).default(30000),
   RECEIPT_WAIT_HOURS: Joi.number().min(0.001).max(24 * 365).default(72),
   AT_MOST_ONCE_LANES: Joi.string().allow('').pattern(/^(priority|transactional|promotional)(,(priority|transactional|promotional))*$/)
     .messages({ 'string.pattern.base': 'must be a comma-separated list of priority, transactional, promotional' }),

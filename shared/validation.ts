@@ -6,7 +6,11 @@ import Joi from 'joi';
 import { badRequest } from './errors.js';
 import { findUnstorable } from './unstorable-text.js';
 
-/** An ISO 8601 instant that Postgres' timestamptz can hold and the service means: 1970 to 9999. */
+/**
+ * An ISO 8601 instant within years 1970-9999. JavaScript dates reach ±275,760 years and
+ * timestamptz only 4713 BC to 294276 AD, so an unbounded date could pass the schema and fail in
+ * Postgres; no instant this service stores is outside these years.
+ */
 export const isoInstant = Joi.date().iso().min('1970-01-01T00:00:00Z').max('9999-12-31T23:59:59.999Z');
 
 export function fieldPath(path: ReadonlyArray<string | number>): string {

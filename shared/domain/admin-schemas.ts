@@ -11,12 +11,6 @@ const country = Joi.string().length(2).uppercase().custom((v: string, helpers) =
 const money = Joi.number().precision(4).min(-1e12).max(1e12);
 const sender = Joi.string().min(1).max(15).pattern(/^[A-Za-z0-9 .&_-]+$/);
 
-/**
- * An ISO 8601 instant within years 1970-9999. JavaScript dates reach ±275,760 years and
- * timestamptz only 4713 BC to 294276 AD, so an unbounded date could pass the schema and fail in
- * Postgres; no instant this service stores is outside these years.
- */
-
 export const newAccountSchema = Joi.object<NewAccount>({
   name: Joi.string().max(200).allow(''),
   country,
@@ -56,7 +50,9 @@ export const pricesSchema = Joi.array<PriceRow[]>().items(Joi.object({
   operator: Joi.number().integer().min(0).max(999).default(0),
   price_czk: Joi.number().min(0).max(1e6).required(),
   price_eur: Joi.number().min(0).max(1e6).required(),
-})).min(1).max(100000);
+  // One statement upserts every row: two rows of one (channel, prefix, operator) are a mistake to name.
+})).min(1).max(100000).unique((a: PriceRow, b: PriceRow) => a.channel === b.channel && a.prefix === b.prefix && (a.operator ?? 0) === (b.operator ?? 0))
+  .messages({ 'array.unique': '{{#label}} has the channel, prefix and operator of row {{#dupePos}}' });
 
 export const numberAssignmentSchema = Joi.object<{ account_id: number; value: string; channels: string[] }>({
   account_id: Joi.number().integer().min(1).required(),

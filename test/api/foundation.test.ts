@@ -102,6 +102,11 @@ test('prices are upserted and the longest prefix row is stored beside the defaul
   const bad = await svc.admin('PUT', '/prices', [{ channel: 'fax', prefix: '1', price_czk: 1, price_eur: 1 }]);
   assert.equal(bad.status, 400);
   assert.match(bad.body.message, /channel/);
+  // Two rows of one (channel, prefix, operator) in one call: named, nothing written (it was a 500).
+  const twice = await svc.admin('PUT', '/prices', [{ channel: 'sms', prefix: '42061', price_czk: 0.9, price_eur: 0.036 }, { channel: 'sms', prefix: '42061', operator: 0, price_czk: 1.9, price_eur: 0.036 }]);
+  assert.equal(twice.status, 400, twice.text);
+  assert.equal(twice.body.message, '[1]: has the channel, prefix and operator of row 0');
+  assert.ok(!(await svc.admin('GET', '/prices')).body.prices.some((p: { prefix: string }) => p.prefix === '42061'));
 });
 
 test('every sending API family refuses a bad key in its own form', async () => {

@@ -50,6 +50,9 @@ test('every bad variable is named', () => {
     assert.deepEqual(names.sort(), ['ADMIN_TOKEN', 'DATABASE_URL', 'PORT', 'SANDBOX', 'WEBHOOK_RETRY_SCHEDULE_MS']);
     assert.match(err.message, /PORT: must be a number/);
   }
+  // A delay past what a Node timer holds ran after 1 ms: the sweep spun ~100 times a second.
+  assert.throws(() => loadConfig({ RECOVERY_SWEEP_MS: '3000000000' }), (err: unknown) => err instanceof ConfigError && /RECOVERY_SWEEP_MS: must be less than or equal to 86400000/.test(err.message));
+  assert.throws(() => loadConfig({ SANDBOX_SLOW_DELIVERY_MS: '3000000000' }), (err: unknown) => err instanceof ConfigError && /SANDBOX_SLOW_DELIVERY_MS: /.test(err.message));
 });
 
 const run = (env: Record<string, string>) => spawnSync(process.execPath, ['--import', 'tsx', 'bin/switchboard.ts', 'all'], {
