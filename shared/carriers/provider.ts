@@ -8,7 +8,7 @@
  * sealed (store.ts), running the connections a process needs and merging their routes
  * (connections.ts), the admin API (D12) and the callback route `/callbacks/<kind>/<connection>`.
  */
-import type Joi from 'joi';
+import Joi from 'joi';
 import type { Redis } from '../redis.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/pool.js';
@@ -120,6 +120,18 @@ export interface CarrierProvider<C extends ConnectionConfig = ConnectionConfig> 
    */
   callback?(spec: ConnectionSpec<C>, req: CallbackRequest, ctx: ProviderContext): Promise<CallbackOutcome>;
 }
+
+/**
+ * A carrier API's base URL (Viber's `base_url`, WhatsApp's `graph_url`): http(s), without
+ * credentials. Requests never send a URL's user and password (the connection's own secrets
+ * authenticate them), and a password there would be stored, shown and logged in clear.
+ */
+export const carrierBaseUrl = Joi.string().max(2048).uri({ scheme: ['http', 'https'] }).custom((value: string, helpers) => {
+  const url = new URL(value);
+  return url.username === '' && url.password === ''
+    ? value
+    : helpers.message({ custom: '{{#label}} must not hold a user or password (the connection\'s secrets authenticate its requests)' });
+});
 
 /** The default split for kinds whose secrets are whole fields of the configuration. */
 export function secretFields<C extends ConnectionConfig>(fields: ReadonlyArray<keyof C & string>): Pick<CarrierProvider<C>, 'splitSecrets' | 'joinSecrets' | 'mask'> {

@@ -378,6 +378,8 @@ test('admin: a connection\'s config and a sender\'s details are checked per dial
   };
   await bad('/carriers', { name: 'v1', kind: 'viber', config: { dialect: 'partner', callback_token: TOKEN_P } }, /^config\.credentials: is required for the partner dialect/);
   await bad('/carriers', { name: 'v1', kind: 'viber', config: { dialect: 'official', callback_token: 'guessable' } }, /^config\.callback_token: must be 24/);
+  await bad('/carriers', { name: 'v1', kind: 'viber', config: { dialect: 'partner', base_url: 'https://u:ViberUrlPw@viber.example', credentials: 'k', callback_token: TOKEN_P } },
+    /^config\.base_url: must not hold a user or password/);
   await bad('/carriers', { name: 'v1', kind: 'viber', config: { dialect: 'official', callback_token: TOKEN_O, allowed_sources: ['viber'] } },
     /^config\.allowed_sources: "viber" is not an address or CIDR range$/);
   await bad('/senders', { account_id: accountId, family: 'viber', sender: 'Shop2', connection: 'vo', details: { source_name: 'Shop2' } },

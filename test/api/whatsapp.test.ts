@@ -154,6 +154,8 @@ describe('connection and senders (D12)', () => {
       [{ app_secret: 's', verify_token: 'v', graph_version: '25' }, /^config\.graph_version: must look like v25\.0/],
       [{ app_secret: 's', verify_token: 'v', per_number_mps: 0 }, /^config\.per_number_mps: /],
       [{ app_secret: 's', verify_token: 'v', graph_url: 'ftp://x' }, /^config\.graph_url: /],
+      // A password in the URL would be stored and shown in clear, and never sent.
+      [{ app_secret: 's', verify_token: 'v', graph_url: 'https://u:GraphPw@graph.example' }, /^config\.graph_url: must not hold a user or password/],
     ];
     for (const [config, message] of cases) {
       const res = await svc.admin('POST', '/carriers', { name: 'bad', kind: 'whatsapp', config });

@@ -18,7 +18,7 @@
 import { createHash } from 'node:crypto';
 import Joi from 'joi';
 import type { CallbackOutcome, CarrierProvider, ConnectionSpec, ProviderContext, SenderSpec } from '../provider.js';
-import { secretFields } from '../provider.js';
+import { carrierBaseUrl, secretFields } from '../provider.js';
 import type { CallbackRequest } from '../http-carrier.js';
 import { carrierConfigChanges, loadSenders } from '../store.js';
 import { authorizeCallback, invalidSourceEntries } from './callback-auth.js';
@@ -48,7 +48,7 @@ const HEADER_VALUE_RE = /^[\x21-\x7e]{16,256}$/;
 
 const configSchema = Joi.object<ViberConfig>({
   dialect: Joi.string().valid(...VIBER_DIALECTS).required(),
-  base_url: Joi.string().max(2048).uri({ scheme: ['http', 'https'] }),
+  base_url: carrierBaseUrl,
   credentials: Joi.string().min(1).max(4096).when('dialect', {
     is: 'partner',
     then: Joi.required().messages({ 'any.required': 'is required for the partner dialect (its API key)' }),

@@ -11,7 +11,7 @@
  * The carrier is carrier.ts, the webhooks callback.ts; docs/whatsapp.md says what each does.
  */
 import Joi from 'joi';
-import { secretFields, type CarrierProvider } from '../provider.js';
+import { carrierBaseUrl, secretFields, type CarrierProvider } from '../provider.js';
 import { GraphClient } from './graph.js';
 import { WhatsappCarrier } from './carrier.js';
 import { whatsappCallback } from './callback.js';
@@ -30,7 +30,7 @@ export interface WhatsappConfig {
 export const DEFAULT_PER_NUMBER_MPS = 80;
 
 const configSchema = Joi.object<WhatsappConfig>({
-  graph_url: Joi.string().uri({ scheme: ['http', 'https'] }).max(2048),
+  graph_url: carrierBaseUrl,
   graph_version: Joi.string().pattern(/^v\d+\.\d+$/).messages({ 'string.pattern.base': 'must look like v25.0' }),
   app_id: Joi.string().pattern(/^\d{1,32}$/).messages({ 'string.pattern.base': 'must be the app\'s numeric id' }),
   app_secret: Joi.string().min(1).max(256).required(),
