@@ -11,7 +11,7 @@ import { arrayRows, boolArray, numberArray, textArray, timestampArray } from '..
 import { namedParams } from '../db/params.js';
 import type { PriorHandOvers, StatusReport } from '../carriers/types.js';
 import { smsGatewayOf, stepOf, type AttemptState } from '../channels/index.js';
-import { planTransition, planReceiptTransition, isStepFailure, isRefunded, isLateSent, ttlExpiryApplies, defaultResultInfo, FINAL_STATES,
+import { planTransition, planReceiptTransition, startsNextStep, isRefunded, isLateSent, ttlExpiryApplies, defaultResultInfo, FINAL_STATES,
   keepsEarlierReceipt, STATE_RANK } from './transitions.js';
 import { ATTEMPT_FACT_COLUMNS, factsOf, type AttemptFacts } from './attempt-facts.js';
 import type { MessageFacts } from './message-facts.js';
@@ -219,7 +219,7 @@ async function applyInTx(tx: Tx, input: ApplyTxInput): Promise<ApplyTxResult> {
       continue; // an abandoned step: reported above, never moves the recipient (D3)
     }
     const nextStep = m.flow[f.step + 1];
-    if (isStepFailure(a.state) && nextStep !== undefined && nextStep !== null) {
+    if (startsNextStep(f.channel, a.state, a.reached_sent) && nextStep !== undefined && nextStep !== null) {
       fallbacks.set(f.recipient_id, { step: f.step + 1, due: new Date(now) });
       a.current_step = f.step + 1;
       nextSteps.push({ messageId: f.message_id, step: f.step + 1, recipientId: f.recipient_id, lane: m.lane, channel: stepOf(nextStep).channel });

@@ -102,6 +102,16 @@ export function isStepFailure(state: AttemptState): boolean {
 }
 
 /**
+ * D3: the flow moves on when its step ends without success: the attempt ends undelivered,
+ * rejected or failed before it met its channel's condition. An SMS's condition is `sent`: an SMS
+ * the carrier took has succeeded, so a later receipt saying undelivered (or rejected, failed) is
+ * reported and ends it, but starts no other step (which would send, and charge, a second message).
+ */
+export function startsNextStep(channel: Channel, state: AttemptState, reachedSent: boolean): boolean {
+  return isStepFailure(state) && !(reachedSent && isStepSuccess(channel, 'sent'));
+}
+
+/**
  * D3: an attempt is charged at hand-over and refunded when it ends without ever reaching `sent`:
  * `failed` or `rejected`, or `undelivered` by its carrier (not a user of the channel, no device,
  * outside the WhatsApp window: the carrier never took it). One that ran out of its ttl is not

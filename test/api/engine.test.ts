@@ -83,6 +83,24 @@ test('viber → sms fallback for a number that is not a Viber user', async () =>
   assert.deepEqual(recipient, { flow_taken: 'viber,sms', state: 'delivered', step: 1 });
 });
 
+test('sms → viber: an SMS the carrier took has succeeded (D3); a later undelivered receipt ends it, sends nothing else and charges once', async () => {
+  const { apiKey, accountId: acc } = await svc.createAccount({ credit_czk: 10 });
+  const id = await send({ body: 'SMS first', to: [{ phone_number: '420777000701' }], flow: [{ sms: { sender: 'Shop' } }, { viber: { sender: 'Shop' } }] }, apiKey);
+  await waitTrail(`${id}-0`, ['sms:sending', 'sms:sent', 'sms:undelivered']);
+  // Refused before the carrier took it, the same flow moves on (sandbox 02: sending, failed; on Viber too).
+  const refused = await send({ body: 'SMS first', to: [{ phone_number: '420777000702' }], flow: [{ sms: { sender: 'Shop' } }, { viber: { sender: 'Shop' } }] }, apiKey);
+  await waitTrail(`${refused}-0`, ['sms:sending', 'sms:failed', 'viber:sending', 'viber:failed']);
+  await svc.settle();
+  assert.deepEqual(trail(await events(`${id}-0`)), ['sms:sending', 'sms:sent', 'sms:undelivered'], 'no viber step after the SMS succeeded');
+  const [recipient] = await svc.sql<{ flow_taken: string; state: string; step: number }>(RECIPIENT_STATE, [`${id}-0`]);
+  assert.deepEqual(recipient, { flow_taken: 'sms', state: 'undelivered', step: 0 });
+  // The undelivered SMS (0.9) stays charged, once; both failed attempts of the other are refunded.
+  const [row] = await svc.sql<{ n: number }>('SELECT count(*)::int AS n FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = $1', [`${id}-0`]);
+  assert.equal(row!.n, 1, 'one attempt');
+  const [credit] = await svc.sql<{ credit_czk: number }>('SELECT credit_czk FROM accounts WHERE id = $1', [acc]);
+  assert.equal(credit!.credit_czk, 9.1);
+});
+
 test('whatsapp_template → sms on undelivered', async () => {
   const id = await send({ body: 'Order shipped', to: [{ phone_number: '420777000501' }], flow: [{ whatsapp_template: { template_name: 'shipped', sender: '111' } }, { sms: {} }] });
   await waitTrail(`${id}-0`, ['whatsapp_template:sending', 'whatsapp_template:sent', 'whatsapp_template:undelivered', 'sms:sending', 'sms:sent', 'sms:undelivered']);

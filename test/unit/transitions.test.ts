@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { planTransition, planReceiptTransition, isRefunded, isLateSent, keepsEarlierReceipt, ttlExpiryApplies, defaultTtlMinutes, stepTtlMinutes } from '../../shared/engine/transitions.js';
+import { planTransition, planReceiptTransition, isRefunded, isLateSent, keepsEarlierReceipt, ttlExpiryApplies, defaultTtlMinutes, stepTtlMinutes, startsNextStep } from '../../shared/engine/transitions.js';
 import { isStepSuccess, type FlowStep } from '../../shared/channels/index.js';
 import { sandboxScript } from '../../shared/carriers/sandbox/outcomes.js';
 import type { AttemptState } from '../../shared/carriers/types.js';
@@ -73,6 +73,30 @@ test('step success conditions and ttl expiry', () => {
   const rows: Array<[number, number]> = [[0, 5], [1, 10], [2, 30]];
   for (const [index, minutes] of rows) assert.equal(stepTtlMinutes(flow, index), minutes, `step ${index}`);
   assert.equal(stepTtlMinutes(flow.slice(0, 2), 1), 1440, 'the last step without its own ttl');
+});
+
+test('startsNextStep: a step that ends without having met its condition moves the flow on; one that met it does not', () => {
+  const rows: Array<[channel: 'sms' | 'viber' | 'whatsapp_text', state: AttemptState, reachedSent: boolean, moves: boolean]> = [
+    // SMS succeeds at sent: refused before it (submit error, no route) moves on; a later receipt does not.
+    ['sms', 'rejected', false, true],
+    ['sms', 'failed', false, true],
+    ['sms', 'undelivered', false, true],
+    ['sms', 'undelivered', true, false],
+    ['sms', 'rejected', true, false],
+    ['sms', 'failed', true, false],
+    ['sms', 'delivered', true, false],
+    ['sms', 'sent', true, false],
+    // Viber and WhatsApp succeed at delivered: undelivered after sent still moves on.
+    ['viber', 'undelivered', true, true],
+    ['viber', 'failed', true, true],
+    ['viber', 'undelivered', false, true],
+    ['whatsapp_text', 'undelivered', true, true],
+    ['viber', 'seen', true, false],
+    ['viber', 'sent', true, false],
+  ];
+  for (const [channel, state, reachedSent, moves] of rows) {
+    assert.equal(startsNextStep(channel, state, reachedSent), moves, `${channel} ${state} reachedSent=${reachedSent}`);
+  }
 });
 
 test('the sandbox outcome table of D10', () => {
