@@ -48,8 +48,10 @@ export const pricesSchema = Joi.array<PriceRow[]>().items(Joi.object({
   channel: Joi.string().valid(...CHANNELS).required(),
   prefix: Joi.string().pattern(/^[0-9]{0,15}$/).allow('').required(),
   operator: Joi.number().integer().min(0).max(999).default(0),
-  price_czk: Joi.number().min(0).max(1e6).required(),
-  price_eur: Joi.number().min(0).max(1e6).required(),
+  // As stored (numeric(18,4)): a fifth decimal would be rounded away, 0.00004 to a free price.
+  // (The rows are validated with conversion on, for operator's default: not these.)
+  price_czk: Joi.number().precision(4).min(0).max(1e6).required().prefs({ convert: false }),
+  price_eur: Joi.number().precision(4).min(0).max(1e6).required().prefs({ convert: false }),
   // One statement upserts every row: two rows of one (channel, prefix, operator) are a mistake to name.
 })).min(1).max(100000).unique((a: PriceRow, b: PriceRow) => a.channel === b.channel && a.prefix === b.prefix && (a.operator ?? 0) === (b.operator ?? 0))
   .messages({ 'array.unique': '{{#label}} has the channel, prefix and operator of row {{#dupePos}}' });

@@ -107,6 +107,10 @@ test('prices are upserted and the longest prefix row is stored beside the defaul
   assert.equal(twice.status, 400, twice.text);
   assert.equal(twice.body.message, '[1]: has the channel, prefix and operator of row 0');
   assert.ok(!(await svc.admin('GET', '/prices')).body.prices.some((p: { prefix: string }) => p.prefix === '42061'));
+  // A fifth decimal is refused as credit amounts are, not rounded (0.00004 EUR was stored as a free 0).
+  const fine = await svc.admin('PUT', '/prices', [{ channel: 'sms', prefix: '42062', price_czk: 0.12345, price_eur: 0.00004 }]);
+  assert.equal(fine.status, 400, fine.text);
+  assert.match(fine.body.message, /^\[0\]\.price_czk: must have no more than 4 decimal places/);
 });
 
 test('every sending API family refuses a bad key in its own form', async () => {
