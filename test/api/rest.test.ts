@@ -118,6 +118,12 @@ test('GET /v1/credit: balances fall by the price table after sandbox sends, in C
   const bad = await get('sb_not_a_key', '/v1/credit');
   assert.equal(bad.status, 401);
   assert.equal(bad.body.success, false);
+  // Endpoints without query parameters name one they are given, as the others do (it was ignored).
+  for (const path of ['/v1/credit?x=1', '/v1/credit?__proto__=1', '/v1/apikey/list?foo=1']) {
+    const extra = await get(czk.apiKey, path);
+    assert.equal(extra.status, 400, `${path}: ${extra.text}`);
+    assert.match(extra.body.message, /^(x|__proto__|foo): is not allowed/);
+  }
 });
 
 test('shared sub-keys spend and show the account balance; own-credit sub-keys their own, in their currency', async () => {
