@@ -51,11 +51,11 @@ describe('Meta error codes', () => {
     ['unknown code, odd message', 400, graphError(139998, 'Odd   multi\nline'), { kind: 'failed', code: 139998, info: '[139998] Odd multi line', config: false }],
     ['code as a string', 400, { error: { message: '(#131026) Message Undeliverable', code: '131026' } },
       { kind: 'unreachable', code: 131026, info: '[131026] Message Undeliverable' }],
-    ['5xx without a code', 503, '<html>Service Unavailable</html>', { kind: 'retry', code: 0, info: '[0] HTTP 503 from Graph' }],
-    ['5xx with a message but no code', 502, { error: { message: 'upstream' } }, { kind: 'retry', code: 0, info: '[0] HTTP 502: upstream' }],
-    ['429 without a code', 429, null, { kind: 'retry', code: 0, info: '[0] HTTP 429 from Graph' }],
-    ['401 without a code', 401, {}, { kind: 'failed', code: 0, info: '[0] HTTP 401 from Graph', config: true }],
-    ['404 without a code', 404, 'Not Found', { kind: 'failed', code: 0, info: '[0] HTTP 404 from Graph', config: false }],
+    ['5xx without a code', 503, '<html>Service Unavailable</html>', { kind: 'retry', code: 0, info: 'HTTP 503 from Graph' }],
+    ['5xx with a message but no code', 502, { error: { message: 'upstream' } }, { kind: 'retry', code: 0, info: 'HTTP 502: upstream' }],
+    ['429 without a code', 429, null, { kind: 'retry', code: 0, info: 'HTTP 429 from Graph' }],
+    ['401 without a code', 401, {}, { kind: 'failed', code: 0, info: 'HTTP 401 from Graph', config: true }],
+    ['404 without a code', 404, 'Not Found', { kind: 'failed', code: 0, info: 'HTTP 404 from Graph', config: false }],
   ];
   for (const [name, status, body, want] of answers) {
     it(`graphErrorOutcome: ${name}`, () => assert.deepEqual(graphErrorOutcome(status, body), want));

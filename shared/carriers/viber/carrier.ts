@@ -139,7 +139,7 @@ export class ViberCarrier implements Carrier {
       while (next < attempts.length) {
         const a = attempts[next++]!;
         if (a.channel !== 'viber') {
-          work.push(this.report(a, { attemptId: a.attemptId, state: 'failed', resultInfo: `[0] ${a.channel} is not carried by Viber`, at: Date.now() }));
+          work.push(this.report(a, { attemptId: a.attemptId, state: 'failed', resultInfo: `${a.channel} is not carried by Viber`, at: Date.now() }));
           continue;
         }
         // The dispatch run no longer holds its job (`OutboundAttempt.hold`: the process was paused

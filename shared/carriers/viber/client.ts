@@ -45,14 +45,15 @@ export class ViberClient {
         callbackUrl: input.callbackUrl ?? this.opts.callbackUrl,
       });
     } catch (err) {
-      if (err instanceof ViberInputError) return { kind: 'failed', code: 0, info: `[0] ${err.message}`, config: true };
+      // A fault with no Viber status code is text alone (spec: both parts optional); `[0]` reads as success.
+      if (err instanceof ViberInputError) return { kind: 'failed', code: 0, info: err.message, config: true };
       throw err;
     }
     try {
       const res = await this.http.request(request.method, request.path, { headers: request.headers, json: request.json });
       return this.adapter.parseSendResponse(res.status, res.body, res.headers);
     } catch (err) {
-      if (err instanceof CarrierHttpError) return { kind: 'retry', code: 0, info: `[0] ${err.code ?? 'NETWORK'}: ${err.message}` };
+      if (err instanceof CarrierHttpError) return { kind: 'retry', code: 0, info: `${err.code ?? 'NETWORK'}: ${err.message}` };
       throw err;
     }
   }

@@ -509,7 +509,7 @@ export class WhatsappCarrier implements Carrier {
     } catch (err) {
       if (err instanceof WhatsappCarrierClosed || err instanceof WhatsappHoldLapsed) throw err;
       // The cap's store (Redis) did not answer: tried again like a fault at Meta.
-      outcome = { kind: 'retry', code: 0, info: `[0] ${(err as Error).message}` };
+      outcome = { kind: 'retry', code: 0, info: (err as Error).message };
     }
     if (outcome.kind === 'accepted') {
       this.lastError = null;

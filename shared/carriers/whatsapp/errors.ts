@@ -135,7 +135,8 @@ export function outcomeForCode(code: number, title?: string): SendOutcome {
 export function graphErrorOutcome(httpStatus: number, body: unknown): SendOutcome {
   const fields = readGraphError(body);
   if (fields?.code !== undefined) return outcomeForCode(fields.code, fields.title);
-  return refusedOutcome(uncodedClass(httpStatus), 0, errorInfo(0, uncodedTitle(httpStatus, fields)));
+  // No Meta code: the text alone (`[0]` would read as success in the spec's pattern, or as Meta's code 0).
+  return refusedOutcome(uncodedClass(httpStatus), 0, uncodedTitle(httpStatus, fields));
 }
 
 /** The class of an error answer that carries no Meta code, by its HTTP status. */

@@ -86,13 +86,14 @@ export class GraphClient {
     try {
       res = await this.http.request('POST', `/${this.version}/${seg(phoneNumberId)}/messages`, { headers: bearer(token), json: body });
     } catch (err) {
-      if (err instanceof CarrierHttpError) return { kind: 'retry', code: 0, info: errorInfo(0, err.message) };
+      // No answer: no code of Meta's to give (`[0]` reads as success in the spec's pattern), only the fault.
+      if (err instanceof CarrierHttpError) return { kind: 'retry', code: 0, info: err.message };
       throw err;
     }
     if (res.status >= 200 && res.status < 300) {
       const id = messageId(res.body);
       if (id) return { kind: 'accepted', carrierRef: id };
-      return { kind: 'failed', code: 0, info: errorInfo(0, `Graph answered HTTP ${res.status} without a message id`), config: false };
+      return { kind: 'failed', code: 0, info: `Graph answered HTTP ${res.status} without a message id`, config: false };
     }
     return graphErrorOutcome(res.status, res.body);
   }
