@@ -338,6 +338,15 @@ describe('webhook envelope', () => {
     assert.deepEqual(parseWebhook(body, 1234), [{ kind: 'inbound', to: '106540352242922', text: 'hi', at: 1234, carrierRef: 'wamid.x', fromUserId: 'CZ.7' }]);
   });
 
+  it('a timestamp out of any real range is now, like an unreadable one (1e300 failed the body with a 500)', () => {
+    for (const timestamp of [1e300, 1e13, -5, '9999999999999']) {
+      const body = envelopeOf({
+        value: { metadata: META, contacts: [{ profile: { name: 'U' }, user_id: 'CZ.7' }], messages: [{ id: 'wamid.t', type: 'text', text: { body: 'hi' }, timestamp }] },
+      });
+      assert.deepEqual(parseWebhook(body, 1234), [{ kind: 'inbound', to: '106540352242922', text: 'hi', at: 1234, carrierRef: 'wamid.t', fromUserId: 'CZ.7' }], String(timestamp));
+    }
+  });
+
   it('several entries and changes in one body, in order; a repeated item once; other fields ignored', () => {
     const s = (id: string, status: string): unknown => ({ id, status, timestamp: '1750000000', recipient_id: '1' });
     const body = envelopeOf(

@@ -56,10 +56,16 @@ function str(v: unknown): string | undefined {
   return typeof v === 'string' && v !== '' ? v : undefined;
 }
 
-/** Meta's unix-second timestamps (strings) → milliseconds; `fallback` when absent or unreadable. */
+/** Beyond this (the year 5138) a timestamp is not a time a status happened: a Date or Postgres would refuse it. */
+const MAX_UNIX_SECONDS = 1e11;
+
+/**
+ * Meta's unix-second timestamps (strings) → milliseconds; `fallback` when absent or unreadable,
+ * or out of range (a number such as 1e300 failed the whole body with a 500, or its status batch).
+ */
 function millis(v: unknown, fallback: number): number {
   const n = typeof v === 'string' && /^\d{1,12}$/.test(v) ? Number(v) : typeof v === 'number' && Number.isFinite(v) ? v : NaN;
-  return Number.isFinite(n) && n > 0 ? n * 1000 : fallback;
+  return Number.isFinite(n) && n > 0 && n < MAX_UNIX_SECONDS ? n * 1000 : fallback;
 }
 
 const STATUSES: Readonly<Record<string, ReceiptStatus>> = {
