@@ -40,6 +40,9 @@ export function sandboxRouter(ctx: AppContext): Router {
     const key = await auth(req);
     const input = validate(inboundSchema, await readJsonBody(req));
     const outcome = await ingestInbound(ctx.db, { ...input, at: Date.now(), accountId: key.accountId });
+    if (outcome.kind === 'repeat') {
+      throw new Error('an injection without a carrier id was taken for a repeat'); // it has no carrierRef
+    }
     res.json({
       success: true, event: outcome.kind, inbound_id: outcome.inboundId,
       // An opt-out or opt-in keyword changed the account's suppression list (issue 27).

@@ -45,6 +45,11 @@ export interface InboundReport {
   /** Set only by the sandbox: the account whose key injected it (D5). */
   accountId?: number;
   /**
+   * The carrier's id of this message, when it gives a unique one (WhatsApp's wamid): a message the
+   * carrier delivers again (a webhook retried) is stored and reported once.
+   */
+  carrierRef?: string;
+  /**
    * The outbound message this answers, when the carrier names it exactly (WhatsApp `context.id`,
    * Viber tracking data): our attempt id, or the carrier's ref of it. Without it, or when it names
    * nothing we sent, the D5 rule decides.

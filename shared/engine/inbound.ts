@@ -28,7 +28,9 @@ interface ReplyMatch {
 export type InboundOutcome =
   | { kind: 'incomingReplyMessage'; accountId: number; inboundId: number; keyword: KeywordKind | null }
   | { kind: 'incomingMessage'; accountId: number; inboundId: number; keyword: KeywordKind | null }
-  | { kind: 'unowned'; inboundId: number };
+  | { kind: 'unowned'; inboundId: number }
+  /** The carrier delivered this message before (its `carrierRef`): stored and reported then, not again. */
+  | { kind: 'repeat' };
 
 const MATCH_COLUMNS = `a.id AS attempt_id, a.created_at, r.public_id, r.account_id, r.key_id, m.request_id, m.payload, m.callback,
               k.default_callback_url, acc.reply_window_days`;
@@ -74,11 +76,16 @@ export async function ingestInbound(db: Db, msg: InboundReport, now = new Date()
     const match = rows[0];
     const isReply = match !== undefined && now.getTime() - match.created_at.getTime() <= match.reply_window_days * 86400_000;
     const accountId = isReply ? match.account_id : (msg.accountId ?? await ownerOfAddress(tx, recipient, msg.gateway));
+    // $8: the carrier's id of the message, or null; one it delivered before inserts nothing.
     const { rows: stored } = await tx.query<{ id: number }>(
-      `INSERT INTO inbound_messages (account_id, gateway, sender, recipient, body, sent_at, reply_to_attempt)
-       VALUES ($1, $2, $3, $4, $5, to_timestamp($6), $7) RETURNING id`,
-      [accountId, msg.gateway, sender, recipient, msg.body, timestamp, isReply ? match.attempt_id : null],
+      `INSERT INTO inbound_messages (account_id, gateway, sender, recipient, body, sent_at, reply_to_attempt, carrier_ref)
+       VALUES ($1, $2, $3, $4, $5, to_timestamp($6), $7, $8)
+       ON CONFLICT (gateway, carrier_ref) WHERE carrier_ref IS NOT NULL DO NOTHING RETURNING id`,
+      [accountId, msg.gateway, sender, recipient, msg.body, timestamp, isReply ? match.attempt_id : null, msg.carrierRef ?? null],
     );
+    if (stored.length === 0) {
+      return { kind: 'repeat' };
+    }
     const inboundId = stored[0]!.id;
     if (accountId === null) {
       return { kind: 'unowned', inboundId };

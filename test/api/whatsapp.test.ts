@@ -515,6 +515,27 @@ describe('inbound', () => {
     assert.equal(w!.n, 1);
   });
 
+  it('a message Meta delivers again (its webhook retried: the same wamid) is stored and reported once', T, async () => {
+    const phone = '420777105300';
+    // A message to the person first, so that what they send is a reply with an event.
+    const sent = await send({ to: [{ phone_number: phone }], flow: [{ whatsapp_template: { sender: PN, template_name: 'hello_world' } }] });
+    await waitTrail(`${sent}-0`, ['whatsapp_template:sending', 'whatsapp_template:sent', 'whatsapp_template:delivered', 'whatsapp_template:seen']);
+    const now = String(Math.floor(Date.now() / 1000));
+    const body = {
+      object: 'whatsapp_business_account',
+      entry: [{ id: WABA, changes: [{ field: 'messages', value: {
+        messaging_product: 'whatsapp', metadata: { display_phone_number: '420601000001', phone_number_id: PN },
+        contacts: [{ profile: { name: 'Dup' }, wa_id: phone }],
+        messages: [{ from: phone, id: 'wamid.DUPTEST1', timestamp: now, type: 'text', text: { body: 'Only once, please' } }],
+      } }] }],
+    };
+    for (let i = 0; i < 3; i++) assert.equal((await postWebhook(body)).status, 200);
+    const [stored] = await svc.sql<{ n: number }>(`SELECT count(*)::int AS n FROM inbound_messages WHERE carrier_ref = 'wamid.DUPTEST1'`);
+    assert.equal(stored!.n, 1, 'one row');
+    const replies = await svc.sql<{ n: number }>(`SELECT count(*)::int AS n FROM events WHERE kind = 'incomingReplyMessage' AND body LIKE '%Only once, please%'`);
+    assert.equal(replies[0]!.n, 1, 'one event');
+  });
+
   it('a message from someone we never wrote to goes to the account the number is assigned to', T, async () => {
     const assign = await svc.admin('POST', '/numbers', { account_id: accountId, value: PN, channels: ['whatsapp'] });
     assert.equal(assign.status, 201, assign.text);

@@ -62,7 +62,7 @@ export function readEvents(events: readonly CallbackEvent[], carrier: string): R
     }
     const sender = e.from ?? e.fromUserId;
     if (sender === undefined) continue;
-    const message: InboundReport = { gateway: 'whatsapp', sender, recipient: e.to, body: e.text, at: e.at };
+    const message: InboundReport = { gateway: 'whatsapp', sender, recipient: e.to, body: e.text, at: e.at, carrierRef: e.carrierRef };
     if (e.replyToCarrierRef !== undefined) message.replyTo = { carrier, ref: e.replyToCarrierRef };
     out.inbound.push(message);
     // A person known only by a business-scoped id has no number for our free-text steps to match.
