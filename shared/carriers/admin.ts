@@ -11,8 +11,9 @@ import { FAMILIES, type Family } from '../channels/index.js';
 import { validate } from '../validation.js';
 import { AppError, badRequest, conflict, notFound } from '../errors.js';
 import type { SecretBox } from '../secrets/sealed.js';
-import type { CarrierProvider, ConnectionConfig, ConnectionSpec, ConnectionState, SenderSpec } from './provider.js';
+import { SECRET_MASK, type CarrierProvider, type ConnectionConfig, type ConnectionSpec, type ConnectionState, type SenderSpec } from './provider.js';
 import { PROVIDERS } from './providers.js';
+import { ENV_CONNECTION } from './smpp/provider.js';
 import { readConnectionStates } from './connections.js';
 import {
   CONNECTION_NAME_RE, ConnectionConflictError, carrierConfigChanges, deleteConnection, deleteSender, loadConnections, loadSenders,
@@ -95,11 +96,22 @@ export async function storeConnection(deps: CarrierAdminDeps, body: unknown): Pr
   if (envConnections(deps.config).some((c) => c.name === input.name)) {
     throw badRequest(`name: "${input.name}" is defined by the environment and cannot be stored`, 'VALIDATION', { field: 'name' });
   }
+  if (input.name === ENV_CONNECTION) {
+    // Also while SMPP_URL is unset: set later, it would hide the stored one, which could not be deleted.
+    throw badRequest(`name: "${ENV_CONNECTION}" is reserved for the connection SMPP_URL defines`, 'VALIDATION', { field: 'name' });
+  }
   const { value: config, error } = provider.configSchema.validate(input.config, { abortEarly: true, convert: true });
   if (error) {
     const detail = error.details[0];
     const path = detail?.path.length ? `config.${detail.path.join('.')}` : 'config';
     throw badRequest(`${path}: ${(detail?.message ?? error.message).replace(/^"[^"]*" /, '')}`, 'VALIDATION', { field: path });
+  }
+  // A secret given as the mask the service shows (`***`, an answer posted back) would be stored as the secret.
+  const masked = Object.entries(provider.splitSecrets(config).secrets).find(([, v]) => v === SECRET_MASK);
+  if (masked) {
+    // A secret that is part of a field (an SMPP URL's password) is named by that field.
+    const field = isLegacy ? 'url' : masked[0] in config ? `config.${masked[0]}` : 'config.url';
+    throw badRequest(`${field}: holds the mask shown for a stored secret (${masked[0]}); give the secret itself`, 'VALIDATION', { field });
   }
   const spec: ConnectionSpec = { name: input.name, kind: provider.kind, config, routes: input.routes, enabled: input.enabled, source: 'admin' };
   const problem = provider.check?.(spec);

@@ -133,6 +133,9 @@ export const carrierBaseUrl = Joi.string().max(2048).uri({ scheme: ['http', 'htt
     : helpers.message({ custom: '{{#label}} must not hold a user or password (the connection\'s secrets authenticate its requests)' });
 });
 
+/** What answers show in place of a secret. */
+export const SECRET_MASK = '***';
+
 /** The default split for kinds whose secrets are whole fields of the configuration. */
 export function secretFields<C extends ConnectionConfig>(fields: ReadonlyArray<keyof C & string>): Pick<CarrierProvider<C>, 'splitSecrets' | 'joinSecrets' | 'mask'> {
   return {
@@ -148,7 +151,7 @@ export function secretFields<C extends ConnectionConfig>(fields: ReadonlyArray<k
     joinSecrets: (config, secrets) => ({ ...config, ...secrets }) as C,
     mask(config) {
       const out: ConnectionConfig = {};
-      for (const [k, v] of Object.entries(config)) out[k] = (fields as readonly string[]).includes(k) && v !== undefined ? '***' : v;
+      for (const [k, v] of Object.entries(config)) out[k] = (fields as readonly string[]).includes(k) && v !== undefined ? SECRET_MASK : v;
       return out;
     },
   };

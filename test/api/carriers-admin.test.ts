@@ -82,6 +82,20 @@ describe('carrier connections (D12)', () => {
     const extra = await svc.admin('POST', '/carriers', { name: 'x', kind: 'smpp', config: { url: 'smpp://a:b@h:1', colour: 'red' } });
     assert.equal(extra.status, 400);
     assert.match(extra.body.message, /^config\.colour: /);
+    // `default` is SMPP_URL's, also while it is unset (set later, it would hide a stored one that could not be deleted).
+    const reserved = await svc.admin('POST', '/carriers', { name: 'default', kind: 'smpp', config: { url: 'smpp://a:b@h:1' }, routes: ['44'] });
+    assert.equal(reserved.status, 400, reserved.text);
+    assert.match(reserved.body.message, /^name: "default" is reserved/);
+    // The mask an answer shows, posted back, is not taken for the secret.
+    for (const [body, field] of [
+      [{ name: 'm1', kind: 'smpp', config: { url: 'smpp://sb:***@127.0.0.1:1?window=1' }, routes: ['49'] }, 'config.url'],
+      [{ name: 'm2', url: 'smpp://sb:***@127.0.0.1:1?window=1', routes: ['49'] }, 'url'],
+      [{ name: 'm3', kind: 'whatsapp', config: { app_secret: '***', verify_token: 'v' } }, 'config.app_secret'],
+    ] as const) {
+      const masked = await svc.admin('POST', '/carriers', body);
+      assert.equal(masked.status, 400, masked.text);
+      assert.ok(masked.body.message.startsWith(`${field}: holds the mask shown for a stored secret`), masked.text);
+    }
     const conflict = await svc.admin('POST', '/carriers', { name: 'spare2', kind: 'smpp', config: { url: 'smpp://a:b@h:1' } });
     assert.equal(conflict.status, 409, 'a second connection for every destination conflicts with "spare"');
     assert.equal((await svc.admin('DELETE', '/carriers/spare')).status, 200);
