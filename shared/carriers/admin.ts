@@ -158,7 +158,7 @@ const senderSchema = Joi.object<{
 }>({
   account_id: Joi.number().integer().min(1).max(Number.MAX_SAFE_INTEGER).required(),
   family: Joi.string().valid(...FAMILIES).required(),
-  sender: Joi.string().min(1).max(100).required(),
+  sender: Joi.string().min(1).max(100).pattern(/\S/).required().messages({ 'string.pattern.base': '{{#label}} must not be blank' }),
   connection: Joi.string().pattern(CONNECTION_NAME_RE).required(),
   credentials: Joi.object().pattern(Joi.string(), Joi.string().max(4096)).default({}),
   details: Joi.object().unknown(true).default({}),

@@ -1,6 +1,6 @@
 /** Numbers and sender names that receive inbound traffic, assigned to accounts (D5, D11). */
 import type { Db, Queryable } from '../db/pool.js';
-import { notFound, conflict } from '../errors.js';
+import { badRequest, notFound, conflict } from '../errors.js';
 
 /** Canonical form of an inbound address: digits only for numbers (a leading + or 00 dropped), else the name as given. */
 export function canonicalAddress(value: string): string {
@@ -24,6 +24,10 @@ export async function assignNumber(db: Db, input: { account_id: number; value: s
     throw notFound(`account ${input.account_id} not found`);
   }
   const value = canonicalAddress(input.value);
+  if (value === '') {
+    // "   ", "()", "-", "00": nothing left to match an inbound message's recipient by.
+    throw badRequest(`value: "${input.value}" holds no digits or name`, 'VALIDATION', { field: 'value' });
+  }
   const { rows } = await db.query<NumberAssignment>(
     `INSERT INTO number_assignments (account_id, value, channels) VALUES ($1, $2, $3)
      ON CONFLICT (value) DO UPDATE SET channels = EXCLUDED.channels WHERE number_assignments.account_id = EXCLUDED.account_id

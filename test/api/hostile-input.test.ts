@@ -402,6 +402,15 @@ test('a NUL character in an admin API string is refused with a 400 naming the fi
     assert.equal(a.json.error, 'VALIDATION');
     assert.match(a.json.message, new RegExp(`^${field}: `), a.text);
   }
+  // Values that normalise to nothing: no number or name would be assigned or sent from ("" was stored).
+  for (const value of ['   ', '()', '-', '00']) {
+    const a = await adminCall('POST', '/numbers', { account_id: ids.adminAccount, value, channels: ['sms'] });
+    assert.equal(a.status, 400, `${JSON.stringify(value)}: ${a.text}`);
+    assert.match(a.json.message, /^value: .* holds no digits or name$/);
+  }
+  const blank = await adminCall('POST', '/senders', { account_id: ids.adminAccount, family: 'viber', sender: '  ', connection: 'x' });
+  assert.equal(blank.status, 400, blank.text);
+  assert.match(blank.json.message, /^sender: must not be blank/);
   assert.equal((await writesSince()).size, 0);
 });
 
