@@ -63,8 +63,9 @@ function flagObject(values: Values, names: string[]): Record<string, unknown> {
 }
 
 function idArg(raw: string | undefined, name: string): number {
-  if (!raw || !/^\d+$/.test(raw)) {
-    throw new AppError(400, 'BAD_ARGUMENT', `${name}: give a numeric id as the first argument`);
+  // Within what a JavaScript number holds exactly (a larger one was rounded to another id) and a bigint column.
+  if (!raw || !/^\d+$/.test(raw) || Number(raw) < 1 || !Number.isSafeInteger(Number(raw))) {
+    throw new AppError(400, 'BAD_ARGUMENT', `${name}: give a numeric id (1 to ${Number.MAX_SAFE_INTEGER}) as the first argument`);
   }
   return Number(raw);
 }

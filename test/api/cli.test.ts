@@ -49,6 +49,12 @@ test('bad input exits 2 with a message naming the field', () => {
   const unknown = cli('nonsense');
   assert.equal(unknown.status, 2);
   assert.match(unknown.err, /unknown command/);
+  // An id past what a number holds exactly was rounded to another account's, or failed in Postgres (exit 1).
+  for (const id of ['99999999999999999999', '9007199254740993', '0']) {
+    const far = cli('accounts:get', id);
+    assert.equal(far.status, 2, `${id}: ${far.err}`);
+    assert.match(far.err, /account_id: give a numeric id \(1 to 9007199254740991\)/);
+  }
 });
 
 test('stdout is the JSON alone; stderr says which database (password masked)', () => {
