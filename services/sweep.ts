@@ -1,11 +1,13 @@
 /**
  * The `sweep` role: the recovery sweep re-enqueues work that Redis lost (workers/recovery.ts);
- * expired idempotency keys go, and so do verification code copies a day after their session expired.
+ * expired idempotency keys go, and so do verification code copies a day after their session expired
+ * and receipts parked past the receipt wait for ids never registered.
  */
 import { RecoverySweep } from '../workers/recovery.js';
 import type { Core } from './core.js';
 import { IdempotencyExpiry } from '../shared/sending/idempotency.js';
 import { CodeCopyExpiry } from '../shared/verification/hooks.js';
+import { ParkedReceiptExpiry } from '../shared/engine/parked-receipts.js';
 
 export interface SweepRole {
   stop(): Promise<void>;
@@ -18,8 +20,12 @@ export function startSweep(core: Core): SweepRole {
     receiptWaitMs: config.receiptWaitHours * 3_600_000, redisPrefix: config.redisPrefix,
   }, core.logger);
   sweep.start();
-  // Idempotency keys older than 24 hours (issue 27) and stale verification code copies (D8) go here too.
-  const cleanups = [new IdempotencyExpiry(core.db, core.logger), new CodeCopyExpiry(core.db, core.logger)];
+  // Idempotency keys older than 24 hours (issue 27), stale verification code copies (D8) and
+  // receipts parked for ids never registered go here too.
+  const cleanups = [
+    new IdempotencyExpiry(core.db, core.logger), new CodeCopyExpiry(core.db, core.logger),
+    new ParkedReceiptExpiry(core.db, core.logger, config.receiptWaitHours),
+  ];
   for (const c of cleanups) c.start();
   return {
     stop: async () => {

@@ -11,7 +11,10 @@ export class PeriodicCleanup {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
 
-  /** `sql` takes one parameter, `$1`: the most rows one statement touches. */
+  /**
+   * `sql` takes one parameter, `$1`: the most rows one statement touches. A pass that touched rows
+   * is logged at `level` (what it did, and how many).
+   */
   constructor(
     private readonly db: Db,
     private readonly logger: Logger,
@@ -19,12 +22,15 @@ export class PeriodicCleanup {
     private readonly sql: string,
     private readonly intervalMs = 60_000,
     private readonly batch = 5_000,
+    private readonly level: 'debug' | 'info' | 'warn' = 'debug',
   ) {}
 
   start(): void {
     this.timer = setInterval(() => {
       if (!this.running) {
-        this.running = this.once().then(() => undefined, (err: unknown) => {
+        this.running = this.once().then((rows) => {
+          if (rows > 0) this.logger[this.level]({ rows }, this.what);
+        }, (err: unknown) => {
           this.logger.error({ err: (err as Error).message }, `${this.what} failed`);
         }).finally(() => {
           this.running = null;

@@ -12,6 +12,8 @@ import { startTestService, waitFor, type TestService } from '../support/harness.
 import { recipientEvents, sendMessage, trailOf, waitForTrail } from '../support/trails.js';
 import { startViberSimulator, type ViberSimulator } from '../../scripts/sim/viber/simulator.js';
 import { createLogger } from '../../shared/logger.js';
+import { createPool } from '../../shared/db/pool.js';
+import { ParkedReceiptExpiry } from '../../shared/engine/parked-receipts.js';
 import { ViberCarrier } from '../../shared/carriers/viber/carrier.js';
 import type { StatusReport } from '../../shared/carriers/types.js';
 import type { ViberAttempt } from '../../shared/channels/index.js';
@@ -368,6 +370,24 @@ test('callbacks: token, shared secret and source allowlist are checked first; re
   const good = await post(`/callbacks/viber/vo/${TOKEN_O}`, delivered);
   assert.equal(good.status, 200, good.text);
   await waitTrail(`${id}-0`, ['viber:sending', 'viber:sent', 'viber:delivered']);
+});
+
+test('a receipt parked for a token never registered is deleted by the sweep after RECEIPT_WAIT_HOURS, not before (it was kept forever)', async () => {
+  // The callbacks test parked one for message_token 2 of connection vs (just now); one parked 73 hours ago:
+  await svc.sql(`INSERT INTO carrier_refs (carrier, ref, attempt_id, state, result_info, reported_at, created_at)
+                 VALUES ('viber.vs', 'parked-long-ago', NULL, 'delivered', '[0] Delivered', now() - interval '73 hours', now() - interval '73 hours')`);
+  const parked = async () => (await svc.sql<{ ref: string }>(`SELECT ref FROM carrier_refs WHERE attempt_id IS NULL ORDER BY ref`)).map((r) => r.ref);
+  assert.ok((await parked()).includes('2') && (await parked()).includes('parked-long-ago'));
+  const registered = await svc.sql<{ n: number }>('SELECT count(*)::int AS n FROM carrier_refs WHERE attempt_id IS NOT NULL');
+  const db = createPool(svc.databaseUrl, 1);
+  try {
+    assert.equal(await new ParkedReceiptExpiry(db, createLogger('silent'), 72).once(), 1);
+  } finally {
+    await db.end();
+  }
+  assert.ok(!(await parked()).includes('parked-long-ago'), 'the old one deleted');
+  assert.ok((await parked()).includes('2'), 'a recent one kept: its id may still be registered');
+  assert.deepEqual(await svc.sql('SELECT count(*)::int AS n FROM carrier_refs WHERE attempt_id IS NOT NULL'), registered, 'registered refs untouched');
 });
 
 test('admin: a connection\'s config and a sender\'s details are checked per dialect', async () => {
