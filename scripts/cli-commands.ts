@@ -23,7 +23,9 @@ import { listPrices, upsertPrices } from '../shared/domain/prices.js';
 import { assignNumber } from '../shared/domain/numbers.js';
 import {
   newAccountSchema, accountSettingsSchema, creditSchema, keyCreditSchema, pricesSchema, numberAssignmentSchema,
+  deadBatchesQuerySchema, deadReplaySchema,
 } from '../shared/domain/admin-schemas.js';
+import { listDeadBatches, reviveDeadBatches } from '../shared/webhooks/deliver.js';
 
 type Values = Record<string, string | undefined>;
 
@@ -158,6 +160,34 @@ export const CLI_COMMANDS: readonly CliCommand[] = [
     flags: { ...JSON_FLAG },
     positionals: 0,
     run: async (db, values) => assignNumber(db, validate(numberAssignmentSchema, jsonInput(values), { convert: true })),
+  },
+  {
+    name: 'webhooks:dead',
+    summary: 'dead-lettered webhook batches, newest first (at most 1000; narrow with --key-id or --since)',
+    usage: '[--key-id N] [--since ISO-8601]',
+    flags: { 'key-id': 'only this API key\'s batches', since: 'only batches dead-lettered since then', ...JSON_FLAG },
+    positionals: 0,
+    run: async (db, values) => {
+      const q = validate(deadBatchesQuerySchema, jsonInput(values) ?? flagObject(values, ['key_id', 'since']), { convert: true });
+      return { batches: await listDeadBatches(db, { ...(q.key_id !== undefined && { keyId: q.key_id }), ...(q.since && { since: q.since }) }) };
+    },
+  },
+  {
+    name: 'webhooks:replay',
+    summary: 'deliver dead-lettered batches again: one (--id), or a key\'s since an instant; the recovery sweep sends them within its grace (about a minute)',
+    usage: '--id N | --key-id N --since ISO-8601',
+    flags: { id: 'one batch', 'key-id': 'the API key whose batches', since: 'dead-lettered since then', ...JSON_FLAG },
+    positionals: 0,
+    run: async (db, values) => {
+      const input = validate(deadReplaySchema, jsonInput(values) ?? flagObject(values, ['id', 'key_id', 'since']), { convert: true });
+      // Pending again in Postgres; without a queue here, the sweep enqueues pending batches it finds (workers/recovery.ts).
+      const ids = await reviveDeadBatches(db, {
+        ...(input.id !== undefined && { id: input.id }),
+        ...(input.key_id !== undefined && { keyId: input.key_id }),
+        ...(input.since && { since: input.since }),
+      });
+      return { replayed: ids.length, ids };
+    },
   },
 ];
 

@@ -5,6 +5,7 @@ import type { PriceRow } from './prices.js';
 import { isValidCountry } from '../phone/normalize.js';
 import { CHANNELS, FAMILIES } from '../channels/index.js';
 import { MAX_KEYWORD_LENGTH, normalizeKeyword } from '../suppression/keywords.js';
+import { isoInstant } from '../validation.js';
 
 const country = Joi.string().length(2).uppercase().custom((v: string, helpers) =>
   isValidCountry(v.toUpperCase()) ? v.toUpperCase() : helpers.error('any.invalid'));
@@ -69,3 +70,15 @@ export const keySettingsSchema = Joi.object<{ note?: string; default_callback_ur
   webhook_secret: Joi.string().max(200).allow(null),
   disabled: Joi.boolean(),
 }).min(1);
+
+/** `GET /admin/api/webhooks/dead` (and the CLI's `webhooks:dead`): one key's, or since an instant. */
+export const deadBatchesQuerySchema = Joi.object<{ key_id?: number; since?: Date }>({
+  key_id: Joi.number().integer().min(1),
+  since: isoInstant,
+});
+
+/** `POST /admin/api/webhooks/replay` (and the CLI's `webhooks:replay`): one batch, or a key's since an instant. */
+export const deadReplaySchema = Joi.alternatives<{ id?: number; key_id?: number; since?: Date }>().try(
+  Joi.object({ id: Joi.number().integer().min(1).required() }),
+  Joi.object({ key_id: Joi.number().integer().min(1).required(), since: isoInstant.required() }),
+).messages({ 'alternatives.match': 'give id, or key_id and since' });

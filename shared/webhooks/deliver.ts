@@ -143,7 +143,7 @@ export async function listDeadBatches(db: Db, filter: { keyId?: number; since?: 
   return rows.map((r) => ({ ...r, url: stripCredentials(r.url), created_at: r.created_at.toISOString(), dead_at: r.dead_at.toISOString() }));
 }
 
-/** Put dead batches back to pending; returns their ids (the caller enqueues them). */
+/** Put dead batches back to pending; returns their ids (the caller enqueues them; without a queue, the recovery sweep does once they wait past its grace). */
 export async function reviveDeadBatches(db: Db, filter: { id?: number; keyId?: number; since?: Date }): Promise<number[]> {
   const { rows } = await db.query<{ id: number }>(
     `UPDATE webhook_batches SET status = 'pending', attempts = 0, dead_at = NULL, updated_at = now()

@@ -93,3 +93,27 @@ test('the CLI never migrates: a database without the schema is refused with the 
     await empty.drop();
   }
 });
+
+test('webhooks:dead lists dead-lettered batches and webhooks:replay makes them pending again, as the admin API does (D11)', async () => {
+  const { accountId } = await svc.createAccount();
+  const [key] = await svc.sql<{ id: number }>('SELECT id FROM api_keys WHERE account_id = $1 AND is_primary', [accountId]);
+  const [dead] = await svc.sql<{ id: number }>(
+    `INSERT INTO webhook_batches (webhook_id, account_id, key_id, url, event_ids, status, attempts, last_status, dead_at)
+     VALUES ('msg_cli_dead', $1, $2, 'https://u:pw@hooks.example/x', '{1}', 'dead', 9, 500, now() - interval '1 hour') RETURNING id`, [accountId, key!.id]);
+  const listed = cli('webhooks:dead', '--key-id', String(key!.id));
+  assert.equal(listed.status, 0, listed.err);
+  assert.deepEqual(listed.out.batches.map((b: { id: number }) => Number(b.id)), [Number(dead!.id)]);
+  assert.ok(!listed.raw.includes(':pw@'), 'the URL without its credentials');
+  const since = cli('webhooks:dead', '--since', new Date().toISOString());
+  assert.equal(since.status, 0, since.err);
+  assert.ok(!since.out.batches.some((b: { id: number }) => Number(b.id) === Number(dead!.id)), 'dead-lettered before --since');
+  const bad = cli('webhooks:replay', '--key-id', String(key!.id));
+  assert.equal(bad.status, 2);
+  assert.match(bad.err, /give id, or key_id and since/);
+  const replayed = cli('webhooks:replay', '--id', String(dead!.id));
+  assert.equal(replayed.status, 0, replayed.err);
+  assert.equal(replayed.out.replayed, 1);
+  const [row] = await svc.sql<{ status: string; attempts: number }>('SELECT status, attempts FROM webhook_batches WHERE id = $1', [dead!.id]);
+  assert.deepEqual(row, { status: 'pending', attempts: 0 });
+  assert.equal(cli('webhooks:replay', '--id', String(dead!.id)).out.replayed, 0, 'no longer dead');
+});
