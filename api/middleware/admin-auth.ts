@@ -8,10 +8,12 @@ export function adminAuth(token: string | null, opts: { basicChallenge?: boolean
   const expected = token ? digest(token) : null;
   return (req, res, next) => {
     const header = req.headers.authorization ?? '';
+    // The scheme's name is case-insensitive (RFC 9110 11.1): `bearer` and `BASIC` too.
+    const scheme = header.slice(0, header.indexOf(' ') + 1).toLowerCase();
     let presented = '';
-    if (header.startsWith('Bearer ')) {
+    if (scheme === 'bearer ') {
       presented = header.slice(7).trim();
-    } else if (header.startsWith('Basic ')) {
+    } else if (scheme === 'basic ') {
       const decoded = Buffer.from(header.slice(6), 'base64').toString('utf8');
       presented = decoded.slice(decoded.indexOf(':') + 1);
     }

@@ -140,7 +140,12 @@ export async function removeConnection(deps: CarrierAdminDeps, name: string): Pr
   if (envConnections(deps.config).some((c) => c.name === name)) {
     throw new AppError(400, 'BAD_REQUEST', `"${name}" is defined by the environment (SMPP_URL); unset it to remove the connection`);
   }
-  if (!(await deleteConnection(deps.db, name))) throw notFound(`carrier connection "${name}" not found`);
+  const outcome = await deleteConnection(deps.db, name);
+  if (outcome.result === 'missing') throw notFound(`carrier connection "${name}" not found`);
+  if (outcome.result === 'in use') {
+    // Deleting it took its senders (and their sealed credentials) with it, without a word.
+    throw conflict(`carrier connection "${name}" is used by sender${outcome.senders.length > 1 ? 's' : ''} ${outcome.senders.join(', ')}; delete ${outcome.senders.length > 1 ? 'them' : 'it'} first (DELETE /admin/api/senders/:id)`);
+  }
   carrierConfigChanges.emit('changed');
 }
 

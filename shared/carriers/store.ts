@@ -121,9 +121,22 @@ export async function saveConnection(
   }
 }
 
-export async function deleteConnection(db: Queryable, name: string): Promise<boolean> {
-  const { rowCount } = await db.query('DELETE FROM carrier_connections WHERE name = $1', [name]);
-  return (rowCount ?? 0) > 0;
+/**
+ * Deletes a connection that no sender uses: `deleted`; `missing` when there is none of that name;
+ * else the senders that still use it (their rows, and the sealed credentials some hold, would go
+ * with it: `carrier_senders.connection_id` cascades), and nothing is deleted.
+ * $1: the connection's name.
+ */
+export async function deleteConnection(db: Queryable, name: string): Promise<{ result: 'deleted' | 'missing' } | { result: 'in use'; senders: number[] }> {
+  const { rows } = await db.query<{ found: boolean; senders: number[]; deleted: boolean }>(
+    `WITH c AS (SELECT id FROM carrier_connections WHERE name = $1),
+          s AS (SELECT coalesce(array_agg(cs.id ORDER BY cs.id), '{}') AS ids FROM carrier_senders cs JOIN c ON cs.connection_id = c.id),
+          d AS (DELETE FROM carrier_connections WHERE name = $1 AND cardinality((SELECT ids FROM s)) = 0 RETURNING id)
+     SELECT EXISTS (SELECT 1 FROM c) AS found, (SELECT ids FROM s) AS senders, EXISTS (SELECT 1 FROM d) AS deleted`,
+    [name]);
+  const row = rows[0]!;
+  if (!row.found) return { result: 'missing' };
+  return row.deleted ? { result: 'deleted' } : { result: 'in use', senders: row.senders.map(Number) };
 }
 
 /**

@@ -44,6 +44,9 @@ test('admin API refuses a missing or wrong token', async () => {
   const wrong = await svc.request('POST', '/admin/api/accounts', { body: { currency: 'CZK' }, headers: { authorization: 'Bearer nope' } });
   assert.equal(wrong.status, 401);
   const ok = await svc.request('GET', '/admin/api/prices', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  // The scheme's name is case-insensitive (RFC 9110): it was refused with 401.
+  assert.equal((await svc.request('GET', '/admin/api/prices', { headers: { authorization: `bearer ${ADMIN_TOKEN}` } })).status, 200);
+  assert.equal((await svc.request('GET', '/admin/api/prices', { headers: { authorization: `BEARER ${ADMIN_TOKEN}` } })).status, 200);
   assert.equal(ok.status, 200);
 });
 

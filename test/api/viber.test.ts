@@ -229,7 +229,7 @@ test('a delivered receipt after the ttl fallback is reported and starts nothing'
 test('a failure receipt that overtakes the send\'s own report still passes sent (charged, not refunded)', async () => {
   const port = await freePort(); // nothing listens: the send is retried, its attempt stays `sending`
   await admin('POST', '/carriers', { name: 'vd', kind: 'viber', config: { dialect: 'official', base_url: `http://127.0.0.1:${port}`, callback_token: TOKEN_X } });
-  await admin('POST', '/senders', { account_id: accountId, family: 'viber', sender: 'ShopD', connection: 'vd', details: { service_id: 1001 } });
+  const shopD = await admin('POST', '/senders', { account_id: accountId, family: 'viber', sender: 'ShopD', connection: 'vd', details: { service_id: 1001 } });
   await routedTo('ShopD', 'viber.vd');
   const id = await send({ body: 'Race', to: [{ phone_number: '420777100901' }], flow: [{ viber: { sender: 'ShopD' } }] });
   await waitTrail(`${id}-0`, ['viber:sending']);
@@ -240,6 +240,11 @@ test('a failure receipt that overtakes the send\'s own report still passes sent 
   assert.equal(res.status, 200, res.text);
   await waitTrail(`${id}-0`, ['viber:sending', 'viber:sent', 'viber:undelivered']);
   assert.equal((await attempts(`${id}-0`))[0]!.refunded, false);
+  // A connection its senders use is not deleted under them (they, and their sealed credentials, went with it).
+  const inUse = await svc.admin('DELETE', '/carriers/vd');
+  assert.equal(inUse.status, 409, inUse.text);
+  assert.equal(inUse.body.message, `carrier connection "vd" is used by sender ${shopD.id}; delete it first (DELETE /admin/api/senders/:id)`);
+  await admin('DELETE', `/senders/${shopD.id}`);
   await admin('DELETE', '/carriers/vd'); // its retries end with it
 });
 
