@@ -9,7 +9,8 @@ import { isoInstant } from '../validation.js';
 
 const country = Joi.string().length(2).uppercase().custom((v: string, helpers) =>
   isValidCountry(v.toUpperCase()) ? v.toUpperCase() : helpers.error('any.invalid'));
-const money = Joi.number().precision(4).min(-1e12).max(1e12);
+// Checked as given, whatever the caller's conversion: a fifth decimal is refused, not rounded (the CLI's 0.00001 became 0).
+const money = Joi.number().precision(4).min(-1e12).max(1e12).prefs({ convert: false });
 const sender = Joi.string().min(1).max(15).pattern(/^[A-Za-z0-9 .&_-]+$/);
 
 export const newAccountSchema = Joi.object<NewAccount>({

@@ -49,6 +49,10 @@ test('bad input exits 2 with a message naming the field', () => {
   const unknown = cli('nonsense');
   assert.equal(unknown.status, 2);
   assert.match(unknown.err, /unknown command/);
+  // A fifth decimal is refused as the admin API refuses it (it was rounded to 0 and the command exited 0).
+  const tiny = cli('credit:add', '1', '--czk', '0.00001');
+  assert.equal(tiny.status, 2, tiny.err);
+  assert.match(tiny.err, /czk: must have no more than 4 decimal places/);
   // An id past what a number holds exactly was rounded to another account's, or failed in Postgres (exit 1).
   for (const id of ['99999999999999999999', '9007199254740993', '0']) {
     const far = cli('accounts:get', id);
