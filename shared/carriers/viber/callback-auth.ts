@@ -1,7 +1,8 @@
 /**
  * Who may post a Viber connection's callbacks. Viber BM callbacks carry no published signature
  * (channels.md 3.2), so a connection's callback URL holds an unguessable token, optionally backed
- * by a shared-secret header and a list of source addresses. Checked before the body is read.
+ * by a shared-secret header and a list of source addresses. Checked before the body is parsed (the
+ * generic route has read the raw body, at most 1 MiB, and nothing of it is looked at before).
  *
  * - source allowlist (when given): exact addresses or CIDR ranges, IPv4 and IPv6; an IPv4-mapped
  *   IPv6 peer (`::ffff:10.1.2.3`) matches IPv4 entries; an entry that does not parse matches
