@@ -247,7 +247,8 @@ describe('official dialect: client against the simulator', () => {
     const bad = await official.send(msg('380501110016', { sender: 'Shop' }));
     assert.equal(bad.kind, 'failed');
     assert.equal((bad as { config: boolean }).config, true);
-    assert.match((bad as { info: string }).info, /^\[0\] official dialect: sender must be a service id/);
+    // Text alone: Viber gives no code for it, and `[0]` reads as success.
+    assert.match((bad as { info: string }).info, /^official dialect: sender must be a service id/);
   });
 
   const base = { service_id: 1001, dest: '380501110017', seq: 1, type: 206, label: 'transaction', ttl: 600, message: { '#txt': 'hi', '#tracking_data': 'r' } };
@@ -298,7 +299,7 @@ describe('official dialect: client against the simulator', () => {
     try {
       const out = await client.send(msg('380501110019'));
       assert.equal(out.kind, 'retry');
-      assert.match((out as { info: string }).info, /^\[0\] ECONNREFUSED/);
+      assert.match((out as { info: string }).info, /^ECONNREFUSED/);
     } finally {
       await client.close();
     }

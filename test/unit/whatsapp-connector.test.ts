@@ -95,9 +95,10 @@ describe('webhook events → reports, inbound and windows', () => {
     ];
     const out = readEvents(events, C);
     assert.deepEqual(out.inbound, [
-      { gateway: 'whatsapp', sender: '420777000001', recipient: '1065', body: 'Yes', at: 1000, replyTo: { carrier: C, ref: 'wamid.out1' } },
-      { gateway: 'whatsapp', sender: '420777000002', recipient: '1065', body: 'Hi', at: 2000 },
-      { gateway: 'whatsapp', sender: 'CZ.abc', recipient: '1065', body: 'Who?', at: 3000 },
+      // Each with its wamid: a message Meta delivers again is stored once (inbound.ts).
+      { gateway: 'whatsapp', sender: '420777000001', recipient: '1065', body: 'Yes', at: 1000, carrierRef: 'wamid.in1', replyTo: { carrier: C, ref: 'wamid.out1' } },
+      { gateway: 'whatsapp', sender: '420777000002', recipient: '1065', body: 'Hi', at: 2000, carrierRef: 'wamid.in2' },
+      { gateway: 'whatsapp', sender: 'CZ.abc', recipient: '1065', body: 'Who?', at: 3000, carrierRef: 'wamid.in3' },
     ]);
     assert.deepEqual(out.windows, [
       { phoneNumberId: '1065', user: '420777000001', at: 1000 },
