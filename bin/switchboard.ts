@@ -17,7 +17,8 @@ import { parseArgs } from 'node:util';
 import { startRuntime, StartupError, ALL_POOLS, type PoolName, type Role } from '../services/runtime.js';
 import { LANES, type Lane } from '../shared/queues.js';
 import { ConfigError, loadConfig } from '../shared/config.js';
-import { createPool, ensureDatabase, migrate } from '../shared/db/pool.js';
+import { createPool, migrate } from '../shared/db/pool.js';
+import { reachPostgres } from '../services/core.js';
 import { redactUrl } from '../shared/net/redact-url.js';
 import { CLI_COMMANDS, commandsOverview, runCli } from '../scripts/cli-commands.js';
 import { runSupervisor, STARTED_MESSAGE, SUPERVISED_ENV } from '../services/start.js';
@@ -76,7 +77,8 @@ async function runMigrate(args: string[]): Promise<number> {
   parse(args, {}, 'migrate');
   const config = loadConfig();
   process.stderr.write(`switchboard migrate: database ${redactUrl(config.databaseUrl)}\n`);
-  await ensureDatabase(config.databaseUrl);
+  // Unreachable Postgres is said plainly with how to start it, as every role says it (it was a stack).
+  await reachPostgres(config);
   const db = createPool(config.databaseUrl, 1);
   try {
     const applied = await migrate(db);

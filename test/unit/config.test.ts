@@ -55,7 +55,7 @@ test('every bad variable is named', () => {
   assert.throws(() => loadConfig({ SANDBOX_SLOW_DELIVERY_MS: '3000000000' }), (err: unknown) => err instanceof ConfigError && /SANDBOX_SLOW_DELIVERY_MS: /.test(err.message));
 });
 
-const run = (env: Record<string, string>) => spawnSync(process.execPath, ['--import', 'tsx', 'bin/switchboard.ts', 'all'], {
+const run = (env: Record<string, string>, command = 'all') => spawnSync(process.execPath, ['--import', 'tsx', 'bin/switchboard.ts', command], {
   env: { ...process.env, LOG_LEVEL: 'silent', ...env }, encoding: 'utf8', timeout: 30_000,
 });
 
@@ -70,6 +70,11 @@ test('unreachable Postgres or Redis is said plainly, with how to start it, and d
   assert.equal(pg.status, 1);
   assert.match(pg.stderr, /Cannot reach PostgreSQL at postgres:\/\/\S*127\.0\.0\.1:1\/switchboard/);
   assert.match(pg.stderr, /pg_ctlcluster/);
+  // The release step too (it printed a stack).
+  const release = run({ DATABASE_URL: 'postgres://127.0.0.1:1/switchboard' }, 'migrate');
+  assert.equal(release.status, 1);
+  assert.match(release.stderr, /Cannot reach PostgreSQL at postgres:\/\/\S*127\.0\.0\.1:1\/switchboard/);
+  assert.doesNotMatch(release.stderr, /\n\s+at /, 'no stack');
   const redis = run({ DATABASE_URL: 'postgres://root@127.0.0.1:5432/switchboard_cfgtest', REDIS_URL: 'redis://127.0.0.1:1' });
   assert.equal(redis.status, 1);
   assert.match(redis.stderr, /Cannot reach Redis at redis:\/\/127\.0\.0\.1:1/);
