@@ -11,7 +11,7 @@
  * Worker processes pick changes up within a few seconds (at once in this process).
  */
 import type { AdminExtension } from './admin.js';
-import { parseId } from './admin.js';
+import { accountFilter, parseId } from './admin.js';
 import { readJsonBody } from '../middleware/body.js';
 import {
   listConnectionViews, listSenderViews, removeConnection, removeSender, storeConnection, storeSender, type CarrierAdminDeps,
@@ -38,8 +38,7 @@ export const carrierAdmin: AdminExtension = (router, ctx) => {
     res.status(saved.created ? 201 : 200).json(saved.sender);
   });
   router.get('/senders', async (req, res) => {
-    const accountId = req.query.account_id === undefined ? undefined : parseId(req.query.account_id, 'account_id');
-    res.json({ senders: await listSenderViews(deps, accountId) });
+    res.json({ senders: await listSenderViews(deps, accountFilter(req.query as Record<string, unknown>)) });
   });
   router.delete('/senders/:id', async (req, res) => {
     const id = parseId(req.params.id);

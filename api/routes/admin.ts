@@ -22,6 +22,15 @@ import { requestLogger } from '../middleware/request-log.js';
 
 const idParam = Joi.number().integer().min(1).max(Number.MAX_SAFE_INTEGER);
 
+/** A list's one filter, `account_id`: any other query parameter is named (a misspelt filter listed every account's rows). */
+export function accountFilter(query: Record<string, unknown>): number | undefined {
+  const unknown = Object.keys(query).find((k) => k !== 'account_id');
+  if (unknown !== undefined) {
+    throw badRequest(`${unknown}: is not allowed (the filter is account_id)`);
+  }
+  return query.account_id === undefined ? undefined : parseId(query.account_id, 'account_id');
+}
+
 export function parseId(raw: unknown, name = 'id'): number {
   const id = Number(raw);
   if (typeof raw !== 'string' || !/^\d+$/.test(raw) || idParam.validate(id).error) {
@@ -55,8 +64,7 @@ export function adminRouter(ctx: AppContext, extensions: AdminExtension[] = []):
     res.json(await addAccountCredit(ctx.db, parseId(req.params.id), input.czk ?? 0, input.eur ?? 0));
   });
   router.get('/keys', async (req, res) => {
-    const accountId = req.query.account_id === undefined ? undefined : parseId(req.query.account_id, 'account_id');
-    res.json({ keys: await listKeys(ctx.db, accountId) });
+    res.json({ keys: await listKeys(ctx.db, accountFilter(req.query as Record<string, unknown>)) });
   });
   router.patch('/keys/:id', async (req, res) => {
     const id = parseId(req.params.id);

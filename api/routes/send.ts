@@ -130,8 +130,9 @@ export function sendRouter(ctx: AppContext): Router {
     res.status(405).set('Allow', 'GET, POST').end();
   });
   router.get('/v2/simple/message', async (req, res) => {
-    // The query as sent, decoded strictly (form.ts), not Express's parse of it.
-    const query = parseForm(Buffer.from(req.originalUrl.split('?')[1] ?? '', 'latin1'), utf8Form);
+    // The query as sent (all after the first `?`), decoded strictly (form.ts), not Express's parse of it.
+    const at = req.originalUrl.indexOf('?');
+    const query = parseForm(Buffer.from(at < 0 ? '' : req.originalUrl.slice(at + 1), 'latin1'), utf8Form);
     await simple(req, res, query, headerKey(req) ?? query.values.apikey);
   });
   router.post('/v2/simple/message', async (req, res) => {

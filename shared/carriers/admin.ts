@@ -13,7 +13,6 @@ import { AppError, badRequest, conflict, notFound } from '../errors.js';
 import type { SecretBox } from '../secrets/sealed.js';
 import { SECRET_MASK, type CarrierProvider, type ConnectionConfig, type ConnectionSpec, type ConnectionState, type SenderSpec } from './provider.js';
 import { PROVIDERS } from './providers.js';
-import { ENV_CONNECTION } from './smpp/provider.js';
 import { readConnectionStates } from './connections.js';
 import {
   CONNECTION_NAME_RE, ConnectionConflictError, carrierConfigChanges, deleteConnection, deleteSender, loadConnections, loadSenders,
@@ -96,9 +95,8 @@ export async function storeConnection(deps: CarrierAdminDeps, body: unknown): Pr
   if (envConnections(deps.config).some((c) => c.name === input.name)) {
     throw badRequest(`name: "${input.name}" is defined by the environment and cannot be stored`, 'VALIDATION', { field: 'name' });
   }
-  if (input.name === ENV_CONNECTION) {
-    // Also while SMPP_URL is unset: set later, it would hide the stored one, which could not be deleted.
-    throw badRequest(`name: "${ENV_CONNECTION}" is reserved for the connection SMPP_URL defines`, 'VALIDATION', { field: 'name' });
+  if ([...PROVIDERS.values()].some((p) => p.reservedNames?.includes(input.name))) {
+    throw badRequest(`name: "${input.name}" is reserved for a connection the environment defines (SMPP_URL's)`, 'VALIDATION', { field: 'name' });
   }
   const { value: config, error } = provider.configSchema.validate(input.config, { abortEarly: true, convert: true });
   if (error) {

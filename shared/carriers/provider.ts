@@ -108,6 +108,12 @@ export interface CarrierProvider<C extends ConnectionConfig = ConnectionConfig> 
   /** Connections the environment defines (SMPP_URL), which the admin API cannot change. */
   envConnections?(config: Config): Array<ConnectionSpec<C>>;
   /**
+   * Names its environment connections take whenever they are configured (SMPP_URL's `default`):
+   * never stored through the admin API, also while unset (set later, such an env connection hides
+   * the stored one, which then cannot be deleted).
+   */
+  reservedNames?: readonly string[];
+  /**
    * What distinguishes a running connection: when it changes, the connection is replaced. `all`:
    * every wanted connection of this kind (an SMPP receiver bind pairs with a sending one).
    */

@@ -271,7 +271,10 @@ function attemptIdsOf(moves: Move[]): number[] {
 /** Moves along the state path; ttl expiries last. */
 const byStateRank = (a: Move, b: Move): number => (a.ttl ? 9 : STATE_RANK[a.state]) - (b.ttl ? 9 : STATE_RANK[b.state]);
 
-/** What may change of a locked attempt: its state and flags, its recipient's step, its key's default callback URL. */
+/**
+ * What may change of a locked attempt: its state and flags, its recipient's step, its key's default
+ * callback URL; and the connection that carried it, which a report by attempt id must come from.
+ */
 const ATTEMPT_NOW_COLUMNS = 'a.state, a.refunded, a.reached_sent, a.ttl_expired, a.carrier, r.step AS current_step, k.default_callback_url';
 /** The batch's attempts locked in id order (`$1`: their ids, ascending). */
 const LOCKED_ATTEMPTS = `FROM attempts a

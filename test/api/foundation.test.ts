@@ -44,6 +44,10 @@ test('admin API refuses a missing or wrong token', async () => {
   const wrong = await svc.request('POST', '/admin/api/accounts', { body: { currency: 'CZK' }, headers: { authorization: 'Bearer nope' } });
   assert.equal(wrong.status, 401);
   const ok = await svc.request('GET', '/admin/api/prices', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  // A misspelt filter is named, not ignored (every account's keys came back).
+  const misspelt = await svc.request('GET', '/admin/api/keys?acount_id=2', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  assert.equal(misspelt.status, 400, misspelt.text);
+  assert.match(misspelt.body.message, /^acount_id: is not allowed/);
   // The scheme's name is case-insensitive (RFC 9110): it was refused with 401.
   assert.equal((await svc.request('GET', '/admin/api/prices', { headers: { authorization: `bearer ${ADMIN_TOKEN}` } })).status, 200);
   assert.equal((await svc.request('GET', '/admin/api/prices', { headers: { authorization: `BEARER ${ADMIN_TOKEN}` } })).status, 200);

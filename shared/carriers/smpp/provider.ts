@@ -94,6 +94,7 @@ export const smppProvider: CarrierProvider<SmppConfig> = {
     return null;
   },
   sends: (spec) => parsed(spec).bindMode !== 'receiver',
+  reservedNames: [ENV_CONNECTION],
   envConnections: (config) => (config.smppUrl
     ? [{ name: ENV_CONNECTION, kind: 'smpp', config: { url: config.smppUrl }, routes: [''], enabled: true, source: 'env' }]
     : []),
