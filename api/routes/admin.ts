@@ -7,6 +7,7 @@ import { readJsonBody, BodyError } from '../middleware/body.js';
 import { validate } from '../../shared/validation.js';
 import { AppError, badRequest } from '../../shared/errors.js';
 import { knownError, refuseNulInPath } from '../middleware/errors.js';
+import { refuseUnknownParams } from '../../shared/rest/input.js';
 import {
   createAccount, getAccount, updateAccount, addAccountCredit, addKeyCredit, listKeys, updateKeySettings,
 } from '../../shared/domain/accounts.js';
@@ -24,10 +25,7 @@ const idParam = Joi.number().integer().min(1).max(Number.MAX_SAFE_INTEGER);
 
 /** A list's one filter, `account_id`: any other query parameter is named (a misspelt filter listed every account's rows). */
 export function accountFilter(query: Record<string, unknown>): number | undefined {
-  const unknown = Object.keys(query).find((k) => k !== 'account_id');
-  if (unknown !== undefined) {
-    throw badRequest(`${unknown}: is not allowed (the filter is account_id)`);
-  }
+  refuseUnknownParams(query, ['account_id']);
   return query.account_id === undefined ? undefined : parseId(query.account_id, 'account_id');
 }
 

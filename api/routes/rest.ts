@@ -10,7 +10,8 @@ import { Router, type ErrorRequestHandler, type Request } from 'express';
 import type { AppContext } from '../context.js';
 import { readJsonBody, BodyError } from '../middleware/body.js';
 import { headerKey, keyFromRequest } from '../middleware/api-key.js';
-import { AppError, badRequest, forbidden, unauthorized } from '../../shared/errors.js';
+import { AppError, forbidden, unauthorized } from '../../shared/errors.js';
+import { refuseUnknownParams } from '../../shared/rest/input.js';
 import { knownError } from '../middleware/errors.js';
 import { keyAllows, type ApiKeyRecord } from '../../shared/domain/keys.js';
 import { getCredit } from '../../shared/rest/credit.js';
@@ -40,14 +41,6 @@ export function restAuth(ctx: AppContext): (req: Request) => Promise<ApiKeyRecor
   };
 }
 
-/** An endpoint that takes no query parameters names the first one it was given (docs/rest-api.md). */
-function noQuery(req: Request): void {
-  const [name] = Object.keys(req.query as Record<string, unknown>);
-  if (name !== undefined) {
-    throw badRequest(`${name}: is not allowed (this endpoint takes no query parameters)`);
-  }
-}
-
 export function restRouter(ctx: AppContext): Router {
   const router = Router();
   const opts = { allowPrivateCallbacks: ctx.config.allowPrivateCallbacks };
@@ -56,7 +49,7 @@ export function restRouter(ctx: AppContext): Router {
 
   router.get('/v1/credit', async (req, res) => {
     const key = await auth(req);
-    noQuery(req);
+    refuseUnknownParams(req.query as Record<string, unknown>, []);
     res.json({ success: true, credit: await getCredit(ctx.db, key) });
   });
 
@@ -84,7 +77,7 @@ export function restRouter(ctx: AppContext): Router {
 
   router.get('/v1/apikey/list', async (req, res) => {
     const key = await auth(req);
-    noQuery(req);
+    refuseUnknownParams(req.query as Record<string, unknown>, []);
     res.json({ success: true, list: await listSubKeys(ctx.db, key) });
   });
 

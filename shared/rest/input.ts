@@ -107,7 +107,8 @@ export function checkQueryText(field: string, value: string, max: number): strin
 export function refuseUnknownParams(query: Record<string, unknown>, allowed: readonly string[]): void {
   const unknown = Object.keys(query).filter((name) => !allowed.includes(name));
   if (unknown.length > 0) {
-    throw badRequest(`${unknown.join(', ')}: unknown query parameter${unknown.length > 1 ? 's' : ''} (allowed: ${allowed.join(', ')})`);
+    const known = allowed.length > 0 ? `allowed: ${allowed.join(', ')}` : 'this endpoint takes none';
+    throw badRequest(`${unknown.join(', ')}: unknown query parameter${unknown.length > 1 ? 's' : ''} (${known})`);
   }
 }
 

@@ -283,17 +283,17 @@ test('idempotency_key per message object: a retried batch resends only the objec
 
   // A call whose every object lost its key's claim accepted nothing: its Idempotency-Key is not
   // kept, so the call can be fixed and sent again with the same key (docs/sending-api.md).
-  const fixMe = { 'Idempotency-Key': 'fix-me-1' };
-  const allTaken = await sendBatch(key, [{ ...a, body: 'A changed again' }], fixMe);
+  const retryKey = { 'Idempotency-Key': 'retry-after-conflict-1' };
+  const allTaken = await sendBatch(key, [{ ...a, body: 'A changed again' }], retryKey);
   assert.deepEqual(allTaken.body.accepted, []);
   assert.deepEqual(allTaken.body.rejected, [{ key: '0', message: 'idempotency_key: was used for a different message object in the last 24 hours' }]);
-  assert.equal(await count(`SELECT count(*)::int AS n FROM idempotency_keys WHERE idem_key = 'fix-me-1'`), 0, 'the call key is not kept');
-  const fixed = await sendBatch(key, [{ ...a, body: 'A changed again', idempotency_key: 'obj-a2' }], fixMe);
+  assert.equal(await count(`SELECT count(*)::int AS n FROM idempotency_keys WHERE idem_key = 'retry-after-conflict-1'`), 0, 'the call key is not kept');
+  const fixed = await sendBatch(key, [{ ...a, body: 'A changed again', idempotency_key: 'obj-a2' }], retryKey);
   assert.equal(fixed.status, 200, fixed.text);
   assert.equal(fixed.headers['idempotent-replayed'], undefined);
   assert.deepEqual(fixed.body.rejected, []);
   assert.equal(fixed.body.accepted.length, 1);
-  const fixedAgain = await sendBatch(key, [{ ...a, body: 'A changed again', idempotency_key: 'obj-a2' }], fixMe);
+  const fixedAgain = await sendBatch(key, [{ ...a, body: 'A changed again', idempotency_key: 'obj-a2' }], retryKey);
   assert.equal(fixedAgain.headers['idempotent-replayed'], 'true');
   assert.deepEqual(fixedAgain.body, fixed.body);
 });
