@@ -15,6 +15,12 @@ export interface Config {
   production: boolean;
   /** HTTP port (default 8080). */
   port: number;
+  /**
+   * How long a client may take to send a whole request, headers and body (HTTP_REQUEST_TIMEOUT_MS,
+   * default 30000; the headers alone get at most 15 s of it): a slower one is answered 408 and its
+   * connection closed, so slow clients cannot hold the API's connections for Node's 5 minutes.
+   */
+  httpRequestTimeoutMs: number;
   /** Postgres connection string (default postgres://127.0.0.1:5432/switchboard). */
   databaseUrl: string;
   /** Redis connection string (default redis://127.0.0.1:6379); unused when `redisCluster` is set. */
@@ -121,6 +127,7 @@ const list = Joi.string().pattern(/^\d+(,\d+)*$/);
 const schema = Joi.object({
   NODE_ENV: Joi.string().valid('production', 'development', 'test').default('development'),
   PORT: Joi.number().integer().min(0).max(65535).default(8080),
+  HTTP_REQUEST_TIMEOUT_MS: Joi.number().integer().min(1000).max(600_000).default(30_000),
   DATABASE_URL: Joi.string().uri({ scheme: ['postgres', 'postgresql'] }).default('postgres://127.0.0.1:5432/switchboard'),
   REDIS_URL: Joi.string().uri({ scheme: ['redis', 'rediss'] }).default('redis://127.0.0.1:6379'),
   REDIS_CLUSTER_NODES: Joi.string().allow(''),
@@ -237,6 +244,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
   return Object.freeze({
     production,
     port: value.PORT,
+    httpRequestTimeoutMs: value.HTTP_REQUEST_TIMEOUT_MS,
     databaseUrl: withDefaultUser(value.DATABASE_URL),
     redisUrl: value.REDIS_URL,
     redisCluster,

@@ -11,6 +11,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { CHANNELS, type AttemptState, type Channel } from './channels/index.js';
 import { getOrMake } from './collections.js';
+import { presentedCredential } from './auth-header.js';
 
 const ATTEMPT_STATES: readonly AttemptState[] = ['sending', 'sent', 'delivered', 'seen', 'undelivered', 'rejected', 'failed'];
 const CHANNEL_INDEX = new Map<string, number>(CHANNELS.map((c, i) => [c, i]));
@@ -307,11 +308,11 @@ const digest = (s: string) => createHash('sha256').update(s).digest();
 
 /**
  * A scrape of `/metrics`: the exposition text, or 401 when METRICS_TOKEN is set and the request
- * does not carry it as `Authorization: Bearer` (compared in constant time).
+ * does not carry it as `Authorization: Bearer` (the scheme in any case; compared in constant time).
  */
 export async function scrape(authorization: string | undefined, token: string | null): Promise<{ status: number; contentType: string; body: string }> {
   if (token !== null) {
-    const presented = authorization?.startsWith('Bearer ') ? authorization.slice(7).trim() : '';
+    const presented = presentedCredential(authorization, { basic: false });
     if (!presented || !timingSafeEqual(digest(presented), digest(token))) {
       return { status: 401, contentType: 'text/plain; charset=utf-8', body: 'metrics need Authorization: Bearer <METRICS_TOKEN>\n' };
     }

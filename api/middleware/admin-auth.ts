@@ -1,22 +1,14 @@
 /** Admin authentication: `Authorization: Bearer <ADMIN_TOKEN>` (or basic auth with the token as password, for browsers on bull-board). */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { RequestHandler } from 'express';
+import { presentedCredential } from '../../shared/auth-header.js';
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
 
 export function adminAuth(token: string | null, opts: { basicChallenge?: boolean } = {}): RequestHandler {
   const expected = token ? digest(token) : null;
   return (req, res, next) => {
-    const header = req.headers.authorization ?? '';
-    // The scheme's name is case-insensitive (RFC 9110 11.1): `bearer` and `BASIC` too.
-    const scheme = header.slice(0, header.indexOf(' ') + 1).toLowerCase();
-    let presented = '';
-    if (scheme === 'bearer ') {
-      presented = header.slice(7).trim();
-    } else if (scheme === 'basic ') {
-      const decoded = Buffer.from(header.slice(6), 'base64').toString('utf8');
-      presented = decoded.slice(decoded.indexOf(':') + 1);
-    }
+    const presented = presentedCredential(req.headers.authorization, { basic: true });
     // Comparing digests keeps the comparison constant-time whatever the presented length.
     if (expected && presented && timingSafeEqual(digest(presented), expected)) {
       next();

@@ -20,11 +20,14 @@ import { observeHttpRequest } from '../../shared/metrics.js';
 
 const GIVEN_ID = /^[A-Za-z0-9._:-]{1,100}$/;
 
-/** Paths with a secret in them: a carrier callback's token, a verification session's token. */
+/**
+ * Paths with a secret in them: a carrier callback's token, a verification session's token. Matched
+ * as the router matches them: in any case, and with repeated slashes.
+ */
 export function maskPath(path: string): string {
   return path
-    .replace(/^(\/callbacks\/[^/]+\/[^/]+)\/.+$/, '$1/***')
-    .replace(/^(\/v1\/validations\/)[^/]+/, '$1***');
+    .replace(/^(\/+callbacks\/+[^/]+\/+[^/]+)\/.+$/i, '$1/***')
+    .replace(/^(\/+v1\/+validations\/+)[^/]+/i, '$1***');
 }
 
 function pathOf(req: IncomingMessage): string {

@@ -56,7 +56,8 @@ before(async () => {
       done();
     },
   });
-  svc = await startTestService({ role: 'web', env: { ALLOW_PRIVATE_CALLBACKS: 'false' }, logger: pino({ level: 'info' }, sink) });
+  // A request timeout short enough to be waited for below, long enough for the 7 MiB uploads.
+  svc = await startTestService({ role: 'web', env: { ALLOW_PRIVATE_CALLBACKS: 'false', HTTP_REQUEST_TIMEOUT_MS: '5000' }, logger: pino({ level: 'info' }, sink) });
   const send = await svc.createAccount({ country: 'CZ' });
   const rest = await svc.createAccount({ country: 'CZ' });
   const verify = await svc.createAccount({ country: 'CZ' });
@@ -627,6 +628,32 @@ test('an upload the client abandons is logged as one info line without a stack',
   assert.equal(aborted[0]!.level, 30);
   assert.equal(aborted[0]!.err, undefined);
   assert.ok(lines.every((l) => l.level < 50), JSON.stringify(lines));
+});
+
+test('a client that sends its headers or its body a byte at a time is answered 408 and cut off at HTTP_REQUEST_TIMEOUT_MS', async () => {
+  const url = new URL(svc.url);
+  const trickle = (head: string, drip: string) => new Promise<{ answer: string; ms: number }>((resolve, reject) => {
+    const started = Date.now();
+    let answer = '';
+    const socket = net.connect(Number(url.port), url.hostname, () => {
+      socket.write(head);
+      let i = 0;
+      const timer = setInterval(() => { if (!socket.destroyed) socket.write(drip[i++ % drip.length]!); }, 500);
+      socket.on('close', () => { clearInterval(timer); resolve({ answer, ms: Date.now() - started }); });
+    });
+    socket.on('data', (chunk: Buffer) => { answer += chunk.toString('latin1'); });
+    socket.on('error', () => undefined);
+    setTimeout(() => { socket.destroy(); reject(new Error(`still open after 20 s: ${answer}`)); }, 20_000).unref();
+  });
+  const [headers, body] = await Promise.all([
+    trickle(`GET /v1/credit HTTP/1.1\r\nhost: ${url.host}\r\n`, 'x-a: b\r\n'),
+    trickle(`POST /v2/messages HTTP/1.1\r\nhost: ${url.host}\r\ncontent-type: application/json\r\nx-api-key: ${ids.sendKey}\r\ncontent-length: 100000\r\n\r\n`, ' '),
+  ]);
+  for (const [name, r] of [['headers', headers], ['body', body]] as const) {
+    assert.match(r.answer, /^HTTP\/1\.1 408 /, `${name}: ${r.answer}`);
+    // 5 s, checked every 1.25 s; Node's defaults would have kept the connection 60 s (headers) and 300 s (body).
+    assert.ok(r.ms >= 4_500 && r.ms < 12_000, `${name}: cut off after ${r.ms} ms`);
+  }
 });
 
 test('nothing a client sent was logged at error level', () => {

@@ -46,6 +46,10 @@ test('paths with a secret in them are masked', () => {
     ['/v1/validations/abc123/verify', '/v1/validations/***/verify'],
     ['/v2/messages', '/v2/messages'],
     ['/admin/api/accounts/7', '/admin/api/accounts/7'],
+    // The router matches paths in any case: so does the mask.
+    ['/CALLBACKS/viber/viber/ViberCbToken', '/CALLBACKS/viber/viber/***'],
+    ['/V1/Validations/3.abc.def', '/V1/Validations/***'],
+    ['//v1//validations/3.abc.def/verify', '//v1//validations/***/verify'],
   ];
   for (const [path, masked] of table) assert.equal(maskPath(path), masked, path);
 });

@@ -67,6 +67,9 @@ test('HTTP carriers time one send in 16, labelled by kind and connection', async
 test('a scrape asks for METRICS_TOKEN when one is set', async () => {
   assert.equal((await scrape(undefined, 'metrics-token-0123456789')).status, 401);
   assert.equal((await scrape('Bearer nope', 'metrics-token-0123456789')).status, 401);
+  // The scheme's name in any case (RFC 9110 11.1), as the admin API takes it; never basic.
+  assert.equal((await scrape('bearer metrics-token-0123456789', 'metrics-token-0123456789')).status, 200);
+  assert.equal((await scrape(`Basic ${Buffer.from('x:metrics-token-0123456789').toString('base64')}`, 'metrics-token-0123456789')).status, 401);
   const ok = await scrape('Bearer metrics-token-0123456789', 'metrics-token-0123456789');
   assert.equal(ok.status, 200);
   assert.match(ok.contentType, /^text\/plain; version=0\.0\.4/);
