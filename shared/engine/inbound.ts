@@ -60,16 +60,19 @@ export async function ingestInbound(db: Db, msg: InboundReport, now = new Date()
   const timestamp = Math.floor((msg.at || now.getTime()) / 1000);
   return withTx(db, async (tx) => {
     // The message the carrier says this answers, else the latest one sent from Y to X on the
-    // family (D5): an attempt refused before it left ([302]/[303]/[304]/[307], or by the carrier
-    // at submission) sent nothing, so it is passed over. Sandbox injections only ever match their
-    // own account's messages.
+    // family (D5): an attempt that ended without anything leaving is passed over, the same ones
+    // that are refunded (transitions.ts `isRefunded`): refused before it left ([302]/[303]/[304]/
+    // [307], or by the carrier at submission), and undelivered without reaching `sent` other than
+    // by its ttl (not a Viber or WhatsApp user, WhatsApp free text outside the 24-hour window). One
+    // whose ttl passed while it was being sent may have reached the person. Sandbox injections
+    // only ever match their own account's messages.
     // $1 X (the sender of this message), $2 the channel family, $3 Y (its recipient: our sender),
     // $4 the sandbox injection's account, or null.
     const exact = msg.replyTo ? await exactReplyMatch(tx, msg.replyTo, sender, msg.gateway) : [];
     const { rows } = exact.length > 0 ? { rows: exact } : await tx.query<ReplyMatch>(
       `SELECT ${MATCH_COLUMNS} ${MATCH_FROM}
         WHERE a.phone = $1 AND a.family = $2 AND a.sender = $3 AND ($4::bigint IS NULL OR r.account_id = $4)
-          AND (a.state NOT IN ('rejected', 'failed') OR a.reached_sent)
+          AND (a.reached_sent OR a.state NOT IN ('rejected', 'failed', 'undelivered') OR (a.state = 'undelivered' AND a.ttl_expired))
         ORDER BY a.created_at DESC LIMIT 1`,
       [sender, msg.gateway, recipient, msg.accountId ?? null],
     );

@@ -369,6 +369,20 @@ test('a reply answers the latest message sent to the number, not a later one ref
   await waitFor(() => incoming('/inbox-refused', 'Who are you?').length > 0, 10000, 'the incomingMessage event');
 });
 
+test('a reply is not matched to a message that could not reach the person (not a Viber user): it is an incomingMessage', async () => {
+  const { apiKey, keyId } = await account();
+  await svc.admin('PATCH', `/keys/${keyId}`, { default_callback_url: `${rx.url}/inbox-unreached` });
+  // The sandbox's 04: not a user of the channel, undelivered without anything sent (and refunded).
+  const phone = '420777202304';
+  const [unreached] = await send(apiKey, [{ body: 'Hi', to: [{ phone_number: phone }], flow: [{ viber: { sender: 'Shop' } }], callback: `${rx.url}/replies-unreached`, payload: { order: 4 } }]);
+  await waitFor(async () => (await svc.sql<{ state: string }>(
+    `SELECT a.state FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = $1`, [`${unreached}-0`]))[0]?.state === 'undelivered', 10000, 'the undelivered attempt');
+  const answer = await svc.request('POST', '/sandbox/inbound', { body: { gateway: 'viber', sender: phone, recipient: 'Shop', body: 'first words' }, headers: { 'x-api-key': apiKey } });
+  assert.equal(answer.body.event, 'incomingMessage', answer.text);
+  await waitFor(() => at('/inbox-unreached').flatMap((r) => r.events).some((e) => e.type === 'incoming' && e.body === 'first words'), 10000, 'the incomingMessage event');
+  assert.deepEqual(at('/replies-unreached').flatMap((r) => r.events).filter((e) => e.type === 'incoming'), []);
+});
+
 test('private callback destinations are refused when ALLOW_PRIVATE_CALLBACKS is off', async () => {
   const strict = await startTestService({ env: { ALLOW_PRIVATE_CALLBACKS: '0', WEBHOOK_RETRY_SCHEDULE_MS: '50' } });
   try {
