@@ -36,14 +36,41 @@ function pathOf(req: IncomingMessage): string {
   return maskPath(q === -1 ? url : url.slice(0, q));
 }
 
-/** The route pattern that answered (`/admin/api/accounts/:id`), never the path itself: bounded label values. */
+/**
+ * The route pattern that answered (`/admin/api/accounts/:id`), never the path itself: bounded label
+ * values. Read as the router matched it: an error handler mounted on a path (`router.use(PATHS,
+ * restErrors)`) rewrites `req.baseUrl` to that path while `req.route` stays, which doubled the
+ * label (`/v1/credit/v1/credit`); `recordRouteOnMatch` keeps the mount the route was matched under.
+ */
 export function routeLabel(req: Request): string {
-  const route = (req as Request & { route?: { path: unknown } }).route;
-  if (route) {
-    const pattern = Array.isArray(route.path) ? route.path.join('|') : String(route.path);
-    return `${req.baseUrl}${pattern}`;
-  }
+  const matched = (req as Request & { [MATCHED_ROUTE]?: string })[MATCHED_ROUTE];
+  if (matched !== undefined) return matched;
   return req.baseUrl ? `${req.baseUrl}/*` : 'unmatched';
+}
+
+const MATCHED_ROUTE = Symbol('matchedRoute');
+
+function patternOf(route: unknown): string {
+  const path = (route as { path?: unknown } | undefined)?.path;
+  return Array.isArray(path) ? path.join('|') : String(path);
+}
+
+/**
+ * Express sets `req.route` when a route matches (the one that answers last); each assignment
+ * records the route's label with the `baseUrl` of that moment (the route's own router's mount).
+ */
+function recordRouteOnMatch(req: Request): void {
+  let route: unknown;
+  Object.defineProperty(req, 'route', {
+    configurable: true,
+    enumerable: true,
+    get: () => route,
+    set(value: unknown) {
+      route = value;
+      const holder = req as Request & { [MATCHED_ROUTE]?: string };
+      if (value) holder[MATCHED_ROUTE] = `${req.baseUrl}${patternOf(value)}`;
+    },
+  });
 }
 
 /** Where a request keeps its id and (once made) its child logger. */
@@ -65,6 +92,7 @@ export function requestLog(logger: Logger): RequestHandler {
     const id = typeof given === 'string' && GIVEN_ID.test(given) ? given : randomUUID();
     res.setHeader('x-request-id', id);
     (req as Request & { [REQUEST_LOG]?: RequestLogState })[REQUEST_LOG] = { id, base: logger };
+    recordRouteOnMatch(req);
     const done = (): void => {
       res.removeListener('finish', done);
       res.removeListener('close', done);

@@ -72,6 +72,10 @@ test('/metrics after real traffic has every family, with the traffic counted', {
   assert.equal(started.status, 200, started.text);
   const wrong = await svc.request('POST', `/v1/validations/${started.body.token}/verify`, { body: { code: 'abcdef' }, headers: { 'x-api-key': apiKey } });
   assert.equal(wrong.status, 400);
+  // Refused REST calls: their error handlers are mounted on the routes' paths.
+  assert.equal((await svc.request('GET', '/v1/credit')).status, 401);
+  assert.equal((await svc.request('DELETE', '/v1/suppressions/420777100600')).status, 401);
+  assert.equal((await svc.request('GET', '/v1/credit', { headers: { 'x-api-key': apiKey } })).status, 200);
 
   await waitFor(() => ok.events().filter((e) => e.result === 'delivered').length >= 3, 20_000, 'three delivered events');
   await waitFor(async () => (await svc.sql(`SELECT 1 FROM webhook_batches WHERE status = 'dead'`)).length > 0, 20_000, 'a dead-lettered batch');
@@ -105,6 +109,11 @@ test('/metrics after real traffic has every family, with the traffic counted', {
 
   assert.ok(total(m, 'switchboard_http_requests_total', { method: 'POST', route: '/v2/messages', status: '200' }) >= 1);
   assert.ok(total(m, 'switchboard_http_requests_total', { route: '/v1/validations/:token/verify', status: '400' }) >= 1, 'route patterns, not paths');
+  // A route's refusals under the same label as its answers (they were `/v1/credit/v1/credit`).
+  assert.ok(total(m, 'switchboard_http_requests_total', { method: 'GET', route: '/v1/credit', status: '401' }) >= 1);
+  assert.ok(total(m, 'switchboard_http_requests_total', { method: 'GET', route: '/v1/credit', status: '200' }) >= 1);
+  assert.ok(total(m, 'switchboard_http_requests_total', { method: 'DELETE', route: '/v1/suppressions/:phone', status: '401' }) >= 1);
+  assert.ok(![...(m.get('switchboard_http_requests_total')?.samples ?? [])].some((s) => /(\/v1\/[a-z]+).*\1/.test(s.labels.route ?? '')), 'no doubled route');
   assert.ok(total(m, 'switchboard_http_request_duration_seconds', { route: '/v2/messages', le: '+Inf' }, 'switchboard_http_request_duration_seconds_bucket') >= 1);
   assert.ok(total(m, 'switchboard_recipients_accepted_total', { api: 'v2' }) >= 4);
   assert.ok(total(m, 'switchboard_recipients_accepted_total', { api: 'verify' }) >= 1);
