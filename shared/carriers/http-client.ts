@@ -29,7 +29,11 @@ export interface CarrierHttpOptions {
   timeoutMs?: number;
   /** Bytes of response body read at most (default 1 MiB). */
   maxBodyBytes?: number;
-  /** Labels of the submit-latency histogram (default: kind `http`, connection the base URL's host). */
+  /**
+   * Labels of the submit-latency histogram: the carrier kind and the connection's name, as SMPP's
+   * and every other metric's (default, for clients outside a connection: kind `http`, connection
+   * the base URL's host).
+   */
   metrics?: { kind: string; connection: string };
 }
 

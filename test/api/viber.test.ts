@@ -9,6 +9,8 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { Writable } from 'node:stream';
 import { startTestService, waitFor, type TestService } from '../support/harness.js';
+import { metricsRegistry } from '../../shared/metrics.js';
+import { parseExposition, total } from '../support/exposition.js';
 import { recipientEvents, sendMessage, trailOf, waitForTrail } from '../support/trails.js';
 import { startViberSimulator, type ViberSimulator } from '../../scripts/sim/viber/simulator.js';
 import { createLogger } from '../../shared/logger.js';
@@ -112,6 +114,10 @@ test('text and text + button over the official dialect: every field as Viber exp
   });
   // The token is registered against the attempt.
   assert.deepEqual(await svc.sql('SELECT attempt_id::int AS attempt_id FROM carrier_refs WHERE carrier = $1 AND ref = $2', ['viber.vo', text!.id]), [{ attempt_id: a!.id }]);
+  // Its request is timed under the connection's kind and name, as SMPP's are (one in 16, the first included).
+  const m = parseExposition(await metricsRegistry().metrics());
+  assert.ok(total(m, 'switchboard_carrier_submit_seconds', { kind: 'viber', connection: 'vo' }, 'switchboard_carrier_submit_seconds_count') >= 1);
+  assert.equal(total(m, 'switchboard_carrier_submit_seconds', { kind: 'http' }, 'switchboard_carrier_submit_seconds_count'), 0);
 
   // 11 is not a special ending; a button goes as 209 (promotion), default ttl of a step with a next one: 10 minutes.
   await waitTrail(`${idButton}-0`, viberSteps);

@@ -12,6 +12,8 @@ import { signatureHeader } from '../../shared/carriers/whatsapp/webhook.js';
 import { createLogger } from '../../shared/logger.js';
 import type { OutboundAttempt } from '../../shared/carriers/types.js';
 import { startTestService, waitFor, type TestService } from '../support/harness.js';
+import { metricsRegistry } from '../../shared/metrics.js';
+import { parseExposition, total } from '../support/exposition.js';
 
 const T = { timeout: 30_000 };
 const PN = '106540352242922';
@@ -199,6 +201,10 @@ describe('sending', () => {
     assert.equal(sent!.biz_opaque_callback_data, `a${attempt.id}`);
     const refs = await svc.sql<{ ref: string }>('SELECT ref FROM carrier_refs WHERE attempt_id = $1 AND carrier = $2', [attempt.id, 'whatsapp.main']);
     assert.deepEqual(refs.map((r) => r.ref), [sent!.id]);
+    // Its request is timed under the connection's kind and name, as SMPP's are (one in 16, the first included).
+    const m = parseExposition(await metricsRegistry().metrics());
+    assert.ok(total(m, 'switchboard_carrier_submit_seconds', { kind: 'whatsapp', connection: 'main' }, 'switchboard_carrier_submit_seconds_count') >= 1);
+    assert.equal(total(m, 'switchboard_carrier_submit_seconds', { kind: 'http' }, 'switchboard_carrier_submit_seconds_count'), 0);
   });
 
   it('free text outside the window ends undelivered [131047] without calling Meta, is refunded and falls back to SMS', T, async () => {

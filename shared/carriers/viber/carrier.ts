@@ -105,6 +105,7 @@ export class ViberCarrier implements Carrier {
       ...(opts.callbackUrl && { callbackUrl: opts.callbackUrl }),
       connections: 64,
       timeoutMs: opts.timeoutMs ?? 10_000,
+      metrics: { kind: 'viber', connection: opts.connection },
     });
     this.bucket = opts.mps ? new RedisTokenBucket(opts.redis, viberBucketKey(opts.redisPrefix, opts.connection), { tps: opts.mps }) : null;
     this.retryPolicy = opts.retry ?? DEFAULT_RETRY;

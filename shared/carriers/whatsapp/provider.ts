@@ -57,6 +57,7 @@ export const whatsappProvider: CarrierProvider<WhatsappConfig> = {
     const graph = new GraphClient({
       baseUrl: spec.config.graph_url ?? ctx.config.whatsappGraphUrl,
       version: spec.config.graph_version ?? ctx.config.whatsappGraphVersion,
+      http: { metrics: { kind: 'whatsapp', connection: spec.name } },
     });
     const carrier = new WhatsappCarrier({
       connection: spec.name,
