@@ -17,6 +17,8 @@ import { pendingMigrations, describe as describeMigrations } from '../shared/db/
 import { loadConfig, type Config } from '../shared/config.js';
 import { validate } from '../shared/validation.js';
 import { AppError } from '../shared/errors.js';
+import { SecretBox } from '../shared/secrets/sealed.js';
+import { checkCredentialsKey } from '../shared/secrets/key-check.js';
 import { redactUrl } from '../shared/net/redact-url.js';
 import { createAccount, getAccount, updateAccount, addAccountCredit, addKeyCredit, listKeys } from '../shared/domain/accounts.js';
 import { listPrices, upsertPrices } from '../shared/domain/prices.js';
@@ -38,7 +40,8 @@ export interface CliCommand {
   flags: Record<string, string>;
   /** Positional arguments it takes at most. */
   positionals: number;
-  run(db: Db, values: Values, positional: string[]): Promise<unknown>;
+  /** `secrets`: the box that seals what the command stores (CREDENTIALS_KEY, checked against the database first). */
+  run(db: Db, values: Values, positional: string[], secrets: () => Promise<SecretBox>): Promise<unknown>;
 }
 
 const JSON_FLAG = { json: 'the whole input as one JSON document (instead of the flags)' };
@@ -103,7 +106,7 @@ export const CLI_COMMANDS: readonly CliCommand[] = [
     usage: '<account_id> --json \'{"verification_attempts": 3}\' (or the flags below)',
     flags: { ...flagsOf(SETTINGS_FIELDS, 'the account\'s'), ...JSON_FLAG },
     positionals: 1,
-    run: (db, values, positional) => updateAccount(db, idArg(positional[0], 'account_id'),
+    run: async (db, values, positional, secrets) => updateAccount(db, await secrets(), idArg(positional[0], 'account_id'),
       validate(accountSettingsSchema, jsonInput(values) ?? flagObject(values, SETTINGS_FIELDS), { convert: true })),
   },
   {
@@ -280,7 +283,13 @@ export async function runCli(argv: string[], program = 'switchboard', io: CliIo 
       fail(io, 'SCHEMA_NOT_READY', `the database lacks migrations ${describeMigrations(pending)}; apply them with \`switchboard migrate\` (in a checkout: \`npm run migrate\`) first`);
       return 1;
     }
-    const result = await cmd.run(db, values as Values, positional);
+    const secrets = async (): Promise<SecretBox> => {
+      const box = new SecretBox(config.credentialsKey);
+      const problem = await checkCredentialsKey(db, box);
+      if (problem) throw new AppError(400, 'BAD_CONFIGURATION', problem);
+      return box;
+    };
+    const result = await cmd.run(db, values as Values, positional, secrets);
     io.out(`${JSON.stringify(result, null, 2)}\n`);
     return 0;
   } catch (err) {

@@ -16,7 +16,10 @@ import { ingestInbound } from '../shared/engine/inbound.js';
 import { SandboxCarrier } from '../shared/carriers/sandbox/sandbox-carrier.js';
 import { PROVIDERS, SENDER_ROUTED_FAMILIES } from '../shared/carriers/providers.js';
 import { sealLegacyConnections } from '../shared/carriers/store.js';
-import { SecretBox, checkCredentialsKey } from '../shared/secrets/sealed.js';
+import { sealLegacyRowSecrets } from '../shared/secrets/row-secrets.js';
+import { sealLegacyServiceSecrets } from '../shared/secrets/service-secrets.js';
+import { SecretBox } from '../shared/secrets/sealed.js';
+import { checkCredentialsKey } from '../shared/secrets/key-check.js';
 import { verificationHooks } from '../shared/verification/hooks.js';
 import { redactUrl } from '../shared/net/redact-url.js';
 
@@ -160,6 +163,11 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   const sealed = await sealLegacyConnections(db, secrets, PROVIDERS);
   if (sealed > 0) {
     logger.info({ connections: sealed }, 'stored SMPP passwords sealed with CREDENTIALS_KEY');
+  }
+  const sealedRows = await sealLegacyRowSecrets(db, secrets);
+  const sealedMasters = await sealLegacyServiceSecrets(db, secrets);
+  if (sealedRows + sealedMasters > 0) {
+    logger.info({ rows: sealedRows, masters: sealedMasters }, 'stored verification and webhook secrets and master secrets sealed with CREDENTIALS_KEY');
   }
 
   const target = redisTarget(config);

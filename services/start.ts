@@ -17,7 +17,8 @@ import { createInterface } from 'node:readline';
 import { loadConfig, type Config } from '../shared/config.js';
 import { createLogger, type Logger } from '../shared/logger.js';
 import { createPool, migrate } from '../shared/db/pool.js';
-import { SecretBox, checkCredentialsKey } from '../shared/secrets/sealed.js';
+import { SecretBox } from '../shared/secrets/sealed.js';
+import { checkCredentialsKey } from '../shared/secrets/key-check.js';
 import { StartupError, checkEnvConnections, connectRedis, reachPostgres } from './core.js';
 import { listen } from './listen.js';
 

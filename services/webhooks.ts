@@ -28,7 +28,7 @@ export function startWebhooks(core: Core, run: { pool: boolean; relay: boolean }
   if (run.pool) {
     workers.push(startWebhookPool(db, {
       concurrency: config.concurrency.webhooks, retryScheduleMs: config.webhookRetryScheduleMs, allowPrivate: config.allowPrivateCallbacks,
-    }, { client, slots, failures }, { connection: core.connection, prefix: config.redisPrefix, outages: core.outages }, logger));
+    }, { client, slots, failures, box: core.secrets }, { connection: core.connection, prefix: config.redisPrefix, outages: core.outages }, logger));
   }
   let relay: OutboxRelay | null = null;
   let holder: BatchHolder | null = null;
@@ -36,7 +36,7 @@ export function startWebhooks(core: Core, run: { pool: boolean; relay: boolean }
     // The batches this relay delivers itself carry its holder id while its key lives (holders.ts).
     holder = new BatchHolder(core.redis, config.redisPrefix, logger);
     holder.start();
-    const direct = new DirectDelivery({ db, client, queues, slots, logger, failures }, {
+    const direct = new DirectDelivery({ db, client, queues, slots, logger, failures, box: core.secrets }, {
       concurrency: config.concurrency.webhooks, allowPrivate: config.allowPrivateCallbacks, retryScheduleMs: config.webhookRetryScheduleMs,
       maxWaitingBytes: config.webhookDirectBacklogBytes, holder: holder.id,
     });

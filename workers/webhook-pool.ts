@@ -17,6 +17,7 @@ import { deadLetterIfExhausted, retryDelay } from '../shared/webhooks/jobs.js';
 import type { OriginSlots } from '../shared/webhooks/direct.js';
 import type { WebhookFailureLog } from '../shared/webhooks/failure-log.js';
 import { logWorkerErrors, workerPrefix, type WorkerConnection } from './connection.js';
+import type { SecretBox } from '../shared/secrets/sealed.js';
 
 /** A failed attempt to be made again after `delayMs` (D4's schedule, computed once, logged with it). */
 class RetryLater extends Error {
@@ -38,9 +39,9 @@ export function perOriginLimit(concurrency: number): number {
 }
 
 export function startWebhookPool(
-  db: Db, opts: WebhookPoolOptions, deps: { client: WebhookClient; slots: OriginSlots; failures: WebhookFailureLog }, conn: WorkerConnection, logger: Logger,
+  db: Db, opts: WebhookPoolOptions, deps: { client: WebhookClient; slots: OriginSlots; failures: WebhookFailureLog; box: SecretBox }, conn: WorkerConnection, logger: Logger,
 ): Worker {
-  const { client, slots, failures } = deps;
+  const { client, slots, failures, box } = deps;
 
   const worker = new Worker<WebhookJob>(
     WEBHOOK_QUEUE,
@@ -51,7 +52,7 @@ export function startWebhookPool(
         throw new DelayedError();
       }
       try {
-        const result = await deliverBatch(db, client, job.data.batchId, opts.allowPrivate);
+        const result = await deliverBatch(db, box, client, job.data.batchId, opts.allowPrivate);
         if (result.kind !== 'failed') {
           return result.kind;
         }

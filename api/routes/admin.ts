@@ -55,7 +55,7 @@ export function adminRouter(ctx: AppContext, extensions: AdminExtension[] = []):
   });
   router.patch('/accounts/:id', async (req, res) => {
     const input = validate(accountSettingsSchema, await body(req), { convert: true });
-    res.json(await updateAccount(ctx.db, parseId(req.params.id), input));
+    res.json(await updateAccount(ctx.db, ctx.secrets, parseId(req.params.id), input));
   });
   router.post('/accounts/:id/credit', async (req, res) => {
     const input = validate(creditSchema, await body(req));
@@ -76,7 +76,7 @@ export function adminRouter(ctx: AppContext, extensions: AdminExtension[] = []):
     if (input.webhook_secret && !isValidWebhookSecret(input.webhook_secret)) {
       throw badRequest('webhook_secret: must be whsec_ followed by base64 of at least 24 random bytes');
     }
-    const key = await updateKeySettings(ctx.db, id, input);
+    const key = await updateKeySettings(ctx.db, ctx.secrets, id, input);
     invalidateKeyCache(id);
     res.json(key);
   });

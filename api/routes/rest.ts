@@ -63,7 +63,7 @@ export function restRouter(ctx: AppContext): Router {
   router.post('/v1/apikey/update', async (req, res) => {
     const key = await auth(req);
     const settings = parseKeySettings(await readJsonBody(req), opts);
-    await updateKeySettings(ctx.db, key, settings);
+    await updateKeySettings(ctx.db, ctx.secrets, key, settings);
     res.json({ success: true });
   });
 

@@ -3,6 +3,8 @@ import { withTx, type Db, type Queryable } from '../db/pool.js';
 import { notFound, badRequest } from '../errors.js';
 import { generateApiKey } from './keys.js';
 import { unitsLiteral } from './money.js';
+import type { SecretBox } from '../secrets/sealed.js';
+import { VERIFICATION_SECRET, WEBHOOK_SECRET, rowSecretAssignment } from '../secrets/row-secrets.js';
 
 export type Currency = 'CZK' | 'EUR';
 
@@ -85,6 +87,7 @@ interface AccountRow {
   credit_eur: number;
   default_sender: string | null;
   verification_secret: string | null;
+  verification_secret_sealed: Buffer | null;
   verification_attempts: number;
   verification_expiry_s: number;
   verification_template: string;
@@ -117,7 +120,7 @@ function presentAccount(row: AccountRow): AccountView {
     credit_czk: row.credit_czk,
     credit_eur: row.credit_eur,
     default_sender: row.default_sender,
-    verification_secret_set: row.verification_secret !== null,
+    verification_secret_set: row.verification_secret_sealed !== null || row.verification_secret !== null,
     verification_attempts: row.verification_attempts,
     verification_expiry_s: row.verification_expiry_s,
     verification_template: row.verification_template,
@@ -139,12 +142,19 @@ const SETTING_COLUMNS: ReadonlyArray<keyof AccountSettings> = [
   'reply_window_days', 'opt_out_promotional', 'opt_out_keywords', 'opt_in_keywords',
 ];
 
-export async function updateAccount(db: Db, id: number, settings: AccountSettings): Promise<AccountView> {
+/** Change an account's settings (validated by the caller); its verification secret is stored sealed with `box`. */
+export async function updateAccount(db: Db, box: SecretBox, id: number, settings: AccountSettings): Promise<AccountView> {
   const sets: string[] = [];
   const values: unknown[] = [];
   for (const column of SETTING_COLUMNS) {
     const value = settings[column];
-    if (value !== undefined) {
+    if (column === 'verification_secret') {
+      if (value !== undefined) {
+        const secret = rowSecretAssignment(box, VERIFICATION_SECRET, id, value as string | null, values.length + 1);
+        values.push(...secret.values);
+        sets.push(secret.sql);
+      }
+    } else if (value !== undefined) {
       values.push(column === 'country' && typeof value === 'string' ? value.toUpperCase() : value);
       sets.push(`${column} = $${values.length}`);
     }
@@ -237,15 +247,20 @@ export interface KeySettings {
   disabled?: boolean;
 }
 
-/** Change a key's settings (validated by the caller); returns the key's listing. */
-export async function updateKeySettings(db: Db, keyId: number, settings: KeySettings): Promise<KeyListing> {
+/** Change a key's settings (validated by the caller); returns the key's listing. Its webhook secret is stored sealed with `box`. */
+export async function updateKeySettings(db: Db, box: SecretBox, keyId: number, settings: KeySettings): Promise<KeyListing> {
   const sets: string[] = [];
   const values: unknown[] = [];
-  for (const column of ['note', 'default_callback_url', 'webhook_secret', 'disabled'] as const) {
+  for (const column of ['note', 'default_callback_url', 'disabled'] as const) {
     if (settings[column] !== undefined) {
       values.push(settings[column]);
       sets.push(`${column} = $${values.length}`);
     }
+  }
+  if (settings.webhook_secret !== undefined) {
+    const secret = rowSecretAssignment(box, WEBHOOK_SECRET, keyId, settings.webhook_secret, values.length + 1);
+    values.push(...secret.values);
+    sets.push(secret.sql);
   }
   values.push(keyId);
   const { rowCount } = await db.query(`UPDATE api_keys SET ${sets.join(', ')} WHERE id = $${values.length}`, values);

@@ -13,6 +13,8 @@ import type { Queryable } from '../db/pool.js';
 import { generateApiKey, hashApiKey, invalidateKeyCache, invalidateKeyHash, KEY_SCOPES, type ApiKeyRecord, type KeyScope } from '../domain/keys.js';
 import { badRequest, forbidden, notFound } from '../errors.js';
 import { checkNote, checkWebhookSecret, hasField, optionalUrl, requireObject } from './input.js';
+import type { SecretBox } from '../secrets/sealed.js';
+import { WEBHOOK_SECRET, rowSecretAssignment } from '../secrets/row-secrets.js';
 
 export type Currency = 'CZK' | 'EUR';
 
@@ -52,12 +54,19 @@ export function parseKeySettings(body: unknown, opts: RestKeyOptions): KeySettin
   return out;
 }
 
-export async function updateKeySettings(db: Queryable, key: Pick<ApiKeyRecord, 'id'>, settings: KeySettings): Promise<void> {
+/** The calling key's own settings; its webhook secret is stored sealed with `box`. */
+export async function updateKeySettings(db: Queryable, box: SecretBox, key: Pick<ApiKeyRecord, 'id'>, settings: KeySettings): Promise<void> {
   const sets: string[] = [];
   const values: unknown[] = [key.id];
   for (const column of UPDATE_FIELDS) {
     const value = settings[column];
-    if (value !== undefined) {
+    if (column === 'webhook_secret') {
+      if (value !== undefined) {
+        const secret = rowSecretAssignment(box, WEBHOOK_SECRET, key.id, value, values.length + 1);
+        values.push(...secret.values);
+        sets.push(secret.sql);
+      }
+    } else if (value !== undefined) {
       values.push(value);
       sets.push(`${column} = $${values.length}`);
     }

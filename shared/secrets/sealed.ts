@@ -1,13 +1,13 @@
 /**
- * Carrier credentials at rest (D12): sealed with AES-256-GCM under CREDENTIALS_KEY, which lives
+ * Carrier credentials at rest (D12), and the other secrets we keep (row-secrets.ts,
+ * service-secrets.ts): sealed with AES-256-GCM under CREDENTIALS_KEY, which lives
  * only in the environment, so a copy of the database alone reveals none of them. Each sealed value
  * is bound to the row it belongs to (the additional data names it), so sealed bytes copied to
  * another row do not open there.
  *
  * Layout: version byte (1) | 12-byte nonce | 16-byte tag | ciphertext of the JSON object.
  */
-import { createCipheriv, createDecipheriv, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { Queryable } from '../db/pool.js';
+import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
 
 const VERSION = 1;
 
@@ -45,34 +45,4 @@ export class SecretBox {
   fingerprint(): Buffer {
     return createHmac('sha256', this.key).update('switchboard credentials key check v1').digest();
   }
-}
-
-const CHECK_NAME = 'credentials-key-check';
-
-/**
- * Checks at start that CREDENTIALS_KEY is the key the stored credentials were sealed with. Returns
- * an error text naming the variable when it is not and sealed rows exist; with nothing sealed yet
- * the stored check is simply replaced.
- */
-export async function checkCredentialsKey(db: Queryable, box: SecretBox): Promise<string | null> {
-  const mine = box.fingerprint();
-  const { rows } = await db.query<{ secret: Buffer }>('SELECT secret FROM service_secrets WHERE name = $1', [CHECK_NAME]);
-  const stored = rows[0]?.secret;
-  if (stored && stored.length === mine.length && timingSafeEqual(stored, mine)) {
-    return null;
-  }
-  if (stored) {
-    const { rows: sealed } = await db.query<{ n: number }>(
-      `SELECT (SELECT count(*) FROM carrier_connections WHERE secrets IS NOT NULL)
-            + (SELECT count(*) FROM carrier_senders WHERE credentials IS NOT NULL) AS n`);
-    if (Number(sealed[0]?.n ?? 0) > 0) {
-      return 'CREDENTIALS_KEY is not the key the stored carrier credentials were sealed with; start with that key '
-        + '(or delete and store the connections and senders again)';
-    }
-  }
-  await db.query(
-    `INSERT INTO service_secrets (name, secret) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET secret = EXCLUDED.secret`,
-    [CHECK_NAME, mine],
-  );
-  return null;
 }

@@ -11,6 +11,7 @@ import type { EngineHooks } from '../engine/engine.js';
 import { createLogger, type Logger } from '../logger.js';
 import { PeriodicCleanup } from '../db/periodic-cleanup.js';
 import { verificationKeys } from './secrets.js';
+import { SecretBox } from '../secrets/sealed.js';
 import { CODE_MASK, decryptCode, fillTemplate, maskedTemplate } from './codes.js';
 
 export const VERIFY_SOURCE = 'verify';
@@ -45,13 +46,14 @@ export function maskDigits(text: string): string {
 export function verificationHooks(db: Db, config: Config): EngineHooks {
   const memo = new MaskMemo();
   const logger = createLogger(config.logLevel, 'verification');
+  const box = new SecretBox(config.credentialsKey);
 
   return {
     async resolveTexts(tx: Tx, source: string, recipientIds: number[]): Promise<Map<number, string> | null> {
       if (source !== VERIFY_SOURCE || recipientIds.length === 0) {
         return null;
       }
-      const keys = await verificationKeys(db);
+      const keys = await verificationKeys(db, box);
       // Named statements here and below: each verification start runs them once, and unnamed
       // ones were planned on every run (pg_stat_statements: planning was 0.1-0.2 ms each, more
       // than running them).

@@ -21,6 +21,8 @@ import { planSms } from '../sms/gsm7.js';
 import { normalizePhone } from '../phone/normalize.js';
 import { acceptMessages, TEST_NUMBER } from '../sending/accept.js';
 import { verificationKeys, type VerificationKeys } from './secrets.js';
+import { SecretBox } from '../secrets/sealed.js';
+import { VERIFICATION_SECRET, openRowSecret } from '../secrets/row-secrets.js';
 import { CODE_PATTERN, codeMatches, encryptCode, fillTemplate, generateCode, hashCode, maskedTemplate } from './codes.js';
 import { mintToken, parseToken } from './tokens.js';
 import { checkProof, computeProof, proofExpired, type ProofCheck, type ProofInput } from './proof.js';
@@ -102,6 +104,7 @@ interface SessionRow {
   verified_at: Date | null;
   proof_mac: Buffer | null;
   verification_secret: string | null;
+  verification_secret_sealed: Buffer | null;
 }
 
 
@@ -117,10 +120,20 @@ type VerifyOutcome =
 const VERIFY_OUTCOME_LABEL: Record<VerifyOutcome['kind'], string> = { ok: 'verified', invalid: 'invalid_code', expired: 'expired', too_many: 'too_many_attempts' };
 
 export class VerificationService {
-  constructor(private readonly deps: VerificationDeps) {}
+  /** Opens the server's master secret and the accounts' verification secrets (CREDENTIALS_KEY). */
+  private readonly box: SecretBox;
+
+  constructor(private readonly deps: VerificationDeps) {
+    this.box = new SecretBox(deps.config.credentialsKey);
+  }
 
   private keys(): Promise<VerificationKeys> {
-    return verificationKeys(this.deps.db);
+    return verificationKeys(this.deps.db, this.box);
+  }
+
+  /** The account's verification secret (the proofs' HMAC key) of a row that read both its columns. */
+  private secretOf(accountId: number, row: { verification_secret: string | null; verification_secret_sealed: Buffer | null }): string | null {
+    return openRowSecret(this.box, VERIFICATION_SECRET, accountId, row.verification_secret_sealed, row.verification_secret);
   }
 
   /**
@@ -233,7 +246,7 @@ export class VerificationService {
     }
     const { rows } = await q.query<SessionRow>(prepared(
       `SELECT v.id, v.token, v.account_id, v.phone, v.status, v.code_hash, v.attempts_remaining, v.started_at, v.expires_at,
-              v.verified_at, v.proof_mac, a.verification_secret
+              v.verified_at, v.proof_mac, a.verification_secret, a.verification_secret_sealed
          FROM validations v JOIN accounts a ON a.id = v.account_id
         WHERE v.token = $1 AND v.account_id = $2${lock ? ' FOR UPDATE OF v' : ''}`,
       [token, accountId]),
@@ -303,9 +316,8 @@ export class VerificationService {
       }
       const verifiedAt = row.verified_at ?? now;
       const timestamp = iso(row.started_at);
-      const proof = row.verification_secret
-        ? computeProof(row.verification_secret, { phoneNumber: row.phone, token, code, timestamp })
-        : undefined;
+      const secret = this.secretOf(row.account_id, row);
+      const proof = secret ? computeProof(secret, { phoneNumber: row.phone, token, code, timestamp }) : undefined;
       await tx.query(
         `UPDATE validations SET status = 'verified', verified_at = $2, proof_mac = $3, code_enc = NULL WHERE id = $1`,
         [row.id, verifiedAt, proof === undefined ? null : this.proofMac(keys, proof)],
@@ -362,11 +374,11 @@ export class VerificationService {
     if (!parsed) {
       return { valid: false };
     }
-    const { rows } = await this.deps.db.query<{ verification_secret: string | null }>(
-      'SELECT verification_secret FROM accounts WHERE id = $1',
+    const { rows } = await this.deps.db.query<{ verification_secret: string | null; verification_secret_sealed: Buffer | null }>(
+      'SELECT verification_secret, verification_secret_sealed FROM accounts WHERE id = $1',
       [parsed.accountId],
     );
     const { proof, ...fields } = input;
-    return checkProof(rows[0]?.verification_secret ?? null, fields, proof, now);
+    return checkProof(rows[0] ? this.secretOf(parsed.accountId, rows[0]) : null, fields, proof, now);
   }
 }

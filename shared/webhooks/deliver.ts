@@ -10,6 +10,8 @@ import type { WebhookClient, WebhookPostResult } from './http.js';
 import { signWebhook, isValidWebhookSecret } from './sign.js';
 import { checkCallbackUrl } from '../net/ssrf.js';
 import { observeWebhookDelivery } from '../metrics.js';
+import type { SecretBox } from '../secrets/sealed.js';
+import { WEBHOOK_SECRET, openRowSecret } from '../secrets/row-secrets.js';
 
 export type DeliveryResult =
   | { kind: 'delivered' }
@@ -36,12 +38,16 @@ interface BatchRow {
   status: string;
   event_ids: number[];
   webhook_secret: string | null;
+  webhook_secret_sealed: Buffer | null;
 }
 
-/** Delivers one stored batch (a queued job: a retry, or a batch the relay did not deliver itself). */
-export async function deliverBatch(db: Db, client: WebhookClient, batchId: number, allowPrivate: boolean): Promise<DeliveryResult> {
+/**
+ * Delivers one stored batch (a queued job: a retry, or a batch the relay did not deliver itself),
+ * signed with its key's webhook secret (opened with `box`).
+ */
+export async function deliverBatch(db: Db, box: SecretBox, client: WebhookClient, batchId: number, allowPrivate: boolean): Promise<DeliveryResult> {
   const { rows } = await db.query<BatchRow>(
-    `SELECT b.id, b.key_id, b.webhook_id, b.url, b.status, b.event_ids, k.webhook_secret
+    `SELECT b.id, b.key_id, b.webhook_id, b.url, b.status, b.event_ids, k.webhook_secret, k.webhook_secret_sealed
        FROM webhook_batches b LEFT JOIN api_keys k ON k.id = b.key_id WHERE b.id = $1`,
     [batchId],
   );
@@ -51,7 +57,9 @@ export async function deliverBatch(db: Db, client: WebhookClient, batchId: numbe
   }
   const { rows: events } = await db.query<{ body: string }>('SELECT body FROM events WHERE id = ANY($1) ORDER BY id', [batch.event_ids]);
   const result = await postBatch(client, {
-    webhookId: batch.webhook_id, url: batch.url, secret: batch.webhook_secret, body: `[${events.map((e) => e.body).join(',')}]`,
+    webhookId: batch.webhook_id, url: batch.url,
+    secret: batch.key_id === null ? null : openRowSecret(box, WEBHOOK_SECRET, Number(batch.key_id), batch.webhook_secret_sealed, batch.webhook_secret),
+    body: `[${events.map((e) => e.body).join(',')}]`,
   }, allowPrivate);
   const attempts = await recordOutcomes(db, [{ batchId, result }]);
   if (result.ok) {

@@ -15,6 +15,7 @@ import type { WebhookClient, WebhookPostResult } from './http.js';
 import { failureReason, postBatch, recordOutcomes, type BatchToPost } from './deliver.js';
 import { deadLetterIfExhausted, enqueueBatches, enqueueRetries, originOf, retryDelay } from './jobs.js';
 import type { WebhookFailureLog } from './failure-log.js';
+import type { SecretBox } from '../secrets/sealed.js';
 
 /**
  * Delivery slots per receiver (origin), shared by the direct deliveries and the webhook queue's
@@ -94,11 +95,16 @@ export class DirectDelivery {
   private recording: Promise<void> | null = null;
 
   constructor(
-    private readonly deps: { db: Db; client: WebhookClient; queues: Queues; slots: OriginSlots; logger: Logger; failures?: WebhookFailureLog },
+    private readonly deps: { db: Db; client: WebhookClient; queues: Queues; slots: OriginSlots; logger: Logger; box: SecretBox; failures?: WebhookFailureLog },
     private readonly opts: DirectDeliveryOptions,
   ) {
     // A slot the queue worker gives back may be the one a waiting batch needs.
     deps.slots.onRelease(() => this.startWaiting());
+  }
+
+  /** Opens the keys' webhook secrets the batches offered here are signed with. */
+  get box(): SecretBox {
+    return this.deps.box;
   }
 
   /** The id the relay writes on the batches it offers here (holders.ts); null when none. */

@@ -14,6 +14,7 @@ import { enqueueBatches } from './jobs.js';
 import { ascending, byId, consecutiveRuns } from '../collections.js';
 import { arrayRows } from '../db/arrays.js';
 import type { DirectDelivery, ReadyBatch } from './direct.js';
+import { WEBHOOK_SECRET, openRowSecret } from '../secrets/row-secrets.js';
 
 export interface EventRef {
   id: number;
@@ -173,9 +174,9 @@ async function deliverDirectly(
     return created;
   }
   const keyIds = [...new Set(created.map((b) => b.keyId).filter((k): k is number => k !== null))];
-  const { rows: keys } = await db.query<{ id: number; webhook_secret: string | null }>(
-    'SELECT id, webhook_secret FROM api_keys WHERE id = ANY($1)', [keyIds]);
-  const secretOf = new Map(keys.map((k) => [Number(k.id), k.webhook_secret]));
+  const { rows: keys } = await db.query<{ id: number; webhook_secret: string | null; webhook_secret_sealed: Buffer | null }>(
+    'SELECT id, webhook_secret, webhook_secret_sealed FROM api_keys WHERE id = ANY($1)', [keyIds]);
+  const secretOf = new Map(keys.map((k) => [Number(k.id), openRowSecret(direct.box, WEBHOOK_SECRET, Number(k.id), k.webhook_secret_sealed, k.webhook_secret)]));
   const queued: Array<{ id: number; url: string }> = [];
   for (const b of created) {
     const ready: ReadyBatch = {

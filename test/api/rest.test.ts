@@ -459,8 +459,9 @@ test('POST /v1/apikey/update: settings are checked, stored, cleared; the default
     const ok = await post(acc.apiKey, '/v1/apikey/update', { default_callback_url: url, note: 'main key', webhook_secret: secret });
     assert.equal(ok.status, 200, ok.text);
     assert.deepEqual(ok.body, { success: true });
-    const [stored] = await svc.sql('SELECT default_callback_url, note, webhook_secret FROM api_keys WHERE account_id = $1 AND is_primary', [acc.accountId]);
-    assert.deepEqual(stored, { default_callback_url: url, note: 'main key', webhook_secret: secret });
+    const [stored] = await svc.sql('SELECT default_callback_url, note, webhook_secret, webhook_secret_sealed IS NOT NULL AS sealed FROM api_keys WHERE account_id = $1 AND is_primary', [acc.accountId]);
+    // The secret is kept sealed (D12, migration 032), never in clear; the signature below shows it is the one given.
+    assert.deepEqual(stored, { default_callback_url: url, note: 'main key', webhook_secret: null, sealed: true });
 
     // A message without `callback` falls back to the key's default URL (D4), signed with its secret.
     const id = await sendOne(acc.apiKey, sms('callback fallback', ['420777700100']));
@@ -501,13 +502,13 @@ test('POST /v1/apikey/update: settings are checked, stored, cleared; the default
     const badUtf8 = await svc.request('POST', '/v1/apikey/update', { raw: Buffer.concat([Buffer.from('{"note":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]), headers: { ...auth(acc.apiKey), 'content-type': 'application/json' } });
     assert.equal(badUtf8.status, 400);
     assert.equal(badUtf8.body.success, false);
-    assert.deepEqual((await svc.sql('SELECT default_callback_url, note, webhook_secret FROM api_keys WHERE account_id = $1 AND is_primary', [acc.accountId]))[0], stored);
+    assert.deepEqual((await svc.sql('SELECT default_callback_url, note, webhook_secret, webhook_secret_sealed IS NOT NULL AS sealed FROM api_keys WHERE account_id = $1 AND is_primary', [acc.accountId]))[0], stored);
 
     // null and "" clear the URL and the secret; a note alone leaves them as they are.
     assert.equal((await post(acc.apiKey, '/v1/apikey/update', { note: 'renamed' })).status, 200);
     assert.equal((await post(acc.apiKey, '/v1/apikey/update', { default_callback_url: null, webhook_secret: '' })).status, 200);
-    const [cleared] = await svc.sql('SELECT default_callback_url, note, webhook_secret FROM api_keys WHERE account_id = $1 AND is_primary', [acc.accountId]);
-    assert.deepEqual(cleared, { default_callback_url: null, note: 'renamed', webhook_secret: null });
+    const [cleared] = await svc.sql('SELECT default_callback_url, note, webhook_secret, webhook_secret_sealed IS NOT NULL AS sealed FROM api_keys WHERE account_id = $1 AND is_primary', [acc.accountId]);
+    assert.deepEqual(cleared, { default_callback_url: null, note: 'renamed', webhook_secret: null, sealed: false });
     const quiet = await sendOne(acc.apiKey, sms('no callback now', ['420777700200']));
     const kept = await waitFor(async () => {
       const rows = await svc.sql<{ callback_url: string | null; body: string }>(

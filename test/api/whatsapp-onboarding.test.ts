@@ -224,7 +224,7 @@ test('the page refuses a missing, forged, foreign or expired token with a clear 
   const token = await signup(a.apiKey, 'bad-tokens');
   const row = await signupRow(token);
   const [h, p, s] = token.split('.');
-  const key = await tokenKey(svc.runtime.db);
+  const key = await tokenKey(svc.runtime.db, new SecretBox(svc.config.credentialsKey));
   const cases: Array<[string, number, RegExp]> = [
     ['/whatsapp/onboarding', 401, /This link is not valid/],
     ['/whatsapp/onboarding?token=', 401, /This link is not valid/],

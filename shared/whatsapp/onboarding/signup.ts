@@ -40,13 +40,13 @@ export async function startSignup(deps: OnboardingDeps, key: ApiKeyRecord, body:
   await insertSignup(deps.db, {
     publicId, accountId: key.accountId, keyId: key.id, connection: connection.name, input, expiresAt: new Date(now + TOKEN_TTL_SECONDS * 1000),
   });
-  const token = await signSignupToken(await tokenKey(deps.db), publicId, now);
+  const token = await signSignupToken(await tokenKey(deps.db, deps.box), publicId, now);
   return { token, redirect_url: `${deps.config.publicUrl}${ONBOARDING_PAGE_PATH}` };
 }
 
 /** The signup a token names; SignupTokenError for a bad or expired token or a signup that is gone. */
-export async function signupOfToken(deps: Pick<OnboardingDeps, 'db'>, token: unknown): Promise<Signup> {
-  const publicId = await verifySignupToken(await tokenKey(deps.db), token);
+export async function signupOfToken(deps: Pick<OnboardingDeps, 'db' | 'box'>, token: unknown): Promise<Signup> {
+  const publicId = await verifySignupToken(await tokenKey(deps.db, deps.box), token);
   const signup = await loadSignup(deps.db, publicId);
   if (!signup) throw new SignupTokenError('invalid', 'the link names no signup');
   return signup;

@@ -10,6 +10,7 @@
 import { hkdfSync } from 'node:crypto';
 import { SignJWT, jwtVerify, errors as joseErrors } from 'jose';
 import type { Queryable } from '../../db/pool.js';
+import type { SecretBox } from '../../secrets/sealed.js';
 import { serviceKeys } from '../../secrets/service-secrets.js';
 
 export const ONBOARDING_SECRET_NAME = 'whatsapp-onboarding';
@@ -32,7 +33,7 @@ export function deriveTokenKey(master: Buffer): Uint8Array {
 }
 
 /** The token key, loaded once per pool. */
-export const tokenKey: (db: Queryable) => Promise<Uint8Array> = serviceKeys(ONBOARDING_SECRET_NAME, deriveTokenKey);
+export const tokenKey: (db: Queryable, box: SecretBox) => Promise<Uint8Array> = serviceKeys(ONBOARDING_SECRET_NAME, deriveTokenKey);
 
 export async function signSignupToken(key: Uint8Array, signupId: string, now = Date.now()): Promise<string> {
   const iat = Math.floor(now / 1000);
