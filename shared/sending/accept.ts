@@ -159,6 +159,11 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
     }
   });
   if (checked.length === 0) {
+    // Nothing to accept, so nothing to store with a call key; but a key already stored for another
+    // request is still a 409, and one stored for this same request answers as it did.
+    if (opts.idempotency && (await storedKeys(deps.db, key.id, CALL_KEY, [opts.idempotency.key])).has(opts.idempotency.key)) {
+      return replayCall(deps.db, key, opts.idempotency);
+    }
     return result;
   }
 

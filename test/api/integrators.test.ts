@@ -181,6 +181,15 @@ test('Idempotency-Key: the same call again gets the first answer and sends nothi
   assert.match(changed.body.Message, /Idempotency-Key "order-4711-confirmation" was used for a different request/);
   const elsewhere = await post(key, '/v1/messages', body, idem);
   assert.equal(elsewhere.status, 409, 'the same key on another endpoint is another request');
+  // Also when every object of the other request is refused (it would store nothing): still 409.
+  const refusedBody = [{ body: 'never', to: [{ phone_number: '420777310005' }], datetime: '2099-01-01T00:00:00Z' }];
+  assert.equal((await post(key, '/v2/messages', refusedBody, idem)).status, 409);
+  assert.equal((await post(key, '/v1/messages', refusedBody, idem)).status, 409);
+  // With a key never used, such a call answers its rejections and keeps nothing.
+  const fresh = await post(key, '/v2/messages', refusedBody, { 'Idempotency-Key': 'all-refused-1' });
+  assert.equal(fresh.status, 200, fresh.text);
+  assert.deepEqual(fresh.body.accepted, []);
+  assert.equal(await count(`SELECT count(*)::int AS n FROM idempotency_keys WHERE idem_key = 'all-refused-1'`), 0);
 
   // Keys are per API key: another account's key with the same Idempotency-Key sends.
   const other = await svc.createAccount();
