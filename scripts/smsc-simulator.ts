@@ -145,6 +145,10 @@ export interface SimulatorMode {
   silent: boolean;
   /** Refuse every bind with ESME_RBINDFAIL (an SMSC that is down for maintenance). */
   refuseBinds: boolean;
+  /** Answer every submit with this command_status (0x04 ESME_RINVBNDSTS: an SMSC that lost our bind); null: as usual. */
+  submitStatus: number | null;
+  /** command_status of every enquire_link_resp (non-zero: an SMSC that no longer knows the session). */
+  enquireLinkStatus: number;
 }
 
 export interface MoRequest {
@@ -231,7 +235,7 @@ function smppDateOf(ms: number): string {
 export class SmscSimulator extends EventEmitter<SimulatorEvents> {
   readonly options: Required<Omit<SmscSimulatorOptions, 'systemId' | 'password' | 'receiptDelayFor'>> &
     Pick<SmscSimulatorOptions, 'systemId' | 'password' | 'receiptDelayFor'>;
-  readonly mode: SimulatorMode = { throttle: false, throttleNext: 0, silent: false, refuseBinds: false };
+  readonly mode: SimulatorMode = { throttle: false, throttleNext: 0, silent: false, refuseBinds: false, submitStatus: null, enquireLinkStatus: 0 };
   readonly submitted: SubmittedRecord[] = [];
   readonly counters: SimulatorCounters = SmscSimulator.zeroCounters();
   private server: net.Server | null = null;
@@ -353,7 +357,9 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
   }
 
   /** Changes behaviour: `throttle` true/false (all submits) or a number (the next N). */
-  setMode(change: { throttle?: boolean | number; silent?: boolean; refuseBinds?: boolean; dropConnections?: boolean }): SimulatorMode {
+  setMode(change: {
+    throttle?: boolean | number; silent?: boolean; refuseBinds?: boolean; dropConnections?: boolean; submitStatus?: number | null; enquireLinkStatus?: number;
+  }): SimulatorMode {
     if (typeof change.throttle === 'number') {
       this.mode.throttleNext = Math.max(0, Math.floor(change.throttle));
     } else if (typeof change.throttle === 'boolean') {
@@ -362,6 +368,8 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
     }
     if (typeof change.silent === 'boolean') this.mode.silent = change.silent;
     if (typeof change.refuseBinds === 'boolean') this.mode.refuseBinds = change.refuseBinds;
+    if (change.submitStatus !== undefined) this.mode.submitStatus = change.submitStatus;
+    if (change.enquireLinkStatus !== undefined) this.mode.enquireLinkStatus = change.enquireLinkStatus;
     if (change.dropConnections) this.dropConnections();
     return { ...this.mode };
   }
@@ -560,7 +568,7 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
     }
     switch (pdu.commandId) {
       case COMMAND_ID.enquire_link:
-        s.wire.send(encodeBare(COMMAND_ID.enquire_link_resp, pdu.sequenceNumber));
+        s.wire.send(encodeBare(COMMAND_ID.enquire_link_resp, pdu.sequenceNumber, this.mode.enquireLinkStatus));
         return;
       case COMMAND_ID.unbind:
         this.counters.unbinds++;
@@ -628,7 +636,8 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
     }
     const outcome = OUTCOMES[view.destination_addr.slice(-2)] ?? DELIVERED;
     let status: number = SMPP_STATUS.ESME_ROK;
-    if (this.mode.throttle) status = SMPP_STATUS.ESME_RTHROTTLED;
+    if (this.mode.submitStatus !== null) status = this.mode.submitStatus;
+    else if (this.mode.throttle) status = SMPP_STATUS.ESME_RTHROTTLED;
     else if (this.mode.throttleNext > 0) {
       this.mode.throttleNext--;
       status = SMPP_STATUS.ESME_RTHROTTLED;

@@ -181,7 +181,7 @@ describe('SmppSession', () => {
   });
 
   it('rejects a submit with SmppTimeoutError when the SMSC stays silent, and frees its slot', T, async () => {
-    await withSmsc({}, { window: 1, responseTimeoutMs: 200, enquireLinkIntervalMs: 0 }, async (sim, session) => {
+    await withSmsc({}, { window: 1, responseTimeoutMs: 200, enquireLinkIntervalMs: 0, keepLinkOnSubmitTimeout: true }, async (sim, session) => {
       sim.setMode({ silent: true });
       const started = Date.now();
       const first = session.submit(sms('447700900100'));
@@ -204,7 +204,7 @@ describe('SmppSession', () => {
   });
 
   it('fails each unanswered request at its own deadline (one expiry timer per connection, re-armed)', T, async () => {
-    await withSmsc({}, { window: 5, responseTimeoutMs: 600, enquireLinkIntervalMs: 0 }, async (sim, session) => {
+    await withSmsc({}, { window: 5, responseTimeoutMs: 600, enquireLinkIntervalMs: 0, keepLinkOnSubmitTimeout: true }, async (sim, session) => {
       const settledAfter = (p: Promise<unknown>, started: number): Promise<{ ms: number; err: unknown }> =>
         p.then(() => ({ ms: Date.now() - started, err: null }), (err: unknown) => ({ ms: Date.now() - started, err }));
       // A shorter deadline after a longer one: the timer is re-armed for the earlier.
@@ -232,6 +232,44 @@ describe('SmppSession', () => {
       assert.ok(late.ms >= 395 && late.ms < 900, `the later one failed ${late.ms} ms after the first was sent`);
       assert.equal(session.stats.submitTimeouts, 3);
       assert.equal(session.stats.inFlight, 0);
+    });
+  });
+
+  it('a submit_sm unanswered in time drops the link: the rest of the window fails unanswered, and the session binds again', T, async () => {
+    await withSmsc({}, { window: 3, responseTimeoutMs: 300, enquireLinkIntervalMs: 0 }, async (sim, session) => {
+      const disconnected = once(session, 'disconnected');
+      sim.setMode({ silent: true });
+      const first = session.submit(sms('447700900180'));
+      await sleep(100);
+      const second = session.submit(sms('447700900181'));
+      await assert.rejects(first, (err: unknown) => err instanceof SmppTimeoutError && err.sent === true);
+      // Written over the link that was dropped: unanswered, so the carrier sends it once more after the rebind.
+      await assert.rejects(second, (err: unknown) => err instanceof SmppConnectionError && err.sent === true);
+      const [info] = (await disconnected) as [{ reason: string }];
+      assert.match(info.reason, /no submit_sm_resp within 300 ms/);
+      sim.setMode({ silent: false });
+      await session.waitUntilBound(3_000);
+      assert.equal(sim.counters.binds, 2);
+      assert.equal((await session.submit(sms('447700900182'))).commandStatus, 0);
+    });
+  });
+
+  it('an SMSC that answers ESME_RINVBNDSTS (it holds no bind of ours) or an enquire_link with an error gets a new bind', T, async () => {
+    await withSmsc({}, { enquireLinkIntervalMs: 0 }, async (sim, session) => {
+      sim.setMode({ submitStatus: 0x04 });
+      const refused = await session.submit(sms('447700900183'));
+      assert.equal(refused.commandStatus, 0x04, 'the status goes to the carrier, which sends the part again');
+      sim.setMode({ submitStatus: null });
+      await waitFor(() => sim.counters.binds === 2 && session.state === 'bound', 3_000, 'the rebind');
+      assert.equal((await session.submit(sms('447700900184'))).commandStatus, 0);
+    });
+    await withSmsc({}, { enquireLinkIntervalMs: 80, enquireLinkTimeoutMs: 400 }, async (sim, session) => {
+      const disconnected = once(session, 'disconnected');
+      sim.setMode({ enquireLinkStatus: 0x04 });
+      const [info] = (await disconnected) as [{ reason: string }];
+      assert.match(info.reason, /enquire_link answered ESME_RINVBNDSTS/);
+      sim.setMode({ enquireLinkStatus: 0 });
+      await waitFor(() => sim.counters.binds === 2 && session.state === 'bound', 3_000, 'the rebind');
     });
   });
 

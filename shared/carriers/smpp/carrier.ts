@@ -147,8 +147,13 @@ interface Work {
   finish(outcome: WorkOutcome): void;
 }
 
-/** FIFO with cheap removal at the head and insertion at the head (a retried PDU keeps its place). */
+/**
+ * FIFO with cheap removal at the head, and items given back (a retried PDU, the next part of a
+ * started message) placed ahead of every new one, in the order they were given back: the window
+ * a dropped link gives back goes out again in the order it was first sent.
+ */
 class Lane<T> {
+  /** Given back; at most a window or so, so shifting the array is cheap. */
   private front: T[] = [];
   private items: T[] = [];
   private start = 0;
@@ -161,17 +166,18 @@ class Lane<T> {
     this.items.push(item);
   }
 
+  /** Gives an item back: ahead of the new ones, behind those given back before it. */
   unshift(item: T): void {
     this.front.push(item);
   }
 
   /** The item `shift` would return, left in place. */
   peek(): T | undefined {
-    return this.front.length > 0 ? this.front[this.front.length - 1] : this.items[this.start];
+    return this.front.length > 0 ? this.front[0] : this.items[this.start];
   }
 
   shift(): T | undefined {
-    if (this.front.length > 0) return this.front.pop();
+    if (this.front.length > 0) return this.front.shift();
     if (this.start >= this.items.length) return undefined;
     const item = this.items[this.start];
     this.items[this.start] = undefined as T;
@@ -184,7 +190,7 @@ class Lane<T> {
   }
 
   drain(): T[] {
-    const all = [...this.front.reverse(), ...this.items.slice(this.start)];
+    const all = [...this.front, ...this.items.slice(this.start)];
     this.front = [];
     this.items = [];
     this.start = 0;

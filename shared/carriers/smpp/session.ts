@@ -125,6 +125,12 @@ export interface SmppSessionOptions {
   tps?: number | null;
   /** Per-PDU response timeout; default 10 000 ms. */
   responseTimeoutMs?: number;
+  /**
+   * Keep the link when a submit_sm gets no response in time (default false: the link is dropped
+   * and bound again, so that what was in flight is sent again over a fresh bind, not over a link
+   * that may be dead or may answer it late; Kannel's default `wait-ack-expire` does the same).
+   */
+  keepLinkOnSubmitTimeout?: boolean;
   /** How long a submit may wait for a window slot / a bound link; default 60 000 ms, 0 = forever. */
   queueTimeoutMs?: number;
   /** enquire_link period; default 30 000 ms; 0 disables. */
@@ -559,9 +565,12 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
       this.counters.enquireLinksSent++;
       const encode = (sequence: number): Buffer => encodeHeaderPdu(COMMAND_ID.enquire_link, sequence);
       this.request(conn, 'enquire_link', encode, this.enquireLinkTimeoutMs, 'enquire_link').then(
-        () => {
+        (raw) => {
           conn.enquirePending = false;
           this.counters.enquireLinkResponses++;
+          // An error status (or a generic_nack): the SMSC no longer knows this session.
+          const status = decodeHeader(raw).commandStatus;
+          if (status !== 0) this.destroyConn(conn, `enquire_link answered ${smppStatusName(status)}`);
         },
         (err: Error) => {
           conn.enquirePending = false;
@@ -749,13 +758,20 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
     if (conn.closed) return;
     const now = Date.now();
     let next = Infinity;
+    let submitTimedOut: Waiter | null = null;
     for (const [seq, waiter] of conn.waiters) {
       if (waiter.deadline <= now) {
         conn.waiters.delete(seq);
+        if (waiter.submit) submitTimedOut = waiter;
         this.fail(conn, waiter, new SmppTimeoutError(`no ${waiter.command}_resp within ${waiter.timeoutMs} ms`, { sent: true, phase: waiter.phase }));
       } else if (waiter.deadline < next) {
         next = waiter.deadline;
       }
+    }
+    if (submitTimedOut && !this.options.keepLinkOnSubmitTimeout) {
+      // The rest of the window fails as unanswered with the link (sent once more after the rebind).
+      this.destroyConn(conn, `no submit_sm_resp within ${submitTimedOut.timeoutMs} ms`);
+      return;
     }
     if (next !== Infinity) this.armExpiry(conn, next);
   }
@@ -826,12 +842,16 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
   }
 
   /** The submit_sm_resp (or generic_nack) of a written submit. */
-  private submitAnswered(item: QueuedSubmit, raw: Buffer): void {
+  private submitAnswered(conn: Connection, item: QueuedSubmit, raw: Buffer): void {
     this.counters.submitResponses++;
     const resp = decodeSubmitSmResp(raw);
     const result: SubmitResult = { commandStatus: resp.commandStatus, sequenceNumber: resp.sequenceNumber };
     if (resp.messageId) result.messageId = resp.messageId;
     item.resolve(result);
+    if (resp.commandStatus === SMPP_STATUS.ESME_RINVBNDSTS) {
+      // The SMSC holds no bind of ours on this link: bind again (the carrier sends the part again).
+      this.destroyConn(conn, 'submit_sm answered ESME_RINVBNDSTS');
+    }
     this.submitDone();
   }
 
@@ -895,7 +915,7 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
       }
       conn.waiters.delete(sequenceNumber);
       const response = commandId === COMMAND_ID.generic_nack ? nackAsFailure(raw) : raw;
-      if (waiter.submit) this.submitAnswered(waiter.submit, response);
+      if (waiter.submit) this.submitAnswered(conn, waiter.submit, response);
       else waiter.resolve(response);
       return;
     }
