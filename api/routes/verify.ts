@@ -8,7 +8,7 @@ import { Router, type ErrorRequestHandler, type Request } from 'express';
 import type { AppContext } from '../context.js';
 import { readJsonBody, BodyError } from '../middleware/body.js';
 import { headerKey } from '../middleware/api-key.js';
-import { AppError } from '../../shared/errors.js';
+import { AppError, notFound } from '../../shared/errors.js';
 import { knownError, refuseNulInPath } from '../middleware/errors.js';
 import { authenticateKey, keyAllows, type ApiKeyRecord } from '../../shared/domain/keys.js';
 import { VerificationService, PHONE_PATTERN } from '../../shared/verification/service.js';
@@ -107,6 +107,8 @@ export function verifyRouter(ctx: AppContext): Router {
     res.json(await service.checkProofOffline(input));
   });
 
+  // Any other path or method of this API: a 404 in its own error shape (it was Express's `{message}`).
+  router.use(['/v1/validations', '/v1/verify-proof'], (_req, _res, next) => next(notFound('No such endpoint of the verification API')));
   router.use(verifyErrors(ctx));
   return router;
 }

@@ -18,6 +18,9 @@ export const missingField = (field: string) => new VerificationError(400, 'MISSI
 export const invalidRequest = (message: string) => new VerificationError(400, 'INVALID_REQUEST', message);
 export const invalidPhone = () =>
   new VerificationError(400, 'INVALID_PHONE', 'phoneNumber must be digits only with the country code (^[1-9]\\d{6,14}$)');
+/** A number of the right shape that is no possible number of its country code (docs/verification.md). */
+export const impossiblePhone = () =>
+  new VerificationError(400, 'INVALID_PHONE', 'phoneNumber is not a possible number for its country code');
 export const validationNotFound = () => new VerificationError(404, 'NOT_FOUND', 'Validation not found');
 export const missingApiKey = () => new VerificationError(401, 'MISSING_API_KEY', 'Header X-API-Key is required');
 export const invalidApiKey = () => new VerificationError(401, 'INVALID_API_KEY', 'API key is invalid or disabled');

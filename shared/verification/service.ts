@@ -31,7 +31,7 @@ import { PAYING_BALANCE_SQL } from '../domain/payer.js';
 import { toUnits } from '../domain/money.js';
 import { countVerificationCheck, countVerificationStart } from '../metrics.js';
 import {
-  expired, insufficientCredit, invalidCode, invalidPhone, rateLimited, tooManyAttempts, validationNotFound,
+  expired, insufficientCredit, invalidCode, impossiblePhone, invalidPhone, rateLimited, tooManyAttempts, validationNotFound,
 } from './errors.js';
 
 export const PHONE_PATTERN = /^[1-9]\d{6,14}$/;
@@ -149,7 +149,7 @@ export class VerificationService {
     // The pattern says "with country code": read it as international, never as a national number.
     const e164 = normalizePhone(`+${phoneNumber}`, key.accountCountry as CountryCode);
     if (!e164) {
-      throw invalidPhone();
+      throw impossiblePhone();
     }
     const { db } = this.deps;
     // Named statements (this one, the insert below): unnamed ones were planned on every start.

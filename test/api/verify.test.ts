@@ -406,12 +406,24 @@ test('phone numbers must match ^[1-9]\\d{6,14}$', async () => {
     assert.equal(res.status, status, `${JSON.stringify(phoneNumber)}: ${res.text}`);
     assert.equal(res.body.error, error, JSON.stringify(phoneNumber));
     assert.equal(typeof res.body.message, 'string');
+    // The message names the right cause: a number the pattern admits is refused as no possible number.
+    if (phoneNumber === '1234567') assert.equal(res.body.message, 'phoneNumber is not a possible number for its country code');
+    else if (error === 'INVALID_PHONE') assert.match(res.body.message, /\^\[1-9\]/);
   }
   const [{ n }] = await svc.sql<{ n: number }>('SELECT count(*)::int AS n FROM validations WHERE account_id = $1', [accountId]) as [{ n: number }];
   assert.equal(n, 0);
   // Shapes the pattern admits: 7 and 15 digits, any country code.
   for (const ok of ['4915112345699', '447911123499', '420777123499']) {
     assert.equal((await call('POST', '/v1/validations', apiKey, { phoneNumber: ok })).status, 200, ok);
+  }
+});
+
+test('another path or method of the verification API is a 404 in its error shape', async () => {
+  const { apiKey } = await svc.createAccount();
+  for (const [method, path] of [['POST', '/v1/validations//verify'], ['DELETE', '/v1/validations/abc'], ['GET', '/v1/verify-proof'], ['PUT', '/v1/validations']]) {
+    const res = await call(method!, path!, apiKey);
+    assert.equal(res.status, 404, `${method} ${path}: ${res.text}`);
+    assert.deepEqual(res.body, { error: 'NOT_FOUND', message: 'No such endpoint of the verification API' }, `${method} ${path}`);
   }
 });
 
