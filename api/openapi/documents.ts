@@ -191,7 +191,11 @@ const restError = required({ success: Joi.valid(false), message: str });
 const restErrors = {
   400: { description: 'Bad input; the message names the field', schema: restError },
   401: { description: 'Missing, unknown or disabled key', schema: restError },
+  403: { description: 'A key whose scope is `api` (this API needs `full` or `rest-api`)', schema: restError },
+  413: { description: 'A body over 256 KB', schema: restError },
+  503: { description: 'Postgres cannot be reached; nothing was changed (Retry-After)', schema: restError },
 };
+const subKeyRefused = { 403: { description: 'A sub-key (the primary key only), or a key whose scope is `api`', schema: restError } };
 const ok = (keys: Record<string, Joi.Schema>) => required({ success: Joi.valid(true), ...keys });
 const scope = str.valid(...KEY_SCOPES).description('full: every API; api: sending, lookup and verification; rest-api: the REST API only');
 const subKey = required({
@@ -249,10 +253,10 @@ const rest: DocumentSpec = {
       post: {
         summary: 'Add a sub-key (primary key only)',
         body: { schema: obj({ note: str.max(255), shared: bool.required(), currency: str.valid('CZK', 'EUR').required(), default_callback_url: nullable(str.max(2048)) }) },
-        responses: { 200: { description: 'The new key (shown once)', schema: ok({ apikey: str, id: int }) }, ...restErrors, 403: { description: 'A sub-key', schema: restError } },
+        responses: { 200: { description: 'The new key (shown once)', schema: ok({ apikey: str, id: int }) }, ...restErrors, ...subKeyRefused },
       },
     },
-    '/v1/apikey/list': { get: { summary: 'Sub-keys', responses: { 200: { description: 'Sub-keys', schema: ok({ list: Joi.array().items(subKey) }) }, ...restErrors, 403: { description: 'A sub-key', schema: restError } } } },
+    '/v1/apikey/list': { get: { summary: 'Sub-keys', responses: { 200: { description: 'Sub-keys', schema: ok({ list: Joi.array().items(subKey) }) }, ...restErrors, ...subKeyRefused } } },
     '/v1/apikey/change': {
       post: {
         summary: 'Revoke, restore or rescope a sub-key (named by its id, or by the key itself)',
@@ -261,7 +265,10 @@ const rest: DocumentSpec = {
             id: int.min(1), apikey: str.description('the sub-key itself, instead of its id'), disable: Joi.valid(0, 1, true, false), scope,
           }).xor('id', 'apikey').or('disable', 'scope'),
         },
-        responses: { 200: { description: 'Changed', schema: ok({ id: int, disabled: bool, scope }) }, ...restErrors, 403: { description: 'A sub-key', schema: restError } },
+        responses: {
+          200: { description: 'Changed', schema: ok({ id: int, disabled: bool, scope }) }, ...restErrors, ...subKeyRefused,
+          404: { description: 'No sub-key of this account with that id or key', schema: restError },
+        },
       },
     },
     '/v1/suppressions': {
@@ -306,6 +313,8 @@ const verifyErrors = {
   400: { description: 'MISSING_FIELD, INVALID_REQUEST, INVALID_PHONE, INVALID_CODE (attemptsRemaining), EXPIRED', schema: verifyError },
   401: { description: 'MISSING_API_KEY, INVALID_API_KEY', schema: verifyError },
   404: { description: 'NOT_FOUND', schema: verifyError },
+  413: { description: 'PAYLOAD_TOO_LARGE: a body over 256 KB', schema: verifyError },
+  503: { description: 'SERVICE_UNAVAILABLE: Postgres (or, for a start, Redis) cannot be reached; nothing was stored (Retry-After)', schema: verifyError },
 };
 const sessionStatus = str.valid('pending', 'code_sent', 'verified', 'failed', 'expired');
 
@@ -351,7 +360,7 @@ const verification: DocumentSpec = {
       post: {
         summary: 'Check a proof offline (no key: the proof is the credential)', security: [],
         body: { schema: required({ phoneNumber: phone, token: str, code: str, timestamp: str, proof: str }) },
-        responses: { 200: { description: 'Whether the proof is valid', schema: obj({ valid: bool.required(), expired: Joi.valid(true) }) }, 400: verifyErrors[400] },
+        responses: { 200: { description: 'Whether the proof is valid', schema: obj({ valid: bool.required(), expired: Joi.valid(true) }) }, 400: verifyErrors[400], 413: verifyErrors[413], 503: verifyErrors[503] },
       },
     },
   },
@@ -360,6 +369,15 @@ const verification: DocumentSpec = {
 // --- WhatsApp partner onboarding (D7) ---------------------------------------------------------
 
 const waba = obj({ waba_id: str.description('WhatsApp Business Account id (`whatsapp_id` of accounts/list)') });
+const partnerErrors = {
+  ...restErrors,
+  503: { description: 'No `whatsapp` carrier connection is configured for onboarding, or Postgres cannot be reached (Retry-After)', schema: restError },
+};
+const wabaErrors = {
+  ...partnerErrors,
+  404: { description: 'A WABA the calling key\'s account does not hold', schema: restError },
+  502: { description: 'Graph refused the refresh (its `[code] title` in `message`)', schema: restError },
+};
 const whatsapp: DocumentSpec = {
   title: 'switchboard WhatsApp partner API',
   description: 'Onboarding partners\' clients to WhatsApp Business accounts (D7): signup gives a one-hour link to the hosted page; progress is POSTed to `partner_callback_url`. Failures answer `{success: false, message}`.',
@@ -376,7 +394,7 @@ const whatsapp: DocumentSpec = {
             country: str.length(2).description('ISO 3166 alpha-2'),
           }),
         },
-        responses: { 200: { description: 'The hosted page\'s link (token: a JWT valid 1 hour)', schema: ok({ token: str, redirect_url: str.uri() }) }, ...restErrors },
+        responses: { 200: { description: 'The hosted page\'s link (token: a JWT valid 1 hour)', schema: ok({ token: str, redirect_url: str.uri() }) }, ...partnerErrors, ...subKeyRefused },
       },
     },
     '/v1/whatsapp/accounts/list': {
@@ -387,20 +405,20 @@ const whatsapp: DocumentSpec = {
             description: 'Accounts',
             schema: ok({ accounts: Joi.array().items(obj({ client_id: str, whatsapp_name: str, whatsapp_id: str, whatsapp_currency: str, whatsapp_owner_name: str, whatsapp_owner_id: str, country: str }).unknown(true)) }),
           },
-          ...restErrors,
+          ...wabaErrors,
         },
       },
     },
     '/v1/whatsapp/phone_numbers/list': {
       post: {
         summary: 'Phone numbers of a WABA', body: { schema: waba.fork(['waba_id'], (s) => s.required()) },
-        responses: { 200: { description: 'Phone numbers', schema: ok({ phone_numbers: Joi.array().items(obj({ phone_number: str, phone_number_id: str, status: str }).unknown(true)) }) }, ...restErrors },
+        responses: { 200: { description: 'Phone numbers', schema: ok({ phone_numbers: Joi.array().items(obj({ phone_number: str, phone_number_id: str, status: str }).unknown(true)) }) }, ...wabaErrors },
       },
     },
     '/v1/whatsapp/templates/list': {
       post: {
         summary: 'Templates of a WABA', body: { schema: waba.fork(['waba_id'], (s) => s.required()) },
-        responses: { 200: { description: 'Templates', schema: ok({ templates: Joi.array().items(obj({ template_name: str, language: str, status: str, category: str }).unknown(true)) }) }, ...restErrors },
+        responses: { 200: { description: 'Templates', schema: ok({ templates: Joi.array().items(obj({ template_name: str, language: str, status: str, category: str }).unknown(true)) }) }, ...wabaErrors },
       },
     },
   },

@@ -127,6 +127,11 @@ test('REST answers fit the document', async () => {
   assert.equal((await call('rest', 'POST', '/v1/apikey/change', { body: { id: added.body.id } })).status, 400);
   const rescoped = await call('rest', 'POST', '/v1/apikey/change', { body: { apikey: added.body.apikey, scope: 'rest-api', disable: 0 } });
   assert.equal(rescoped.body.scope, 'rest-api');
+  assert.equal((await call('rest', 'POST', '/v1/apikey/change', { body: { id: 999_999, disable: 1 } })).status, 404);
+  // A key of the `api` scope on the REST API, and a body over the cap: documented too.
+  assert.equal((await call('rest', 'POST', '/v1/apikey/change', { body: { apikey: added.body.apikey, scope: 'api' } })).status, 200);
+  assert.equal((await call('rest', 'GET', '/v1/credit', { key: added.body.apikey })).status, 403);
+  assert.equal((await call('rest', 'POST', '/v1/apikey/update', { raw: JSON.stringify({ note: 'x'.repeat(300_000) }), headers: { 'content-type': 'application/json' } })).status, 413);
   // The suppression list: add, list, remove, a number not on it, a bad family.
   assert.equal((await call('rest', 'POST', '/v1/suppressions', { body: { phone_number: '420777300300', family: 'sms' } })).status, 200);
   assert.equal((await call('rest', 'POST', '/v1/suppressions', { body: { phone_number: '420777300300', family: 'fax' } })).status, 400);
@@ -149,6 +154,7 @@ test('verification answers fit the document, proofs included', async () => {
   assert.equal(started.status, 200);
   const token = started.body.token as string;
   assert.equal((await call('verification', 'POST', '/v1/validations', { body: { phoneNumber: '12' } })).status, 400);
+  assert.equal((await call('verification', 'POST', '/v1/validations', { raw: JSON.stringify({ phoneNumber: 'x'.repeat(300_000) }), headers: { 'content-type': 'application/json' } })).status, 413);
   assert.equal((await call('verification', 'POST', '/v1/validations', { body: { phoneNumber: phone }, key: null })).status, 401);
   assert.equal((await call('verification', 'GET', `/v1/validations/${token}`)).status, 200);
   assert.equal((await call('verification', 'GET', '/v1/validations/nope')).status, 404);
@@ -239,4 +245,11 @@ test('the WhatsApp partner routes fit their document where they are mounted', as
   assert.equal((await call('whatsapp', 'POST', '/v1/whatsapp/signup', { body: {} })).status, 400);
   assert.equal((await call('whatsapp', 'POST', '/v1/whatsapp/phone_numbers/list', { body: {}, key: null })).status, 401);
   assert.equal((await call('whatsapp', 'POST', '/v1/whatsapp/templates/list', { body: {} })).status, 400);
+  assert.equal((await call('whatsapp', 'POST', '/v1/whatsapp/templates/list', { body: { waba_id: '999000111' } })).status, 404);
+  // A complete signup with no onboarding connection configured.
+  const signup = {
+    partner_name: 'Docs', partner_callback_url: 'https://partner.example/cb', partner_client_id: 'c-1', partner_finish_url: 'https://partner.example/done',
+    phone_number: 'manual', wa_name: 'Docs s.r.o.', wa_email: 'docs@example.com', country: 'CZ',
+  };
+  assert.equal((await call('whatsapp', 'POST', '/v1/whatsapp/signup', { body: signup })).status, 503);
 });
