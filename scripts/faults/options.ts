@@ -31,7 +31,7 @@ export interface FaultOptions {
 }
 
 export const USAGE = `usage: npm run test:faults -- [options]
-  --short              the CI version: 3,000 recipients, shorter outages (~2-3 minutes)
+  --short              the CI version: 3,000 recipients, shorter outages (~3-5 minutes)
   --recipients N       campaign recipients (default 20000; short 3000)
   --seed N             seed of the faults' order and timing (default: random, printed)
   --faults a,b,c       only these faults: Procfile roles (kill -9, then restart) and
