@@ -161,6 +161,8 @@ export interface MoRequest {
   reverse?: boolean;
   /** Spread the parts round-robin over every bound receiver/transceiver (as an SMSC may with several binds). */
   spread?: boolean;
+  /** Both numbers as national ones (TON 2), written as given (`777000222`), as some SMSCs deliver MO. */
+  national?: boolean;
 }
 
 export type SimulatorEvents = {
@@ -435,10 +437,10 @@ export class SmscSimulator extends EventEmitter<SimulatorEvents> {
         short = Buffer.concat([udh, body]);
       }
       const fields: DeliverSmFields = {
-        source_addr_ton: 1,
+        source_addr_ton: mo.national ? 2 : 1,
         source_addr_npi: 1,
         source_addr: mo.from.replace(/^\+/, ''),
-        dest_addr_ton: /^\+?\d+$/.test(mo.to) ? 1 : 5,
+        dest_addr_ton: /^\+?\d+$/.test(mo.to) ? (mo.national ? 2 : 1) : 5,
         dest_addr_npi: /^\+?\d+$/.test(mo.to) ? 1 : 0,
         destination_addr: mo.to.replace(/^\+/, ''),
         esm_class: total > 1 ? ESM_CLASS_UDHI : 0,

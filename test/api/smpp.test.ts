@@ -27,7 +27,7 @@ before(async () => {
   const { port } = await sim.start();
   receiver = await startReceiver();
   svc = await startTestService({
-    env: { SMPP_URL: `smpp://sb:s3cret@127.0.0.1:${port}?window=10&enquire_link=1`, SANDBOX: '0' },
+    env: { SMPP_URL: `smpp://sb:s3cret@127.0.0.1:${port}?window=10&enquire_link=1&country=CZ`, SANDBOX: '0' },
   });
   ({ apiKey, accountId } = await svc.createAccount());
 });
@@ -616,6 +616,14 @@ describe('SMS over SMPP', () => {
     assert.equal(reply.body, 'YES');
     const [stored] = await svc.sql<{ reply_to_attempt: number | null }>(`SELECT reply_to_attempt FROM inbound_messages WHERE sender = '420777000222'`);
     assert.ok(stored?.reply_to_attempt);
+
+    // An SMSC that writes MO numbers nationally (TON 2): read in the connection's country (country=CZ),
+    // the reply is matched as one written internationally is.
+    await sim.sendMo({ from: '777000222', to: '600111222', text: 'YES again', national: true });
+    const nationalReply = await waitFor(
+      () => receiver.events().find((e: Event) => e.type === 'incoming' && e.body === 'YES again'), 10_000, 'the national reply',
+    );
+    assert.deepEqual([nationalReply.sender, nationalReply.recipient, nationalReply.message_id], ['420777000222', '420600111222', sentId]);
   });
 
   it('manages more connections with destination-prefix routes through the admin API', T, async () => {

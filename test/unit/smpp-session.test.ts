@@ -11,6 +11,7 @@ import {
   encodeSubmitSm,
   normalizeMessageId,
   messageIdsMatch,
+  moAddress,
   parseReceipt,
   parseSmPdu,
   reassembleInbound,
@@ -465,6 +466,21 @@ describe('SmppSession', () => {
 // Connection URL
 // -------------------------------------------------------------------------------------------------
 
+describe('moAddress', () => {
+  it('reads a national MO number (TON 2) in the connection\'s country, and leaves everything else as written', () => {
+    const table: Array<[string, number, string | null, string]> = [
+      ['777555111', 2, 'CZ', '420777555111'],
+      ['07911123456', 2, 'GB', '447911123456'], // the national trunk prefix goes
+      ['777555111', 2, null, '777555111'], // no country on the connection: as written
+      ['420777555111', 1, 'CZ', '420777555111'], // international
+      ['777555111', 0, 'CZ', '777555111'], // unknown TON: as written
+      ['Shop', 5, 'CZ', 'Shop'], // alphanumeric
+      ['12', 2, 'CZ', '12'], // no possible number: as written
+    ];
+    for (const [addr, ton, country, read] of table) assert.equal(moAddress(addr, ton, country), read, `${addr} TON ${ton} ${country}`);
+  });
+});
+
 describe('parseSmppUrl', () => {
   it('parses credentials, host, port and query options with defaults', () => {
     const o = parseSmppUrl('smpp://sys%40id:p%3Ass%2Fw@smsc.example.com:2776?bind=transmitter&window=20&tps=100&system_type=VMA');
@@ -487,6 +503,8 @@ describe('parseSmppUrl', () => {
     assert.equal(d.responseTimeoutMs, 10_000);
     assert.equal(d.enquireLinkIntervalMs, 30_000);
     assert.equal(d.submitIdForm, 'auto');
+    assert.equal(d.country, null);
+    assert.equal(parseSmppUrl('smpp://user:pw@10.0.0.1?country=cz').country, 'CZ');
 
     const t = parseSmppUrl('ssmpp://u:p@[::1]?bind=rx&timeout=2.5&enquire_link=0&submit_id=hex&receipt_id=dec&system_type=');
     assert.equal(t.tls, true);
@@ -511,6 +529,8 @@ describe('parseSmppUrl', () => {
     ['smpp://u:p@h?window=2.5', 'window'],
     ['smpp://u:p@h?tps=fast', 'tps'],
     ['smpp://u:p@h?colour=blue', 'colour'],
+    ['smpp://u:p@h?country=XX', 'country'],
+    ['smpp://u:p@h?country=CZE', 'country'],
     ['smpp://u:p@h?window=1&window=2', 'window'],
     ['smpp://u:p%ZZ@h', 'password'],
     ['smpp://u:p@h/path', 'path'],

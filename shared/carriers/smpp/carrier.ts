@@ -47,6 +47,7 @@ import {
   buildSubmitSms,
   concatInfo,
   decodeUserData,
+  moAddress,
   parseReceipt,
   reassembleInbound,
   type DeliverSm,
@@ -274,6 +275,8 @@ export class SmppCarrier implements Carrier {
   private readonly refStore: SmppRedisStore;
   private readonly bucket: RedisTokenBucket | null;
   private readonly submitIdForm: MessageIdForm;
+  /** How the SMSC's national numbers read (SMPP_URL `country`), or null. */
+  private readonly country: string | null;
   /** Which ref a receipt names (learns the SMSC's id form with `auto`). */
   private readonly receiptIds: ReceiptIds;
   private readonly stallTimeoutMs: number;
@@ -309,6 +312,7 @@ export class SmppCarrier implements Carrier {
     this.tps = url.tps;
     this.bindMode = url.bindMode;
     this.submitIdForm = url.submitIdForm;
+    this.country = url.country;
     this.stallTimeoutMs = options.stallTimeoutMs ?? 60_000;
     this.throttleInitialMs = options.throttleBackoff?.initialMs ?? 200;
     this.throttleMaxMs = options.throttleBackoff?.maxMs ?? 5_000;
@@ -961,7 +965,11 @@ export class SmppCarrier implements Carrier {
 
   private async onMo(pdu: DeliverSm): Promise<void> {
     const info = concatInfo(pdu);
-    const base = { gateway: 'sms' as const, sender: pdu.source_addr, recipient: pdu.destination_addr };
+    const base = {
+      gateway: 'sms' as const,
+      sender: moAddress(pdu.source_addr, pdu.source_addr_ton, this.country),
+      recipient: moAddress(pdu.destination_addr, pdu.dest_addr_ton, this.country),
+    };
     if (!info || info.total <= 1 || info.seq < 1 || info.seq > info.total) {
       await this.sink.inbound({ ...base, body: decodeUserData(pdu.data_coding, pdu.body), at: Date.now() });
       this.counters.inbound++;

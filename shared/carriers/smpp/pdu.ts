@@ -7,6 +7,7 @@
 import type { AttemptState } from '../../channels/index.js';
 import type { SmsEncoding } from '../../sms/gsm7.js';
 import { decodeGsm7Unpacked, decodeUcs2, encodeGsm7Unpacked, encodeUcs2 } from '../../sms/gsm7.js';
+import { normalizePhone } from '../../phone/normalize.js';
 
 // ---------------------------------------------------------------------------------------------
 // Constants
@@ -25,6 +26,8 @@ export const ESM_CLASS_SMSC_RECEIPT = 0x04;
 export const ESM_CLASS_INTERMEDIATE_NOTIFICATION = 0x20;
 
 export const TON_INTERNATIONAL = 1;
+/** A national number (SMPP 3.4 5.2.5): without its country's calling code. */
+export const TON_NATIONAL = 2;
 export const TON_ALPHANUMERIC = 5;
 export const NPI_UNKNOWN = 0;
 export const NPI_ISDN = 1;
@@ -1208,4 +1211,15 @@ export function reassembleInbound(parts: Iterable<InboundPart>, reassembler = ne
     if (message) out.push(message);
   }
   return out;
+}
+
+/**
+ * An MO address as the inbound path reads it: a national number (TON 2) in the connection's
+ * `country` (SMPP_URL `country=CZ`) as international digits, so that it matches the numbers we
+ * send from and to (`777555111` → `420777555111`); anything else (international, alphanumeric,
+ * short codes, an unknown TON, a national number without a country) as the SMSC wrote it.
+ */
+export function moAddress(addr: string, ton: number, country: string | null): string {
+  if (ton !== TON_NATIONAL || country === null) return addr;
+  return normalizePhone(addr, country) ?? addr;
 }

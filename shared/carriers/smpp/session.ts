@@ -33,6 +33,7 @@ import {
   type SubmitSmFields,
   type SubmitSmTlvs,
 } from './pdu.js';
+import { isValidCountry } from '../../phone/normalize.js';
 
 // ---------------------------------------------------------------------------------------------
 // Errors and status codes
@@ -1030,6 +1031,8 @@ export interface SmppUrlOptions {
   addressRange: string;
   submitIdForm: MessageIdForm;
   receiptIdForm: MessageIdForm;
+  /** ISO 3166 alpha-2 country of the SMSC's national numbers (an MO address of TON 2), or null. */
+  country: string | null;
 }
 
 const BIND_ALIASES: Record<string, BindMode> = {
@@ -1048,7 +1051,8 @@ const ID_FORMS: readonly MessageIdForm[] = ['auto', 'hex', 'dec', 'string'];
  * (`ssmpp://` or `smpps://` = TLS). Credentials are percent-decoded. Query keys: bind (transceiver|transmitter|
  * receiver, or trx|tx|rx), window (1..1000), tps (> 0; 0 or absent = unlimited), system_type,
  * timeout (response timeout, seconds), enquire_link (seconds, 0 = off), addr_ton, addr_npi,
- * address_range, submit_id / receipt_id (auto|hex|dec|string). Unknown keys are errors.
+ * address_range, submit_id / receipt_id (auto|hex|dec|string), country (ISO 3166 alpha-2: how the
+ * SMSC's national numbers read). Unknown keys are errors.
  */
 export function parseSmppUrl(input: string): SmppUrlOptions {
   // Check host and port first so their errors name them (URL() only says "Invalid URL").
@@ -1114,6 +1118,7 @@ export function parseSmppUrl(input: string): SmppUrlOptions {
     addressRange: '',
     submitIdForm: 'auto',
     receiptIdForm: 'auto',
+    country: null,
   };
   const seen = new Set<string>();
   const num = (key: string, value: string, min: number, max: number, integer: boolean): number => {
@@ -1166,6 +1171,12 @@ export function parseSmppUrl(input: string): SmppUrlOptions {
         if (!ID_FORMS.includes(form)) throw new SmppUrlError(key, `${key}="${value}" is not one of ${ID_FORMS.join(', ')}`);
         if (key === 'submit_id') result.submitIdForm = form;
         else result.receiptIdForm = form;
+        break;
+      }
+      case 'country': {
+        const country = value.toUpperCase();
+        if (!isValidCountry(country)) throw new SmppUrlError(key, `country="${value}" is not an ISO 3166 alpha-2 code with a calling code (e.g. CZ)`);
+        result.country = country;
         break;
       }
       default:
