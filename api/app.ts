@@ -13,7 +13,7 @@ import { metricsRouter } from './routes/metrics.js';
 import { docsRouter } from './routes/docs.js';
 import { requestLog } from './middleware/request-log.js';
 import { adminRouter, type AdminExtension } from './routes/admin.js';
-import { adminAuth } from './middleware/admin-auth.js';
+import { adminAuth, sameOriginWrites } from './middleware/admin-auth.js';
 import { sendRouter } from './routes/send.js';
 import { lookupRouter } from './routes/lookup.js';
 import { xmlRouter } from './routes/xml.js';
@@ -47,7 +47,7 @@ export function buildApp(ctx: AppContext, adminExtensions: AdminExtension[] = []
   const board = new ExpressAdapter();
   board.setBasePath('/admin/queues');
   createBullBoard({ queues: ctx.queues.all().map((q) => new BullMQAdapter(q)), serverAdapter: board });
-  app.use('/admin/queues', adminAuth(ctx.config.adminToken, { basicChallenge: true }), board.getRouter());
+  app.use('/admin/queues', adminAuth(ctx.config.adminToken, { basicChallenge: true }), sameOriginWrites(), board.getRouter());
 
   app.use(lookupRouter(ctx));
   app.use(xmlRouter(ctx));

@@ -20,3 +20,34 @@ export function adminAuth(token: string | null, opts: { basicChallenge?: boolean
     res.status(401).json({ error: 'UNAUTHORIZED', message: expected ? 'Invalid or missing admin token' : 'Admin API disabled: ADMIN_TOKEN is not set' });
   };
 }
+
+/**
+ * For pages a browser signs in to with basic auth (bull-board): a browser sends the credentials it
+ * has cached with any request to the origin, a cross-site form's too, so a request that changes
+ * something (not GET, HEAD or OPTIONS) is refused (403) when the browser says it comes from another
+ * site: `Sec-Fetch-Site` other than `same-origin` or `none`, or an `Origin` whose host is not the
+ * request's. Clients that are not browsers (curl with the bearer token) send neither and pass.
+ */
+export function sameOriginWrites(): RequestHandler {
+  return (req, res, next) => {
+    if (req.method === 'GET' || req.method === 'HEAD' || req.method === 'OPTIONS') {
+      next();
+      return;
+    }
+    const site = req.headers['sec-fetch-site'];
+    const origin = req.headers.origin;
+    let crossSite = site !== undefined && site !== 'same-origin' && site !== 'none';
+    if (!crossSite && origin !== undefined) {
+      try {
+        crossSite = new URL(origin).host !== req.headers.host;
+      } catch {
+        crossSite = true; // `null` (a sandboxed frame, a file) or garbage
+      }
+    }
+    if (crossSite) {
+      res.status(403).json({ error: 'FORBIDDEN', message: 'A change to the queues must come from the queues page itself (cross-site request refused)' });
+      return;
+    }
+    next();
+  };
+}

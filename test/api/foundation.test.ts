@@ -144,4 +144,18 @@ test('bull-board is behind the admin token', async () => {
   const ok = await svc.request('GET', '/admin/queues', { headers: { authorization: `Basic ${basic}` } });
   assert.equal(ok.status, 200);
   assert.match(ok.text, /<html/i);
+
+  // A change a cross-site page makes the browser send with its cached basic credentials is refused;
+  // the same from the page itself, or from a client that is not a browser, reaches bull-board.
+  const clean = '/admin/queues/api/queues/webhooks/clean/failed';
+  const host = new URL(svc.url).host;
+  for (const headers of [{ origin: 'https://evil.example' }, { 'sec-fetch-site': 'cross-site' }, { origin: 'null' }] as Array<Record<string, string>>) {
+    const refused = await svc.request('PUT', clean, { headers: { authorization: `Basic ${basic}`, ...headers } });
+    assert.equal(refused.status, 403, JSON.stringify(headers));
+  }
+  for (const headers of [{ origin: `http://${host}`, 'sec-fetch-site': 'same-origin' }, {}] as Array<Record<string, string>>) {
+    const allowed = await svc.request('PUT', clean, { headers: { authorization: `Basic ${basic}`, ...headers } });
+    assert.notEqual(allowed.status, 403, JSON.stringify(headers));
+    assert.ok(allowed.status < 500, `${allowed.status} ${allowed.text}`);
+  }
 });
