@@ -14,7 +14,7 @@ import type { RearmRange, TtlTimers } from '../shared/engine/ttl-timers.js';
 import { CHANNEL_MODULES, isChannel, stepOf, type AttemptState, type FlowStep } from '../shared/channels/index.js';
 import { defaultResultInfo, stepTtlMinutes } from '../shared/engine/transitions.js';
 import { MAX_TTL_MINUTES } from '../shared/channels/fields.js';
-import { addDispatchJobs, callJob, messageJob, recipientJob } from '../shared/engine/dispatch-jobs.js';
+import { addDispatchJobs, callJob, messageJob, recipientJob, type QueuedDispatchJob } from '../shared/engine/dispatch-jobs.js';
 import { enqueueBatches } from '../shared/webhooks/jobs.js';
 import { CONFIRM_GONE_MS, DEAD_HOLDER_GRACE_MS, goneHolders, liveHolders } from '../shared/webhooks/holders.js';
 
@@ -70,22 +70,32 @@ export async function sweepOnce(db: Db, queues: Queues, opts: SweepOptions): Pro
     [opts.graceMs],
   );
   rows.push(...await startsLost(db, opts.graceMs));
-  let dispatch = 0;
-  let replaced = 0;
+  const jobs: QueuedDispatchJob[] = [];
+  // The lost messages of one call on one queue, in one call job: every job of a call has the
+  // call's id, so one job per message kept only the first of them (BullMQ adds one job per id)
+  // and the sweep recovered one message of a call per pass.
+  const callJobs = new Map<string, QueuedDispatchJob>();
   for (const row of rows) {
     const target = { channel: stepOf(row.flow[row.step]!).channel, lane: row.lane };
     const ids = row.ids.map(Number); // as acceptance writes them into a job
     // Under the id of the job that would have run it: the call's job for a message due at
     // acceptance, the message's own for a scheduled or deferred one, the recipient's for a later
     // step. A job still waiting under that id (a backlog) makes adding it a no-op.
-    const jobs = row.at_acceptance
-      ? [callJob(target, row.request_id, { messageId: row.message_id, recipientIds: ids })]
-      : row.step === 0
-        ? [messageJob(target, row.message_id, 0, ids)]
-        : ids.map((id) => recipientJob(target, row.message_id, row.step, id));
-    replaced += (await addDispatchJobs(queues, jobs, { replaceFailed: true })).replaced;
-    dispatch += jobs.length;
+    if (row.at_acceptance) {
+      const job = callJob(target, row.request_id, { messageId: row.message_id, recipientIds: ids });
+      const key = `${job.queue}\n${row.request_id}`;
+      const same = callJobs.get(key);
+      if (same) same.data.messages.push(...job.data.messages);
+      else callJobs.set(key, job);
+    } else if (row.step === 0) {
+      jobs.push(messageJob(target, row.message_id, 0, ids));
+    } else {
+      jobs.push(...ids.map((id) => recipientJob(target, row.message_id, row.step, id)));
+    }
   }
+  jobs.push(...callJobs.values());
+  const { replaced } = await addDispatchJobs(queues, jobs, { replaceFailed: true });
+  const dispatch = jobs.length;
   // $1: ms without progress after which a pending batch is queued whoever holds it.
   const staleMs = Math.max(opts.graceMs, 60_000);
   const { rows: stale } = await db.query<{ id: number; url: string }>(

@@ -63,6 +63,33 @@ test('recipients whose jobs Redis lost are re-enqueued by the sweep and then del
   assert.equal((await sweepOnce(svc.runtime.db, svc.runtime.queues, { graceMs: 30_000, webhookRetries: 3 })).dispatch, 0);
 });
 
+test('every lost message of a call comes back in one sweep, in one job under the call\'s id', async () => {
+  const { apiKey } = await svc.createAccount();
+  const phones = ['420777400100', '420777400110', '420777400120', '420777400130'];
+  const res = await svc.request('POST', '/v2/messages', {
+    body: phones.map((phone_number, i) => ({ body: `lost ${i}`, to: [{ phone_number }] })),
+    headers: { 'x-api-key': apiKey },
+  });
+  assert.equal(res.status, 200, res.text);
+  const ids = (res.body.accepted as Array<{ message_id: string }>).map((a) => a.message_id);
+  const queue = svc.runtime.queues.dispatchQueue('sms', 'promotional');
+  await queue.obliterate({ force: true }); // Redis loses the call's job
+  await svc.sql(`UPDATE messages SET created_at = created_at - interval '1 minute' WHERE id = ANY($1)`, [ids]);
+  await svc.sql(`UPDATE recipients SET created_at = created_at - interval '1 minute' WHERE message_id = ANY($1)`, [ids]);
+  // One job per message under the one id kept only the first: a call of N messages took N sweeps.
+  const swept = await sweepOnce(svc.runtime.db, svc.runtime.queues, { graceMs: 30_000, webhookRetries: 3 });
+  assert.equal(swept.dispatch, 1);
+  const job = await queue.getJob(callJobId(res.body.request_id));
+  assert.ok(job);
+  assert.deepEqual(job.data.messages.map((m) => m.messageId).sort(), [...ids].sort());
+  await svc.runtime.engine.dispatch(job.data);
+  await waitFor(async () => {
+    const rows = await svc.sql<{ state: string }>('SELECT state FROM recipient_states WHERE message_id = ANY($1)', [ids]);
+    return rows.length === phones.length && rows.every((r) => r.state !== 'queued');
+  }, 10_000, 'every message dispatched');
+  await queue.obliterate({ force: true });
+});
+
 test('a flagged message whose recipients are no longer queued only loses its flag', async () => {
   const { apiKey } = await svc.createAccount();
   const res = await svc.request('POST', '/v2/messages', {
