@@ -51,17 +51,20 @@ export async function checkStores(deps: Pick<HealthDeps, 'db' | 'redis'>): Promi
 
 const HEALTHY_STATES = new Set(['bound', 'ready', 'disabled']);
 
+/**
+ * The stores and the carriers' states, read at the same time: the answer comes within one check's
+ * 2 s even while a store is down (one after the other it took 4 s with Redis down).
+ */
 export async function checkReadiness(deps: HealthDeps): Promise<Readiness> {
-  const stores = await checkStores(deps);
+  const [stores, views] = await Promise.all([
+    checkStores(deps),
+    // A store that does not answer: the carriers are reported as unknown rather than failing readiness.
+    within(listConnectionViews({ db: deps.db, redis: deps.redis, config: deps.config, box: deps.secrets })).catch(() => null),
+  ]);
   const carriers: Record<string, CarrierHealth> = {};
-  if (stores.postgres === 'ok') {
-    try {
-      const views = await within(listConnectionViews({ db: deps.db, redis: deps.redis, config: deps.config, box: deps.secrets }));
-      for (const view of views) {
-        carriers[view.name] = { kind: view.kind, state: view.state, ...(view.state_detail !== undefined && { detail: view.state_detail }) };
-      }
-    } catch {
-      // The stores answered: the carriers are reported as unknown rather than failing readiness.
+  if (stores.postgres === 'ok' && views) {
+    for (const view of views) {
+      carriers[view.name] = { kind: view.kind, state: view.state, ...(view.state_detail !== undefined && { detail: view.state_detail }) };
     }
   }
   const up = stores.postgres === 'ok' && stores.redis === 'ok';

@@ -100,7 +100,9 @@ export function requestLog(logger: Logger): RequestHandler {
       const status = res.statusCode;
       observeHttpRequest(req.method, routeLabel(req), status, seconds);
       const aborted = !res.writableFinished;
-      const level = status >= 500 ? 'error' : status >= 400 || aborted ? 'info' : 'debug';
+      // 503 is a store being down (logged where it is noticed), not a failure of this request's
+      // code: at warn, so that a readiness probe every few seconds does not fill the error log.
+      const level = status === 503 ? 'warn' : status >= 500 ? 'error' : status >= 400 || aborted ? 'info' : 'debug';
       if (!logger.isLevelEnabled(level)) return;
       const line = { reqId: id, req: { method: req.method, path: pathOf(req) }, res: { status }, responseTime: Math.round(seconds * 1000) };
       logger[level](line, aborted ? 'request aborted' : status >= 500 ? 'request failed' : status >= 400 ? 'request refused' : 'request');

@@ -163,6 +163,12 @@ test('with Redis down a verification start answers 503 at once and a sending cal
   // Accepting a message needs Postgres only: it is stored, and the recovery sweep queues it later.
   const sent = await s.request('POST', '/v2/message', { body: message, headers: { 'x-api-key': sendKey } });
   assert.equal(sent.status, 200, sent.text);
+  // Readiness says so within its one 2 s check (the stores and the carriers' states at once: it took 4 s).
+  const probed = Date.now();
+  const ready = await s.request('GET', '/health/ready');
+  assert.equal(ready.status, 503);
+  assert.equal(ready.body.redis, 'down');
+  assert.ok(Date.now() - probed < 3_000, `answered after ${Date.now() - probed} ms`);
   redis = startRedis();
   await waitFor(redisAnswers, 10_000, 'Redis back');
 });
