@@ -11,6 +11,7 @@ import { WebhookFailureLog } from '../shared/webhooks/failure-log.js';
 import { BatchHolder } from '../shared/webhooks/holders.js';
 import { perOriginLimit, startWebhookPool } from '../workers/webhook-pool.js';
 import type { Core } from './core.js';
+import { RepeatedFailureLog } from '../shared/repeated-failure-log.js';
 
 export interface WebhooksRole {
   workers: Worker[];
@@ -40,10 +41,12 @@ export function startWebhooks(core: Core, run: { pool: boolean; relay: boolean }
       concurrency: config.concurrency.webhooks, allowPrivate: config.allowPrivateCallbacks, retryScheduleMs: config.webhookRetryScheduleMs,
       maxWaitingBytes: config.webhookDirectBacklogBytes, holder: holder.id,
     });
+    // A pass runs every ~200 ms: while Postgres is down, one line per 30 s, not one per pass.
+    const relayFailures = new RepeatedFailureLog(logger, 'outbox relay pass failed');
     relay = new OutboxRelay(db, queues, {
       batchMax: config.webhookBatchMax, lingerMs: config.webhookLingerMs, retries: config.webhookRetryScheduleMs.length,
       intervalMs: Math.max(20, Math.min(200, config.webhookLingerMs)), rescanMs: config.webhookRelayRescanMs,
-    }, (err) => logger.error({ err: err.message }, 'outbox relay pass failed'), direct);
+    }, (err) => relayFailures.failed(err), direct);
     relay.start();
   }
   return {

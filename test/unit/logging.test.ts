@@ -4,6 +4,7 @@ import { Writable } from 'node:stream';
 import { createLogger } from '../../shared/logger.js';
 import { WebhookFailureLog } from '../../shared/webhooks/failure-log.js';
 import { maskPath } from '../../api/middleware/request-log.js';
+import { RepeatedFailureLog } from '../../shared/repeated-failure-log.js';
 
 function capture() {
   const lines: Array<Record<string, any>> = []; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -78,4 +79,18 @@ test('webhook failures: one warning per key and origin per minute, counting what
   assert.equal(lines[3]!.similar_failures_not_logged, 2);
   assert.equal(lines[3]!.next_retry_in_s, 60);
   assert.ok(!JSON.stringify(lines).includes('pw@') && !JSON.stringify(lines).includes('/a/b'), 'never the credentials or the path');
+});
+
+test('a failure that repeats on a timer is logged once per period, with how many were left out', async () => {
+  const { lines, logger } = capture();
+  let now = 0;
+  const log = new RepeatedFailureLog(logger, 'outbox relay pass failed', 30_000, () => now);
+  // A pass every 200 ms for 65 s: lines at 0, 30 and 60 s.
+  for (; now <= 65_000; now += 200) log.failed(new Error('connect ECONNREFUSED'));
+  await flush();
+  assert.deepEqual(lines.map((l) => [l.msg, l.level, l.err, l.failures_not_logged]), [
+    ['outbox relay pass failed', 50, 'connect ECONNREFUSED', undefined],
+    ['outbox relay pass failed', 50, 'connect ECONNREFUSED', 149],
+    ['outbox relay pass failed', 50, 'connect ECONNREFUSED', 149],
+  ]);
 });
