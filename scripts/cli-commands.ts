@@ -40,8 +40,15 @@ export interface CliCommand {
   flags: Record<string, string>;
   /** Positional arguments it takes at most. */
   positionals: number;
-  /** `secrets`: the box that seals what the command stores (CREDENTIALS_KEY, checked against the database first). */
-  run(db: Db, values: Values, positional: string[], secrets: () => Promise<SecretBox>): Promise<unknown>;
+  run(db: Db, values: Values, positional: string[], secrets: CliSecrets): Promise<unknown>;
+}
+
+/** The box of CREDENTIALS_KEY, for commands that store a secret sealed. */
+interface CliSecrets {
+  /** Checked against the key the stored secrets were sealed with first (a BAD_CONFIGURATION otherwise). */
+  checked(): Promise<SecretBox>;
+  /** Unchecked: for a call that takes the box but stores no secret this time. */
+  unchecked: SecretBox;
 }
 
 const JSON_FLAG = { json: 'the whole input as one JSON document (instead of the flags)' };
@@ -106,8 +113,12 @@ export const CLI_COMMANDS: readonly CliCommand[] = [
     usage: '<account_id> --json \'{"verification_attempts": 3}\' (or the flags below)',
     flags: { ...flagsOf(SETTINGS_FIELDS, 'the account\'s'), ...JSON_FLAG },
     positionals: 1,
-    run: async (db, values, positional, secrets) => updateAccount(db, await secrets(), idArg(positional[0], 'account_id'),
-      validate(accountSettingsSchema, jsonInput(values) ?? flagObject(values, SETTINGS_FIELDS), { convert: true })),
+    run: async (db, values, positional, secrets) => {
+      const settings = validate(accountSettingsSchema, jsonInput(values) ?? flagObject(values, SETTINGS_FIELDS), { convert: true });
+      // The key is checked (and needed) only when a secret is stored.
+      const box = settings.verification_secret !== undefined ? await secrets.checked() : secrets.unchecked;
+      return updateAccount(db, box, idArg(positional[0], 'account_id'), settings);
+    },
   },
   {
     name: 'credit:add',
@@ -283,11 +294,14 @@ export async function runCli(argv: string[], program = 'switchboard', io: CliIo 
       fail(io, 'SCHEMA_NOT_READY', `the database lacks migrations ${describeMigrations(pending)}; apply them with \`switchboard migrate\` (in a checkout: \`npm run migrate\`) first`);
       return 1;
     }
-    const secrets = async (): Promise<SecretBox> => {
-      const box = new SecretBox(config.credentialsKey);
-      const problem = await checkCredentialsKey(db, box);
-      if (problem) throw new AppError(400, 'BAD_CONFIGURATION', problem);
-      return box;
+    const box = new SecretBox(config.credentialsKey);
+    const secrets: CliSecrets = {
+      unchecked: box,
+      checked: async () => {
+        const problem = await checkCredentialsKey(db, box);
+        if (problem) throw new AppError(400, 'BAD_CONFIGURATION', problem);
+        return box;
+      },
     };
     const result = await cmd.run(db, values as Values, positional, secrets);
     io.out(`${JSON.stringify(result, null, 2)}\n`);

@@ -25,8 +25,8 @@ export function adminAuth(token: string | null, opts: { basicChallenge?: boolean
  * For pages a browser signs in to with basic auth (bull-board): a browser sends the credentials it
  * has cached with any request to the origin, a cross-site form's too, so a request that changes
  * something (not GET, HEAD or OPTIONS) is refused (403) when the browser says it comes from another
- * site: `Sec-Fetch-Site` other than `same-origin` or `none`, or an `Origin` whose host is not the
- * request's. Clients that are not browsers (curl with the bearer token) send neither and pass.
+ * site: `Sec-Fetch-Site` other than `same-origin` or `none`, or, from a browser that does not send
+ * it, an `Origin` whose host is not the request's. Clients that are not browsers (curl with the bearer token) send neither and pass.
  */
 export function sameOriginWrites(): RequestHandler {
   return (req, res, next) => {
@@ -34,10 +34,12 @@ export function sameOriginWrites(): RequestHandler {
       next();
       return;
     }
+    // A browser that sends Sec-Fetch-Site is believed (behind a proxy the Host we see may not be
+    // the one in Origin); an older one is judged by Origin against the Host it was sent to.
     const site = req.headers['sec-fetch-site'];
     const origin = req.headers.origin;
     let crossSite = site !== undefined && site !== 'same-origin' && site !== 'none';
-    if (!crossSite && origin !== undefined) {
+    if (site === undefined && origin !== undefined) {
       try {
         crossSite = new URL(origin).host !== req.headers.host;
       } catch {

@@ -5,9 +5,9 @@
  * table, column and row id, so a copy of the database neither forges a proof nor signs a webhook,
  * and sealed bytes copied to another row do not open there.
  *
- * A row written before migration 032 (or by an older process during a rolling deploy) still has
- * its clear column: it is read while no sealed value exists, and sealed by the next start
- * (`sealLegacyRowSecrets`, run by services/core.ts).
+ * A row written before migration 032 (or by an older process left running) still has its clear
+ * column: that value is read, and sealed by the next start (`sealLegacyRowSecrets`, run by
+ * services/core.ts).
  */
 import type { Queryable } from '../db/pool.js';
 import type { SecretBox } from './sealed.js';
@@ -32,11 +32,12 @@ export function sealRowSecret(box: SecretBox, which: RowSecret, rowId: number, v
 }
 
 /**
- * The secret of a row as read: its sealed form opened, else the clear value of a row written
- * before migration 032, else null. Throws SealedError when the sealed bytes do not open.
+ * The secret of a row as read: a clear value first (every write of this version empties the
+ * clear column, so one there was written later, by an older version), else its sealed form
+ * opened, else null. Throws SealedError when the sealed bytes do not open.
  */
 export function openRowSecret(box: SecretBox, which: RowSecret, rowId: number, sealed: Buffer | null, clear: string | null): string | null {
-  if (sealed === null) return clear;
+  if (clear !== null || sealed === null) return clear;
   return box.open(sealed, boundTo(which, rowId)).secret ?? null;
 }
 

@@ -256,15 +256,21 @@ describe('SmppSession', () => {
   });
 
   it('an SMSC that answers ESME_RINVBNDSTS (it holds no bind of ours) or an enquire_link with an error gets a new bind', T, async () => {
-    await withSmsc({}, { enquireLinkIntervalMs: 0 }, async (sim, session) => {
+    await withSmsc({ responseDelayMs: 50 }, { enquireLinkIntervalMs: 0, window: 3 }, async (sim, session) => {
       sim.setMode({ submitStatus: 0x04 });
-      const refused = await session.submit(sms('447700900183'));
-      assert.equal(refused.commandStatus, 0x04, 'the status goes to the carrier, which sends the part again');
+      // A window of three: every one is answered (none left unanswered by the drop), then the link goes.
+      const refused = await Promise.all(['447700900183', '447700900185', '447700900186'].map((d) => session.submit(sms(d))));
+      assert.deepEqual(refused.map((r) => r.commandStatus), [0x04, 0x04, 0x04], 'the status goes to the carrier, which sends the part again');
       sim.setMode({ submitStatus: null });
       await waitFor(() => sim.counters.binds === 2 && session.state === 'bound', 3_000, 'the rebind');
       assert.equal((await session.submit(sms('447700900184'))).commandStatus, 0);
     });
     await withSmsc({}, { enquireLinkIntervalMs: 80, enquireLinkTimeoutMs: 400 }, async (sim, session) => {
+      // An SMSC without enquire_link (ESME_RINVCMDID): the link is alive, and kept.
+      sim.setMode({ enquireLinkStatus: 0x03 });
+      const answered = session.stats.enquireLinkResponses;
+      await waitFor(() => session.stats.enquireLinkResponses >= answered + 3, 3_000, 'three refused enquire_links');
+      assert.equal(sim.counters.binds, 1);
       const disconnected = once(session, 'disconnected');
       sim.setMode({ enquireLinkStatus: 0x04 });
       const [info] = (await disconnected) as [{ reason: string }];

@@ -254,6 +254,11 @@ interface Connection {
   expire: () => void;
   enquireTimer: NodeJS.Timeout | null;
   enquirePending: boolean;
+  /**
+   * Why the link is being given up once the submits it has in flight are answered (or time out):
+   * nothing more is written to it meanwhile. Null: in use.
+   */
+  drainReason: string | null;
   closedPromise: Promise<void>;
   /** The socket is corked until the end of this tick (see `send`). */
   corked: boolean;
@@ -489,6 +494,7 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
       expire: () => this.expireWaiters(conn),
       enquireTimer: null,
       enquirePending: false,
+      drainReason: null,
       corked: false,
       closedPromise: new Promise<void>((resolve) => (markClosed = resolve)),
     };
@@ -569,9 +575,10 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
         (raw) => {
           conn.enquirePending = false;
           this.counters.enquireLinkResponses++;
-          // An error status (or a generic_nack): the SMSC no longer knows this session.
+          // ESME_RINVBNDSTS: the SMSC no longer knows this session. (Another error, such as a
+          // generic_nack ESME_RINVCMDID from an SMSC without enquire_link, still shows the link alive.)
           const status = decodeHeader(raw).commandStatus;
-          if (status !== 0) this.destroyConn(conn, `enquire_link answered ${smppStatusName(status)}`);
+          if (status === SMPP_STATUS.ESME_RINVBNDSTS) this.destroyConn(conn, `enquire_link answered ${smppStatusName(status)}`);
         },
         (err: Error) => {
           conn.enquirePending = false;
@@ -787,7 +794,7 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
    */
   private pump(): void {
     if (this.pumpTimer) return;
-    while (this._state === 'bound' && this.conn?.socket.writable && !this.closing && this.inFlight < this.window && this.queue.length > 0) {
+    while (this._state === 'bound' && this.conn?.socket.writable && this.conn.drainReason === null && !this.closing && this.inFlight < this.window && this.queue.length > 0) {
       if (this.minSpacingMs > 0) {
         const now = Date.now();
         if (now < this.nextSendAt) {
@@ -850,9 +857,12 @@ export class SmppSession extends EventEmitter<SmppSessionEvents> {
     if (resp.messageId) result.messageId = resp.messageId;
     item.resolve(result);
     if (resp.commandStatus === SMPP_STATUS.ESME_RINVBNDSTS) {
-      // The SMSC holds no bind of ours on this link: bind again (the carrier sends the part again).
-      this.destroyConn(conn, 'submit_sm answered ESME_RINVBNDSTS');
+      // The SMSC holds no bind of ours on this link: bind again (the carrier sends the part again),
+      // once the rest of the window is answered (most likely the same way), so that none of it
+      // counts as unanswered and uses up its one resend.
+      conn.drainReason ??= 'submit_sm answered ESME_RINVBNDSTS';
     }
+    if (conn.drainReason !== null && !hasSubmitWaiters(conn)) this.destroyConn(conn, conn.drainReason);
     this.submitDone();
   }
 
@@ -994,6 +1004,12 @@ function nextSequence(conn: Connection): number {
 
 /** A submit waiter's resolve and reject: never called (`Waiter.submit`). */
 function unused(): void {}
+
+/** Whether a submit_sm written on `conn` still waits for its response. */
+function hasSubmitWaiters(conn: Connection): boolean {
+  for (const waiter of conn.waiters.values()) if (waiter.submit) return true;
+  return false;
+}
 
 function encodeQueuedSubmit(sequence: number, item: QueuedSubmit): Buffer {
   return encodeSubmitSm(item.fields, sequence, item.options.tlvs);
