@@ -42,13 +42,10 @@ function pathOf(req: IncomingMessage): string {
  * restErrors)`) rewrites `req.baseUrl` to that path while `req.route` stays, which doubled the
  * label (`/v1/credit/v1/credit`); `recordRouteOnMatch` keeps the mount the route was matched under.
  */
-export function routeLabel(req: Request): string {
-  const matched = (req as Request & { [MATCHED_ROUTE]?: string })[MATCHED_ROUTE];
+function routeLabel(req: Request, matched: string | undefined): string {
   if (matched !== undefined) return matched;
   return req.baseUrl ? `${req.baseUrl}/*` : 'unmatched';
 }
-
-const MATCHED_ROUTE = Symbol('matchedRoute');
 
 function patternOf(route: unknown): string {
   const path = (route as { path?: unknown } | undefined)?.path;
@@ -57,9 +54,10 @@ function patternOf(route: unknown): string {
 
 /**
  * Express sets `req.route` when a route matches (the one that answers last); each assignment
- * records the route's label with the `baseUrl` of that moment (the route's own router's mount).
+ * records the route's label in `state` with the `baseUrl` of that moment (the route's own
+ * router's mount).
  */
-function recordRouteOnMatch(req: Request): void {
+function recordRouteOnMatch(req: Request, state: RequestLogState): void {
   let route: unknown;
   Object.defineProperty(req, 'route', {
     configurable: true,
@@ -67,15 +65,20 @@ function recordRouteOnMatch(req: Request): void {
     get: () => route,
     set(value: unknown) {
       route = value;
-      const holder = req as Request & { [MATCHED_ROUTE]?: string };
-      if (value) holder[MATCHED_ROUTE] = `${req.baseUrl}${patternOf(value)}`;
+      if (value) state.route = `${req.baseUrl}${patternOf(value)}`;
     },
   });
 }
 
 /** Where a request keeps its id and (once made) its child logger. */
 const REQUEST_LOG = Symbol('requestLog');
-interface RequestLogState { id: string; base: Logger; child?: Logger }
+interface RequestLogState {
+  id: string;
+  base: Logger;
+  child?: Logger;
+  /** The label of the route that matched (recordRouteOnMatch); undefined before one did. */
+  route?: string;
+}
 
 /** The logger of the request being served (its lines carry the request id), else `fallback`. */
 export function requestLogger(req: IncomingMessage, fallback: Logger): Logger {
@@ -91,14 +94,15 @@ export function requestLog(logger: Logger): RequestHandler {
     const given = req.headers['x-request-id'];
     const id = typeof given === 'string' && GIVEN_ID.test(given) ? given : randomUUID();
     res.setHeader('x-request-id', id);
-    (req as Request & { [REQUEST_LOG]?: RequestLogState })[REQUEST_LOG] = { id, base: logger };
-    recordRouteOnMatch(req);
+    const state: RequestLogState = { id, base: logger };
+    (req as Request & { [REQUEST_LOG]?: RequestLogState })[REQUEST_LOG] = state;
+    recordRouteOnMatch(req, state);
     const done = (): void => {
       res.removeListener('finish', done);
       res.removeListener('close', done);
       const seconds = (performance.now() - started) / 1000;
       const status = res.statusCode;
-      observeHttpRequest(req.method, routeLabel(req), status, seconds);
+      observeHttpRequest(req.method, routeLabel(req, state.route), status, seconds);
       const aborted = !res.writableFinished;
       // 503 is a store being down (logged where it is noticed), not a failure of this request's
       // code: at warn, so that a readiness probe every few seconds does not fill the error log.
