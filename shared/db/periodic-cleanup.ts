@@ -1,28 +1,20 @@
 /**
- * A bounded statement the sweep's process runs every `intervalMs`, again and again until it touches
- * fewer rows than its batch: what outlived its purpose goes in slices that hold no lock for long
- * (expired idempotency keys, expired sessions' verification code copies). One pass at a time; a
- * failed pass is logged, and the next interval tries again.
+ * Work the sweep's process does every `intervalMs`: one pass at a time; a pass that did something
+ * is logged at `level` (what it did, and how many rows), a failed pass is logged, and the next
+ * interval tries again.
  */
 import type { Db } from './pool.js';
 import type { Logger } from '../logger.js';
 
-export class PeriodicCleanup {
+export abstract class PeriodicPass {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
 
-  /**
-   * `sql` takes one parameter, `$1`: the most rows one statement touches. A pass that touched rows
-   * is logged at `level` (what it did, and how many).
-   */
   constructor(
-    private readonly db: Db,
-    private readonly logger: Logger,
+    protected readonly logger: Logger,
     private readonly what: string,
-    private readonly sql: string,
-    private readonly intervalMs = 60_000,
-    private readonly batch = 5_000,
-    private readonly level: 'debug' | 'info' | 'warn' = 'debug',
+    private readonly intervalMs: number,
+    private readonly level: 'debug' | 'info' | 'warn',
   ) {}
 
   start(): void {
@@ -40,6 +32,37 @@ export class PeriodicCleanup {
     this.timer.unref();
   }
 
+  /** One pass; returns how many rows it touched. */
+  abstract once(): Promise<number>;
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    await this.running;
+  }
+}
+
+/**
+ * A bounded statement run again and again until it touches fewer rows than its batch: what outlived
+ * its purpose goes in slices that hold no lock for long (expired idempotency keys, expired
+ * sessions' verification code copies).
+ */
+export class PeriodicCleanup extends PeriodicPass {
+  /**
+   * `sql` takes one parameter, `$1`: the most rows one statement touches. A pass that touched rows
+   * is logged at `level` (what it did, and how many).
+   */
+  constructor(
+    private readonly db: Db,
+    logger: Logger,
+    what: string,
+    private readonly sql: string,
+    intervalMs = 60_000,
+    private readonly batch = 5_000,
+    level: 'debug' | 'info' | 'warn' = 'debug',
+  ) {
+    super(logger, what, intervalMs, level);
+  }
+
   /** One pass: the statement until it touches fewer rows than its batch; returns how many in all. */
   async once(): Promise<number> {
     let total = 0;
@@ -50,10 +73,5 @@ export class PeriodicCleanup {
         return total;
       }
     }
-  }
-
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    await this.running;
   }
 }
