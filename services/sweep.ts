@@ -1,13 +1,15 @@
 /**
  * The `sweep` role: the recovery sweep re-enqueues work that Redis lost (workers/recovery.ts);
- * expired idempotency keys go, and so do verification code copies a day after their session expired
- * and receipts parked past the receipt wait for ids never registered.
+ * expired idempotency keys go, and so do verification code copies a day after their session expired,
+ * receipts parked past the receipt wait for ids never registered, and (with EVENT_RETENTION_DAYS)
+ * events and webhook batches older than the retention that no delivery needs.
  */
 import { RecoverySweep } from '../workers/recovery.js';
 import type { Core } from './core.js';
 import { IdempotencyExpiry } from '../shared/sending/idempotency.js';
 import { CodeCopyExpiry } from '../shared/verification/hooks.js';
 import { ParkedReceiptExpiry } from '../shared/engine/parked-receipts.js';
+import { EventRetention } from '../shared/webhooks/retention.js';
 
 export interface SweepRole {
   stop(): Promise<void>;
@@ -20,11 +22,13 @@ export function startSweep(core: Core): SweepRole {
     receiptWaitMs: config.receiptWaitHours * 3_600_000, redisPrefix: config.redisPrefix,
   }, core.logger);
   sweep.start();
-  // Idempotency keys older than 24 hours (issue 27), stale verification code copies (D8) and
-  // receipts parked for ids never registered go here too.
+  // Idempotency keys older than 24 hours (issue 27), stale verification code copies (D8),
+  // receipts parked for ids never registered and, with EVENT_RETENTION_DAYS, old events and webhook
+  // batches go here too.
   const cleanups = [
     new IdempotencyExpiry(core.db, core.logger), new CodeCopyExpiry(core.db, core.logger),
     new ParkedReceiptExpiry(core.db, core.logger, config.receiptWaitHours),
+    ...(config.eventRetentionDays > 0 ? [new EventRetention(core.db, core.logger, config.eventRetentionDays)] : []),
   ];
   for (const c of cleanups) c.start();
   return {

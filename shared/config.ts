@@ -80,6 +80,11 @@ export interface Config {
   /** How long an attempt may wait for its carrier before the sweep settles it (RECEIPT_WAIT_HOURS, default 72). */
   receiptWaitHours: number;
   /**
+   * How long events and webhook batches are kept (EVENT_RETENTION_DAYS, default 0: forever); the
+   * sweep deletes older ones no delivery needs any more (shared/webhooks/retention.ts).
+   */
+  eventRetentionDays: number;
+  /**
    * Lanes (as lane numbers: 0 priority, 1 transactional, 2 promotional) whose attempts are never
    * sent twice after a crash or an unanswered submit (AT_MOST_ONCE_LANES, names; default none:
    * every lane at-least-once).
@@ -159,6 +164,8 @@ const schema = Joi.object({
   SANDBOX_SLOW_DELIVERY_MS: Joi.number().integer().min(0).max(3_600_000).default(5000),
   RECOVERY_SWEEP_MS: Joi.number().integer().min(100).max(86_400_000).default(30000),
   RECEIPT_WAIT_HOURS: Joi.number().min(0.001).max(24 * 365).default(72),
+  // 0: kept forever (as before the setting existed: an upgrade deletes nothing by surprise).
+  EVENT_RETENTION_DAYS: Joi.number().min(0).max(3650).default(0),
   AT_MOST_ONCE_LANES: Joi.string().allow('').pattern(/^(priority|transactional|promotional)(,(priority|transactional|promotional))*$/)
     .messages({ 'string.pattern.base': 'must be a comma-separated list of priority, transactional, promotional' }),
   DISPATCH_LOCK_MS: Joi.number().integer().min(2000).max(300_000).default(10_000),
@@ -279,6 +286,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     sandboxSlowDeliveryMs: value.SANDBOX_SLOW_DELIVERY_MS,
     recoverySweepMs: value.RECOVERY_SWEEP_MS,
     receiptWaitHours: value.RECEIPT_WAIT_HOURS,
+    eventRetentionDays: value.EVENT_RETENTION_DAYS,
     atMostOnceLanes: value.AT_MOST_ONCE_LANES ? String(value.AT_MOST_ONCE_LANES).split(',').map((l) => ['priority', 'transactional', 'promotional'].indexOf(l)) : [],
     dispatchLockMs: value.DISPATCH_LOCK_MS,
     migrateOnStart: value.MIGRATE_ON_START ?? null,

@@ -18,6 +18,7 @@ import type { OriginSlots } from '../shared/webhooks/direct.js';
 import type { WebhookFailureLog } from '../shared/webhooks/failure-log.js';
 import { logWorkerErrors, workerPrefix, type WorkerConnection } from './connection.js';
 import type { SecretBox } from '../shared/secrets/sealed.js';
+import { countDeadLettered } from '../shared/metrics.js';
 
 /** A failed attempt to be made again after `delayMs` (D4's schedule, computed once, logged with it). */
 class RetryLater extends Error {
@@ -53,6 +54,10 @@ export function startWebhookPool(
       }
       try {
         const result = await deliverBatch(db, box, client, job.data.batchId, opts.allowPrivate);
+        if (result.kind === 'dead') {
+          countDeadLettered();
+          logger.warn({ batchId: job.data.batchId }, 'webhook batch dead-lettered: its events are no longer stored');
+        }
         if (result.kind !== 'failed') {
           return result.kind;
         }

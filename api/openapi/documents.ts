@@ -102,7 +102,7 @@ const sending: DocumentSpec = {
         summary: 'A message (or one recipient) with its status timeline: attempts, carrier refs, events and where their webhooks went',
         path: { id: { description: 'A message id (20 hexadecimal characters) or a recipient id' } },
         responses: {
-          200: { description: 'The message', schema: lookupAnswer },
+          200: { description: 'The message; with EVENT_RETENTION_DAYS set, events older than the retention are no longer listed (the attempts are)', schema: lookupAnswer },
           400: sendErrors[400], 404: { description: 'Unknown, or not visible to this key', schema: sendError },
         },
       },
@@ -292,7 +292,7 @@ const rest: DocumentSpec = {
     '/v1/webhooks/deliveries': {
       get: {
         summary: 'Recent webhook deliveries (a key its own; the primary key also its sub-keys\')', query: deliveriesQuerySchema,
-        responses: { 200: { description: 'Newest first', schema: ok({ deliveries: Joi.array().items(delivery), next_cursor: nullable(int) }) }, ...restErrors },
+        responses: { 200: { description: 'Newest first; with EVENT_RETENTION_DAYS set, batches delivered or dead-lettered longer ago than the retention are deleted', schema: ok({ deliveries: Joi.array().items(delivery), next_cursor: nullable(int) }) }, ...restErrors },
       },
     },
     '/v1/webhooks/replay': {
@@ -480,7 +480,7 @@ const admin: DocumentSpec = {
       post: { summary: 'Assign a number or sender name for inbound traffic', body: json(numberAssignmentSchema), responses: { 201: { description: 'Assigned', schema: required({ id: int, account_id: int, value: str, channels: Joi.array().items(str) }) }, ...adminErrors } },
     },
     '/admin/api/webhooks/dead': {
-      get: { summary: 'Dead-lettered webhook batches', query: obj({ key_id: int.min(1), since: iso }), responses: { 200: { description: 'Newest first', schema: required({ batches: Joi.array().items(deadBatch) }) }, ...adminErrors } },
+      get: { summary: 'Dead-lettered webhook batches', query: obj({ key_id: int.min(1), since: iso }), responses: { 200: { description: 'Newest first; with EVENT_RETENTION_DAYS set, a dead letter (and its events) is deleted once it has been dead that long', schema: required({ batches: Joi.array().items(deadBatch) }) }, ...adminErrors } },
     },
     '/admin/api/webhooks/replay': {
       post: {

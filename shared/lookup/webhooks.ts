@@ -31,9 +31,9 @@ export type WebhookStatus =
 /**
  * The span of a row's event ids (a batch's, `b`, or an outbox row's, `o`): the expression
  * migrations 024 and 025 index, word for word (the planner uses an index only for the same
- * expression).
+ * expression). The event retention (webhooks/retention.ts) probes the same indexes.
  */
-const span = (t: 'b' | 'o'): string =>
+export const eventIdSpan = (t: 'b' | 'o'): string =>
   `int8range(least(${t}.event_ids[1], ${t}.event_ids[cardinality(${t}.event_ids)]), greatest(${t}.event_ids[1], ${t}.event_ids[cardinality(${t}.event_ids)]), '[]')`;
 
 /**
@@ -43,11 +43,11 @@ const span = (t: 'b' | 'o'): string =>
  */
 export const WHERE_EVENTS_WENT_SQL = `SELECT e.id AS event_id, b.id, b.status, b.url, b.attempts, b.last_status, b.delivered_at, b.dead_at
        FROM unnest($1::bigint[]) AS e(id)
-       JOIN webhook_batches b ON ${span('b')} @> e.id AND e.id = ANY(b.event_ids)
+       JOIN webhook_batches b ON ${eventIdSpan('b')} @> e.id AND e.id = ANY(b.event_ids)
      UNION ALL
      SELECT e.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL
        FROM unnest($1::bigint[]) AS e(id)
-       JOIN outbox o ON ${span('o')} @> e.id AND e.id = ANY(o.event_ids)`;
+       JOIN outbox o ON ${eventIdSpan('o')} @> e.id AND e.id = ANY(o.event_ids)`;
 
 interface WhereRow {
   event_id: number;

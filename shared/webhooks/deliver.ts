@@ -16,6 +16,7 @@ import { WEBHOOK_SECRET, openRowSecret } from '../secrets/row-secrets.js';
 export type DeliveryResult =
   | { kind: 'delivered' }
   | { kind: 'gone' } // not pending any more (delivered before, or dead and not replayed)
+  | { kind: 'dead' } // none of its events is stored any more: dead-lettered without a POST
   | { kind: 'failed'; retryAfterMs?: number; reason: string; attempts: number; status: number | null; url: string; keyId: number | null };
 
 /** What a POST of one batch needs. */
@@ -56,6 +57,12 @@ export async function deliverBatch(db: Db, box: SecretBox, client: WebhookClient
     return { kind: 'gone' };
   }
   const { rows: events } = await db.query<{ body: string }>('SELECT body FROM events WHERE id = ANY($1) ORDER BY id', [batch.event_ids]);
+  if (events.length === 0) {
+    // The event retention never deletes the events of a pending or dead batch (retention.ts), but
+    // events deleted by hand, or by a policy of the operator's own, would make this an empty array.
+    await markDead(db, batchId, 'its events are no longer stored');
+    return { kind: 'dead' };
+  }
   const result = await postBatch(client, {
     webhookId: batch.webhook_id, url: batch.url,
     secret: batch.key_id === null ? null : openRowSecret(box, WEBHOOK_SECRET, Number(batch.key_id), batch.webhook_secret_sealed, batch.webhook_secret),
@@ -121,8 +128,12 @@ export async function recordOutcomes(db: Db, outcomes: Array<{ batchId: number; 
   return new Map(rows.map((r) => [Number(r.id), r.attempts]));
 }
 
-export async function markDead(db: Db, batchId: number): Promise<void> {
-  await db.query(`UPDATE webhook_batches SET status = 'dead', dead_at = now(), updated_at = now() WHERE id = $1 AND status = 'pending'`, [batchId]);
+/** Dead-letters a pending batch; `reason`, when given, becomes its last error. */
+export async function markDead(db: Db, batchId: number, reason?: string): Promise<void> {
+  await db.query(
+    `UPDATE webhook_batches SET status = 'dead', dead_at = now(), updated_at = now(), last_error = coalesce($2, last_error)
+      WHERE id = $1 AND status = 'pending'`,
+    [batchId, reason ?? null]);
 }
 
 export interface DeadBatch {

@@ -7,30 +7,19 @@
  */
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { createPool, migrate, type Db } from '../../shared/db/pool.js';
+import type { Db } from '../../shared/db/pool.js';
 import { relayOnce } from '../../shared/webhooks/relay.js';
-import type { DirectDelivery, ReadyBatch } from '../../shared/webhooks/direct.js';
-import type { Queues } from '../../shared/queues.js';
 import { webhookStatuses, WHERE_EVENTS_WENT_SQL, type WebhookStatus } from '../../shared/lookup/webhooks.js';
-import { createTestDatabase } from '../support/harness.js';
+import { migratedDatabase, noQueues, takeAll } from '../support/relay-db.js';
 
-let database: Awaited<ReturnType<typeof createTestDatabase>>;
 let db: Db;
+let drop: () => Promise<void>;
 
 before(async () => {
-  database = await createTestDatabase();
-  db = createPool(database.url, 3);
-  await migrate(db);
+  ({ db, drop } = await migratedDatabase());
 });
 
-after(async () => {
-  await db.end();
-  await database.drop();
-});
-
-/** The relay here delivers every batch itself (a direct delivery that takes all): nothing is queued. */
-const noQueues = new Proxy({}, { get(): never { throw new Error('nothing may be queued in this test'); } }) as unknown as Queues;
-const takeAll = { offer: (_b: ReadyBatch) => true } as unknown as DirectDelivery;
+after(() => drop());
 
 /** Writes events (one outbox row for them, as a statement of the engine does); returns their ids in order. */
 async function writeEvents(urls: Array<string | null>, createdAt = 'now()'): Promise<number[]> {

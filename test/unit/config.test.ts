@@ -55,6 +55,16 @@ test('every bad variable is named', () => {
   assert.throws(() => loadConfig({ SANDBOX_SLOW_DELIVERY_MS: '3000000000' }), (err: unknown) => err instanceof ConfigError && /SANDBOX_SLOW_DELIVERY_MS: /.test(err.message));
 });
 
+test('EVENT_RETENTION_DAYS: 0 (keep forever) by default, else days up to 3650, fractions as RECEIPT_WAIT_HOURS takes them', () => {
+  assert.equal(loadConfig({}).eventRetentionDays, 0);
+  assert.equal(loadConfig({ EVENT_RETENTION_DAYS: '30' }).eventRetentionDays, 30);
+  assert.equal(loadConfig({ EVENT_RETENTION_DAYS: '0.5' }).eventRetentionDays, 0.5);
+  assert.equal(loadConfig({ EVENT_RETENTION_DAYS: '3650' }).eventRetentionDays, 3650);
+  for (const [bad, message] of [['-1', /must be greater than or equal to 0/], ['3651', /must be less than or equal to 3650/], ['a month', /must be a number/]] as const) {
+    assert.throws(() => loadConfig({ EVENT_RETENTION_DAYS: bad }), (err: unknown) => err instanceof ConfigError && new RegExp(`EVENT_RETENTION_DAYS: ${message.source}`).test(err.message), bad);
+  }
+});
+
 const run = (env: Record<string, string>, command = 'all') => spawnSync(process.execPath, ['--import', 'tsx', 'bin/switchboard.ts', command], {
   env: { ...process.env, LOG_LEVEL: 'silent', ...env }, encoding: 'utf8', timeout: 30_000,
 });
