@@ -17,7 +17,7 @@ import type { Engine } from '../shared/engine/engine.js';
 import type { ConnectionManager } from '../shared/carriers/connections.js';
 import { startCore, StartupError, type Core, type Role } from './core.js';
 import { startMetricsServer } from './metrics-server.js';
-import { loadConfig } from '../shared/config.js';
+import { ConfigError, loadConfig, metricsPortCollision } from '../shared/config.js';
 import { createLogger } from '../shared/logger.js';
 import { startWeb, type WebRole } from './web.js';
 import { startDispatch, type DispatchRole } from './dispatch.js';
@@ -59,6 +59,9 @@ export async function startRuntime(opts: {
   const config = opts.config ?? loadConfig();
   const base = opts.logger ?? createLogger(config.logLevel);
   const logger = opts.processName ? base.child({ process: opts.processName }) : base;
+  // A process that listens on PORT too refuses a METRICS_PORT equal to it before either listens.
+  const collision = opts.role !== 'worker' ? metricsPortCollision(config, [opts.processName ?? opts.role]) : null;
+  if (collision) throw new ConfigError([collision]);
   // Opened first: a taken METRICS_PORT stops the process before anything else starts, and probes
   // answer (live, not yet ready) while it connects.
   const metrics = config.metricsPort !== null ? await startMetricsServer(config, logger, config.metricsPort) : null;

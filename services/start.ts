@@ -14,7 +14,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
 import { createInterface } from 'node:readline';
-import { loadConfig, type Config } from '../shared/config.js';
+import { ConfigError, loadConfig, metricsPortCollision, type Config } from '../shared/config.js';
 import { createLogger, type Logger } from '../shared/logger.js';
 import { createPool, migrate } from '../shared/db/pool.js';
 import { SecretBox } from '../shared/secrets/sealed.js';
@@ -160,8 +160,12 @@ const STDERR_LINES = 12;
 export async function runSupervisor(opts: SupervisorOptions = {}): Promise<number> {
   const config = opts.config ?? loadConfig();
   const logger = (opts.logger ?? createLogger(config.logLevel)).child({ process: 'supervisor' });
+  const processes = opts.processes ?? PROCFILE_PROCESSES;
+  // Each role gets METRICS_PORT + its index (Supervisor.env): one of them must not be PORT.
+  const collision = metricsPortCollision(config, processes.map((p) => p.name));
+  if (collision) throw new ConfigError([collision]);
   await releaseStep(config, logger);
-  const supervisor = new Supervisor(config, logger, opts.processes ?? PROCFILE_PROCESSES, opts.policy ?? RESTART_POLICY, opts.drainMs ?? 35_000);
+  const supervisor = new Supervisor(config, logger, processes, opts.policy ?? RESTART_POLICY, opts.drainMs ?? 35_000);
   const onSignal = (signal: NodeJS.Signals) => supervisor.stop(signal);
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);

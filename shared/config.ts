@@ -303,6 +303,27 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
 }
 
 /**
+ * Why METRICS_PORT would take PORT's port, or null. `roles` are the processes that open a
+ * METRICS_PORT listener, each on METRICS_PORT + its place in the list (a `web` or `all` process:
+ * itself alone; `switchboard start`: the Procfile's roles, the web role first), one of which
+ * listens on PORT too. It is checked before anything listens: otherwise the second listener fails
+ * with EADDRINUSE, whose words blame another program. Workers alone are not checked (they do not
+ * listen on PORT). Port 0 (any free port) never collides.
+ */
+export function metricsPortCollision(config: Pick<Config, 'port' | 'metricsPort'>, roles: readonly string[]): string | null {
+  const { port, metricsPort } = config;
+  if (metricsPort === null || metricsPort === 0 || port === 0) return null;
+  const index = port - metricsPort;
+  if (index < 0 || index >= roles.length) return null;
+  if (roles.length === 1) {
+    return `METRICS_PORT: ${metricsPort} is also PORT; the metrics listener needs a port of its own: choose another METRICS_PORT, or leave it unset (PORT serves /metrics and /health/* too)`;
+  }
+  return `METRICS_PORT: switchboard start gives each of its ${roles.length} roles METRICS_PORT + its place in the Procfile ` +
+    `(${metricsPort} to ${metricsPort + roles.length - 1}), so ${roles[index]} would take ${port}, which is PORT; ` +
+    `choose a METRICS_PORT whose ${roles.length} ports leave PORT out`;
+}
+
+/**
  * A URL without a user name connects as the operating-system user, as libpq (psql) does; the pg
  * driver would otherwise take `$USER`, which a service manager or CI may not set.
  */

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { userInfo } from 'node:os';
-import { loadConfig, ConfigError } from '../../shared/config.js';
+import { loadConfig, ConfigError, metricsPortCollision } from '../../shared/config.js';
 
 test('defaults for development', () => {
   const c = loadConfig({});
@@ -172,4 +172,31 @@ test('BULK_WORKER_NICE: 10 unless set, 0 to 19', () => {
   for (const bad of ['-1', '20', 'low']) {
     assert.throws(() => loadConfig({ BULK_WORKER_NICE: bad }), (err: unknown) => err instanceof ConfigError && /BULK_WORKER_NICE/.test(err.message), bad);
   }
+});
+
+test('METRICS_PORT equal to PORT (or, under switchboard start, PORT among its roles\' ports) is refused naming both, before anything listens', () => {
+  const roles = ['web', 'worker_sms', 'worker_channels'];
+  const at = (port: string, metrics?: string) => loadConfig({ PORT: port, ...(metrics !== undefined && { METRICS_PORT: metrics }) });
+  assert.match(metricsPortCollision(at('9464', '9464'), ['all'])!, /^METRICS_PORT: 9464 is also PORT; /);
+  assert.match(metricsPortCollision(at('9466', '9464'), roles)!, /^METRICS_PORT: .*\(9464 to 9466\), so worker_channels would take 9466, which is PORT; /);
+  assert.equal(metricsPortCollision(at('9467', '9464'), roles), null, 'past the last role');
+  assert.equal(metricsPortCollision(at('9463', '9464'), roles), null, 'below the first');
+  assert.equal(metricsPortCollision(at('9465', '9464'), ['web']), null, 'one process takes METRICS_PORT alone');
+  assert.equal(metricsPortCollision(at('0', '0'), roles), null, 'port 0: any free port, never the same');
+  assert.equal(metricsPortCollision(at('0', '9464'), ['all']), null);
+  assert.equal(metricsPortCollision(at('9464', '0'), ['all']), null);
+  assert.equal(metricsPortCollision(at('9464'), ['all']), null, 'unset');
+  // Through the command: the message names both variables and blames no other program. Postgres
+  // is unreachable, so a start that went on would fail on it instead.
+  const down = { DATABASE_URL: 'postgres://127.0.0.1:1/switchboard', MIGRATE_ON_START: 'false' };
+  const all = run({ ...down, PORT: '47311', METRICS_PORT: '47311' });
+  assert.equal(all.status, 1);
+  assert.match(all.stderr, /METRICS_PORT: 47311 is also PORT; /);
+  assert.doesNotMatch(all.stderr, /already in use|another program|Cannot reach/);
+  const start = run({ ...down, PORT: '47313', METRICS_PORT: '47311' }, 'start');
+  assert.equal(start.status, 1);
+  assert.match(start.stderr, /METRICS_PORT: switchboard start gives each of its 6 roles METRICS_PORT \+ its place in the Procfile \(47311 to 47316\), so worker_channels would take 47313, which is PORT; /);
+  assert.doesNotMatch(start.stderr, /already in use|another program|Cannot reach/);
+  const worker = run({ ...down, PORT: '47311', METRICS_PORT: '47311' }, 'worker');
+  assert.doesNotMatch(worker.stderr, /METRICS_PORT: 47311 is also PORT/, 'a worker does not listen on PORT');
 });
