@@ -431,6 +431,11 @@ const adminErrors = {
   400: { description: 'Bad input; the message names the field', schema: adminError },
   401: { description: 'Missing or wrong ADMIN_TOKEN', schema: adminError },
 };
+/** The errors of a call that reads a body. */
+const adminBodyErrors = {
+  ...adminErrors,
+  413: { description: 'PAYLOAD_TOO_LARGE: a body over 256 KB', schema: adminError },
+};
 const id = { id: { description: 'Numeric id', schema: { type: 'integer', minimum: 1 } } };
 const account = required({
   account_id: int, name: str.allow(''), country: str, currency: str.valid('CZK', 'EUR'), credit_czk: num, credit_eur: num, default_sender: nullable(str),
@@ -461,23 +466,23 @@ const admin: DocumentSpec = {
   securitySchemes: ADMIN,
   security: [{ adminToken: [] }],
   paths: {
-    '/admin/api/accounts': { post: { summary: 'Create an account', body: json(newAccountSchema), responses: { 201: { description: 'Its primary key (shown once)', schema: required({ account_id: int, api_key: str }) }, ...adminErrors } } },
+    '/admin/api/accounts': { post: { summary: 'Create an account', body: json(newAccountSchema), responses: { 201: { description: 'Its primary key (shown once)', schema: required({ account_id: int, api_key: str }) }, ...adminBodyErrors } } },
     '/admin/api/accounts/{id}': {
       get: { summary: 'An account', path: id, responses: { 200: { description: 'The account', schema: account }, ...adminErrors, 404: { description: 'No such account', schema: adminError } } },
-      patch: { summary: 'Change its settings', path: id, body: json(accountSettingsSchema), responses: { 200: { description: 'The account', schema: account }, ...adminErrors } },
+      patch: { summary: 'Change its settings', path: id, body: json(accountSettingsSchema), responses: { 200: { description: 'The account', schema: account }, ...adminBodyErrors } },
     },
-    '/admin/api/accounts/{id}/credit': { post: { summary: 'Add (or take) credit', path: id, body: json(creditSchema), responses: { 200: { description: 'Balances', schema: required({ credit_czk: num, credit_eur: num }) }, ...adminErrors } } },
+    '/admin/api/accounts/{id}/credit': { post: { summary: 'Add (or take) credit', path: id, body: json(creditSchema), responses: { 200: { description: 'Balances', schema: required({ credit_czk: num, credit_eur: num }) }, ...adminBodyErrors } } },
     '/admin/api/keys': {
       get: { summary: 'Keys', query: obj({ account_id: int.min(1) }), responses: { 200: { description: 'Keys', schema: required({ keys: Joi.array().items(keyListing) }) }, ...adminErrors } },
     },
-    '/admin/api/keys/{id}': { patch: { summary: 'A key\'s settings', path: id, body: json(keySettingsSchema), responses: { 200: { description: 'The key', schema: keyListing }, ...adminErrors } } },
-    '/admin/api/keys/{id}/credit': { post: { summary: 'Top up an own-credit sub-key', path: id, body: json(keyCreditSchema), responses: { 200: { description: 'Balance', schema: required({ id: int, currency: str, balance: num }) }, ...adminErrors } } },
+    '/admin/api/keys/{id}': { patch: { summary: 'A key\'s settings', path: id, body: json(keySettingsSchema), responses: { 200: { description: 'The key', schema: keyListing }, ...adminBodyErrors } } },
+    '/admin/api/keys/{id}/credit': { post: { summary: 'Top up an own-credit sub-key', path: id, body: json(keyCreditSchema), responses: { 200: { description: 'Balance', schema: required({ id: int, currency: str, balance: num }) }, ...adminBodyErrors } } },
     '/admin/api/prices': {
       get: { summary: 'Price rows', responses: { 200: { description: 'Prices', schema: required({ prices: Joi.array().items(priceRow) }) }, ...adminErrors } },
-      put: { summary: 'Upsert price rows (longest prefix wins)', body: json(pricesSchema), responses: { 200: { description: 'Rows written', schema: required({ updated: int }) }, ...adminErrors } },
+      put: { summary: 'Upsert price rows (longest prefix wins)', body: json(pricesSchema), responses: { 200: { description: 'Rows written', schema: required({ updated: int }) }, ...adminBodyErrors } },
     },
     '/admin/api/numbers': {
-      post: { summary: 'Assign a number or sender name for inbound traffic', body: json(numberAssignmentSchema), responses: { 201: { description: 'Assigned', schema: required({ id: int, account_id: int, value: str, channels: Joi.array().items(str) }) }, ...adminErrors } },
+      post: { summary: 'Assign a number or sender name for inbound traffic', body: json(numberAssignmentSchema), responses: { 201: { description: 'Assigned', schema: required({ id: int, account_id: int, value: str, channels: Joi.array().items(str) }) }, ...adminBodyErrors } },
     },
     '/admin/api/webhooks/dead': {
       get: { summary: 'Dead-lettered webhook batches', query: obj({ key_id: int.min(1), since: iso }), responses: { 200: { description: 'Newest first; with EVENT_RETENTION_DAYS set, a dead letter (and its events) is deleted once it has been dead that long', schema: required({ batches: Joi.array().items(deadBatch) }) }, ...adminErrors } },
@@ -485,7 +490,7 @@ const admin: DocumentSpec = {
     '/admin/api/webhooks/replay': {
       post: {
         summary: 'Replay dead letters', body: json(Joi.alternatives(required({ id: int.min(1) }), required({ key_id: int.min(1), since: iso }))),
-        responses: { 200: { description: 'Back to pending', schema: required({ replayed: int }) }, ...adminErrors },
+        responses: { 200: { description: 'Back to pending', schema: required({ replayed: int }) }, ...adminBodyErrors },
       },
     },
     '/admin/api/carriers': {
@@ -493,7 +498,7 @@ const admin: DocumentSpec = {
       post: {
         summary: 'Create or replace a connection (kind\'s own config schema; secrets sealed)',
         body: json(Joi.object({ name: str.required(), kind: str.required(), config: Joi.object().unknown(true).required(), routes: Joi.array().items(str.allow('')), enabled: bool })),
-        responses: { 200: { description: 'Replaced', schema: connectionView }, 201: { description: 'Created', schema: connectionView }, ...adminErrors, 409: { description: 'A route conflicts', schema: adminError } },
+        responses: { 200: { description: 'Replaced', schema: connectionView }, 201: { description: 'Created', schema: connectionView }, ...adminBodyErrors, 409: { description: 'A route conflicts', schema: adminError } },
       },
     },
     '/admin/api/carriers/{name}': {
@@ -504,7 +509,7 @@ const admin: DocumentSpec = {
       post: {
         summary: 'Create or replace a sender on a channel family',
         body: json(Joi.object({ account_id: int.required(), family: str.valid(...FAMILIES).required(), sender: str.required(), connection: str.required(), credentials: Joi.object().unknown(true), details: Joi.object().unknown(true) })),
-        responses: { 200: { description: 'Replaced', schema: adminSender }, 201: { description: 'Created', schema: adminSender }, ...adminErrors },
+        responses: { 200: { description: 'Replaced', schema: adminSender }, 201: { description: 'Created', schema: adminSender }, ...adminBodyErrors },
       },
     },
     '/admin/api/senders/{id}': {

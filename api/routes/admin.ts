@@ -113,7 +113,8 @@ function adminErrors(ctx: AppContext): ErrorRequestHandler {
       return;
     }
     if (err instanceof BodyError) {
-      res.status(err.status).json({ error: 'BAD_REQUEST', message: err.message });
+      // The code says what happened, as the verification API's does: a body over the cap is not a bad one.
+      res.status(err.status).json({ error: err.status === 413 ? 'PAYLOAD_TOO_LARGE' : 'BAD_REQUEST', message: err.message });
       return;
     }
     requestLogger(req, ctx.logger).error({ err }, 'admin call failed');

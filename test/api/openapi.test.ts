@@ -214,6 +214,51 @@ test('admin answers fit the document', async () => {
   assert.deepEqual(checker.unexercised('admin'), []);
 });
 
+test('a body over 256 KB: each family answers it as documented, and a code field says PAYLOAD_TOO_LARGE, not BAD_REQUEST', async () => {
+  const json = { 'content-type': 'application/json' };
+  const over = JSON.stringify({ note: 'x'.repeat(300_000) });
+  // D2: the sending API answers every whole-request failure, size included, 400 {Message}.
+  const sending = await call('sending', 'POST', '/v2/messages', { raw: over, headers: json });
+  assert.equal(sending.status, 400);
+  assert.match(sending.body.Message, /too large/);
+  // The XML API: its own error 102.
+  const xml = await call('xml', 'POST', '/xml', { raw: `apikey=${apiKey}&XMLDATA=${'x'.repeat(300_000)}`, headers: { 'content-type': 'application/x-www-form-urlencoded' }, key: null });
+  assert.equal(xml.status, 400);
+  assert.match(String(xml.body), /ID="102"/);
+  // REST (D6) and the WhatsApp partner calls: {success: false, message}, no code field to get wrong.
+  for (const [family, path] of [['rest', '/v1/apikey/update'], ['rest', '/v1/suppressions'], ['whatsapp', '/v1/whatsapp/signup']] as const) {
+    const res = await call(family, 'POST', path, { raw: over, headers: json });
+    assert.equal(res.status, 413, path);
+    assert.deepEqual(Object.keys(res.body).sort(), ['message', 'success'], path);
+    assert.match(res.body.message, /too large/, path);
+  }
+  // The onboarding page's own call (not in a document): the same shape.
+  const complete = await svc.request('POST', '/whatsapp/onboarding/complete', { raw: over, headers: json });
+  assert.equal(complete.status, 413);
+  assert.deepEqual(complete.body, { success: false, message: 'Request body too large (limit 256 KB)' });
+  // Admin and verification answer {error, message}: the error names what happened.
+  const coded: Array<[string, string, string, CallOpts]> = [
+    ['admin', 'POST', '/admin/api/accounts', { admin: true }],
+    ['admin', 'PATCH', `/admin/api/accounts/${accountId}`, { admin: true }],
+    ['admin', 'PUT', '/admin/api/prices', { admin: true }],
+    ['admin', 'POST', '/admin/api/carriers', { admin: true }],
+    ['admin', 'POST', '/admin/api/webhooks/replay', { admin: true }],
+    ['verification', 'POST', '/v1/validations', {}],
+    ['verification', 'POST', '/v1/verify-proof', { key: null }],
+  ];
+  for (const [family, method, path, opts] of coded) {
+    const res = await call(family, method, path, { ...opts, raw: over, headers: json });
+    assert.equal(res.status, 413, `${method} ${path}`);
+    assert.deepEqual(res.body, { error: 'PAYLOAD_TOO_LARGE', message: 'Request body too large (limit 256 KB)' }, `${method} ${path}`);
+  }
+  // The document says so: every admin call that reads a body lists the 413 and its code.
+  for (const [template, methods] of Object.entries(documents.admin.paths as Record<string, Record<string, { requestBody?: unknown; responses: Record<string, { description: string }> }>>)) {
+    for (const [method, op] of Object.entries(methods)) {
+      if (op.requestBody) assert.match(op.responses['413']?.description ?? '', /^PAYLOAD_TOO_LARGE/, `${method} ${template}`);
+    }
+  }
+});
+
 test('webhook events a receiver got validate against the webhooks document', async () => {
   const eventSchema = (name: string) => documents.webhooks.webhooks[name].post.requestBody.content['application/json'].schema.items;
   // A reply (to the message sent to 420777300100 from Shop) and an inbound message to the account's number.
