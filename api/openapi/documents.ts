@@ -431,6 +431,8 @@ const adminErrors = {
   400: { description: 'Bad input; the message names the field', schema: adminError },
   401: { description: 'Missing or wrong ADMIN_TOKEN', schema: adminError },
 };
+const noAccount = { 404: { description: 'No such account', schema: adminError } };
+const noKey = { 404: { description: 'No such key', schema: adminError } };
 /** The errors of a call that reads a body. */
 const adminBodyErrors = {
   ...adminErrors,
@@ -468,21 +470,27 @@ const admin: DocumentSpec = {
   paths: {
     '/admin/api/accounts': { post: { summary: 'Create an account', body: json(newAccountSchema), responses: { 201: { description: 'Its primary key (shown once)', schema: required({ account_id: int, api_key: str }) }, ...adminBodyErrors } } },
     '/admin/api/accounts/{id}': {
-      get: { summary: 'An account', path: id, responses: { 200: { description: 'The account', schema: account }, ...adminErrors, 404: { description: 'No such account', schema: adminError } } },
-      patch: { summary: 'Change its settings', path: id, body: json(accountSettingsSchema), responses: { 200: { description: 'The account', schema: account }, ...adminBodyErrors } },
+      get: { summary: 'An account', path: id, responses: { 200: { description: 'The account', schema: account }, ...adminErrors, ...noAccount } },
+      patch: { summary: 'Change its settings', path: id, body: json(accountSettingsSchema), responses: { 200: { description: 'The account', schema: account }, ...adminBodyErrors, ...noAccount } },
     },
-    '/admin/api/accounts/{id}/credit': { post: { summary: 'Add (or take) credit', path: id, body: json(creditSchema), responses: { 200: { description: 'Balances', schema: required({ credit_czk: num, credit_eur: num }) }, ...adminBodyErrors } } },
+    '/admin/api/accounts/{id}/credit': { post: { summary: 'Add (or take) credit', path: id, body: json(creditSchema), responses: { 200: { description: 'Balances', schema: required({ credit_czk: num, credit_eur: num }) }, ...adminBodyErrors, ...noAccount } } },
     '/admin/api/keys': {
       get: { summary: 'Keys', query: obj({ account_id: int.min(1) }), responses: { 200: { description: 'Keys', schema: required({ keys: Joi.array().items(keyListing) }) }, ...adminErrors } },
     },
-    '/admin/api/keys/{id}': { patch: { summary: 'A key\'s settings', path: id, body: json(keySettingsSchema), responses: { 200: { description: 'The key', schema: keyListing }, ...adminBodyErrors } } },
-    '/admin/api/keys/{id}/credit': { post: { summary: 'Top up an own-credit sub-key', path: id, body: json(keyCreditSchema), responses: { 200: { description: 'Balance', schema: required({ id: int, currency: str, balance: num }) }, ...adminBodyErrors } } },
+    '/admin/api/keys/{id}': { patch: { summary: 'A key\'s settings', path: id, body: json(keySettingsSchema), responses: { 200: { description: 'The key', schema: keyListing }, ...adminBodyErrors, ...noKey } } },
+    '/admin/api/keys/{id}/credit': { post: { summary: 'Top up an own-credit sub-key', path: id, body: json(keyCreditSchema), responses: { 200: { description: 'Balance', schema: required({ id: int, currency: str, balance: num }) }, ...adminBodyErrors, ...noKey } } },
     '/admin/api/prices': {
       get: { summary: 'Price rows', responses: { 200: { description: 'Prices', schema: required({ prices: Joi.array().items(priceRow) }) }, ...adminErrors } },
       put: { summary: 'Upsert price rows (longest prefix wins)', body: json(pricesSchema), responses: { 200: { description: 'Rows written', schema: required({ updated: int }) }, ...adminBodyErrors } },
     },
     '/admin/api/numbers': {
-      post: { summary: 'Assign a number or sender name for inbound traffic', body: json(numberAssignmentSchema), responses: { 201: { description: 'Assigned', schema: required({ id: int, account_id: int, value: str, channels: Joi.array().items(str) }) }, ...adminBodyErrors } },
+      post: {
+        summary: 'Assign a number or sender name for inbound traffic', body: json(numberAssignmentSchema),
+        responses: {
+          201: { description: 'Assigned', schema: required({ id: int, account_id: int, value: str, channels: Joi.array().items(str) }) }, ...adminBodyErrors, ...noAccount,
+          409: { description: 'The number or name is assigned to another account', schema: adminError },
+        },
+      },
     },
     '/admin/api/webhooks/dead': {
       get: { summary: 'Dead-lettered webhook batches', query: obj({ key_id: int.min(1), since: iso }), responses: { 200: { description: 'Newest first; with EVENT_RETENTION_DAYS set, a dead letter (and its events) is deleted once it has been dead that long', schema: required({ batches: Joi.array().items(deadBatch) }) }, ...adminErrors } },
@@ -498,18 +506,24 @@ const admin: DocumentSpec = {
       post: {
         summary: 'Create or replace a connection (kind\'s own config schema; secrets sealed)',
         body: json(Joi.object({ name: str.required(), kind: str.required(), config: Joi.object().unknown(true).required(), routes: Joi.array().items(str.allow('')), enabled: bool })),
-        responses: { 200: { description: 'Replaced', schema: connectionView }, 201: { description: 'Created', schema: connectionView }, ...adminBodyErrors, 409: { description: 'A route conflicts', schema: adminError } },
+        responses: { 200: { description: 'Replaced', schema: connectionView }, 201: { description: 'Created', schema: connectionView }, ...adminBodyErrors, 409: { description: 'A route is another connection\'s, or the name is a connection of another kind', schema: adminError } },
       },
     },
     '/admin/api/carriers/{name}': {
-      delete: { summary: 'Delete a connection (and its senders)', path: { name: { description: 'Connection name' } }, responses: { 200: { description: 'Deleted', schema: required({ deleted: str }) }, ...adminErrors, 404: { description: 'No such connection', schema: adminError } } },
+      delete: {
+        summary: 'Delete a connection (its senders must be deleted first)', path: { name: { description: 'Connection name' } },
+        responses: {
+          200: { description: 'Deleted', schema: required({ deleted: str }) }, ...adminErrors, 404: { description: 'No such connection', schema: adminError },
+          409: { description: 'Senders use the connection (the message names them)', schema: adminError },
+        },
+      },
     },
     '/admin/api/senders': {
       get: { summary: 'Senders', query: obj({ account_id: int.min(1) }), responses: { 200: { description: 'Senders (never credentials)', schema: required({ senders: Joi.array().items(adminSender) }) }, ...adminErrors } },
       post: {
         summary: 'Create or replace a sender on a channel family',
         body: json(Joi.object({ account_id: int.required(), family: str.valid(...FAMILIES).required(), sender: str.required(), connection: str.required(), credentials: Joi.object().unknown(true), details: Joi.object().unknown(true) })),
-        responses: { 200: { description: 'Replaced', schema: adminSender }, 201: { description: 'Created', schema: adminSender }, ...adminBodyErrors },
+        responses: { 200: { description: 'Replaced', schema: adminSender }, 201: { description: 'Created', schema: adminSender }, ...adminBodyErrors, ...noAccount },
       },
     },
     '/admin/api/senders/{id}': {
