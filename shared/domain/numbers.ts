@@ -11,6 +11,26 @@ export function canonicalAddress(value: string): string {
   return trimmed;
 }
 
+/** The last sender `attemptSender` was given, and its stored form. */
+let lastSender = { given: '', stored: '' };
+
+/**
+ * A step's sender as the attempt's row stores it (`attempts.sender`): canonical, as ingestInbound
+ * makes an inbound message's recipient, so that the reply rule (D5, engine/inbound.ts) finds the
+ * attempt by equality through the `attempts_reply` index. A WhatsApp or Viber step names its
+ * sender as free text: one written `+420 777 123 456` is stored `420777123456`, which is what a
+ * reply to it names. Names (`Shop`) and SMS senders (digits without + or a name, channels/sms.ts)
+ * are stored as written, trimmed. The carrier and the route are given the sender as written.
+ * Called per attempt on the send path: the last sender given is remembered, and a run's recipients
+ * of one message share theirs, so the pattern runs about once per message.
+ */
+export function attemptSender(sender: string): string {
+  if (sender !== lastSender.given) {
+    lastSender = { given: sender, stored: canonicalAddress(sender) };
+  }
+  return lastSender.stored;
+}
+
 export interface NumberAssignment {
   id: number;
   account_id: number;

@@ -23,6 +23,7 @@ import { LANE_NUMBER, type DispatchJob } from '../queues.js';
 import { planSms, type SmsPlan } from '../sms/gsm7.js';
 import { mccOfE164 } from '../phone/mcc.js';
 import { findPrice, currentPrices } from '../domain/prices.js';
+import { attemptSender } from '../domain/numbers.js';
 import { ROUTING_CONFIG_VERSION_SQL } from '../domain/routing-config.js';
 import { inPayerOrder, payerKey, payerOf, PayerSums, type Payer, type PayerSum } from '../domain/payer.js';
 import { fromUnits, round4, toUnits } from '../domain/money.js';
@@ -117,6 +118,8 @@ interface Planned {
   carrier: Carrier | null;
   /** What the carrier is handed; `attemptId` is 0 until the attempt's row is written. */
   attempt: OutboundAttempt;
+  /** Its sender as the row and the events give it: canonical, what a reply names (D5; domain/numbers.ts `attemptSender`). */
+  sender: string;
   count: number;
   priceCzk: number;
   priceEur: number;
@@ -372,7 +375,7 @@ async function dispatchInTx(tx: Tx, input: DispatchTxInput): Promise<TxEnd<Dispa
       body: new SentMessageBody({
         requestId: msg.request_id, publicId: p.recipient.public_id, channel: p.channel, payload: msg.payload,
         phone: p.recipient.phone ?? p.recipient.raw_phone ?? '', state, resultInfo: p.reject?.info ?? 'Sending', at: now.getTime(),
-        sender: p.attempt.sender, country: p.country, operator: 0, priceCzk: p.priceCzk, priceEur: p.priceEur,
+        sender: p.sender, country: p.country, operator: 0, priceCzk: p.priceCzk, priceEur: p.priceEur,
         count: p.count, smsGateway: p.attempt.channel === 'sms' ? p.attempt.smsGateway : null,
       }),
     });
@@ -521,7 +524,7 @@ function attemptColumns(deps: EngineDeps, planned: Planned[]): Record<AttemptPar
     state.push(p.reject ? 'rejected' : 'sending');
     resultInfo.push(p.reject?.info ?? 'Sending');
     phone.push(p.recipient.phone ?? '');
-    sender.push(p.attempt.sender);
+    sender.push(p.sender);
     carrier.push(p.carrier?.name ?? 'none');
     count.push(p.count);
     encoding.push(p.attempt.channel === 'sms' && p.recipient.phone ? p.attempt.encoding : null);
@@ -563,7 +566,7 @@ function attemptFactsOf(p: Planned, step: number): AttemptFacts {
   const { msg } = p.part;
   return {
     id: p.attempt.attemptId, recipient_id: p.recipient.id, step, channel: p.channel, phone: p.recipient.phone ?? '',
-    sender: p.attempt.sender, parts: p.count, country: p.country, operator: 0, price_czk: round4(p.priceCzk), price_eur: round4(p.priceEur),
+    sender: p.sender, parts: p.count, country: p.country, operator: 0, price_czk: round4(p.priceCzk), price_eur: round4(p.priceEur),
     charged: p.charge ? fromUnits(p.charge.units) : 0, payer_kind: p.charge?.payer.kind ?? null, payer_id: p.charge?.payer.id ?? null,
     charged_currency: msg.key_currency, public_id: p.recipient.public_id, account_id: msg.account_id, key_id: msg.key_id,
     message_id: msg.id,
@@ -612,7 +615,7 @@ function planAttempt(
   const route = phone ? deps.carriers.route(channel, phone, msg.account_id, attempt.sender) : null;
   const price = phone ? findPrice(prices, channel, phone) : null;
   return {
-    part, recipient: r, channel, carrier: route?.carrier ?? null, attempt, count,
+    part, recipient: r, channel, carrier: route?.carrier ?? null, attempt, sender: attemptSender(attempt.sender), count,
     priceCzk: (price?.price_czk ?? 0) * count, priceEur: (price?.price_eur ?? 0) * count, country: phone ? mccOfE164(phone) : 0,
     reject: !route ? { info: '[302] Invalid phone number', fallback: false }
       : !route.carrier ? { info: route.info, fallback: true }

@@ -66,8 +66,9 @@ export async function ingestInbound(db: Db, msg: InboundReport, now = new Date()
     // by its ttl (not a Viber or WhatsApp user, WhatsApp free text outside the 24-hour window). One
     // whose ttl passed while it was being sent may have reached the person. Sandbox injections
     // only ever match their own account's messages.
-    // $1 X (the sender of this message), $2 the channel family, $3 Y (its recipient: our sender),
-    // $4 the sandbox injection's account, or null.
+    // $1 X (the sender of this message), $2 the channel family, $3 Y (its recipient: our sender,
+    // canonical as the attempt's row stores it: domain/numbers.ts `attemptSender`), $4 the sandbox
+    // injection's account, or null. Served by the attempts_reply index (phone, family, sender, created_at DESC).
     const exact = msg.replyTo ? await exactReplyMatch(tx, msg.replyTo, sender, msg.gateway) : [];
     const { rows } = exact.length > 0 ? { rows: exact } : await tx.query<ReplyMatch>(
       `SELECT ${MATCH_COLUMNS} ${MATCH_FROM}

@@ -336,6 +336,40 @@ test('replies within the reply window become incomingReplyMessage with the paylo
   assert.equal(foreign.body.event, 'incomingMessage');
 });
 
+test('a WhatsApp or Viber sender written with + and spaces matches the replies to its digits (D5)', async () => {
+  const { apiKey } = await account();
+  // The sandbox carries both families; the senders are the customer's words, not registered rows.
+  const cases = [
+    { gateway: 'whatsapp', step: { whatsapp_text: { sender: '+420 777 123 456' } }, written: '+420 777 123 456', digits: '420777123456', phone: '420777202410' },
+    { gateway: 'viber', step: { viber: { sender: '+420 (777) 123-457' } }, written: '+420 (777) 123-457', digits: '420777123457', phone: '420777202411' },
+  ];
+  for (const c of cases) {
+    const [id] = await send(apiKey, [{ body: 'Reply YES', to: [{ phone_number: c.phone }], flow: [c.step], callback: `${rx.url}/replies-${c.gateway}`, payload: { family: c.gateway } }]);
+    const sent = await waitFor(() => at(`/replies-${c.gateway}`).flatMap((r) => r.events).find((e) => e.message_id === `${id}-0` && e.result === 'delivered'), 10000, `${c.gateway}: delivered`);
+    // The carrier names the number that was written; a reply to it (as digits, or as written) answers the message.
+    for (const recipient of [c.digits, c.written]) {
+      const body = `YES to ${recipient}`;
+      const reply = await svc.request('POST', '/sandbox/inbound', { body: { gateway: c.gateway, sender: c.phone, recipient, body }, headers: { 'x-api-key': apiKey } });
+      assert.equal(reply.body.event, 'incomingReplyMessage', `${c.gateway} ${recipient}: ${reply.text}`);
+      const event = await waitFor(() => at(`/replies-${c.gateway}`).flatMap((r) => r.events).find((e) => e.type === 'incoming' && e.body === body), 10000, `${c.gateway}: the reply event`);
+      assert.equal(event.message_id, `${id}-0`);
+      assert.deepEqual(event.payload, { family: c.gateway });
+      assert.equal(event.recipient, c.digits);
+      assert.equal(event.gateway, c.gateway);
+    }
+    // The attempt and every event of it (sending, sent, delivered) give the sender as a reply names
+    // it; the carrier (the sandbox's record) was given it as written.
+    const channelObject = c.gateway === 'viber' ? 'viber' : 'whatsapp_body';
+    const outgoing = at(`/replies-${c.gateway}`).flatMap((r) => r.events).filter((e) => e.message_id === `${id}-0` && e.type === 'outgoing');
+    assert.ok(outgoing.some((e) => e.result === 'sending') && outgoing.some((e) => e.result === 'sent'), JSON.stringify(outgoing));
+    assert.deepEqual(outgoing.map((e) => e[channelObject].sender), outgoing.map(() => c.digits), JSON.stringify(sent));
+    const [row] = await svc.sql<{ sender: string }>('SELECT a.sender FROM attempts a JOIN recipients r ON r.id = a.recipient_id WHERE r.public_id = $1', [`${id}-0`]);
+    assert.equal(row!.sender, c.digits);
+    const carried = await svc.request('GET', `/sandbox/messages?phone_number=${c.phone}`, { headers: { 'x-api-key': apiKey } });
+    assert.equal(carried.body.messages[0].sender, c.written);
+  }
+});
+
 test('a reply answers the latest message sent to the number, not a later one refused before it left ([304])', async () => {
   const { apiKey, keyId } = await account();
   await svc.admin('PATCH', `/keys/${keyId}`, { default_callback_url: `${rx.url}/inbox-refused` });
