@@ -1,7 +1,9 @@
 /**
  * Work the sweep's process does every `intervalMs`: one pass at a time; a pass that did something
  * is logged at `level` (what it did, and how many rows), a failed pass is logged, and the next
- * interval tries again.
+ * interval tries again. A pass made of several statements looks at `stopping` between them: a
+ * shutdown waits for the statement under way, not for the rest of a long pass (a backlog of rows
+ * to delete can take minutes, and the process's other roles stop after this one).
  */
 import type { Db } from './pool.js';
 import type { Logger } from '../logger.js';
@@ -9,6 +11,8 @@ import type { Logger } from '../logger.js';
 export abstract class PeriodicPass {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
+  /** Set by `stop()`: a pass ends after the statement under way. */
+  protected stopping = false;
 
   constructor(
     protected readonly logger: Logger,
@@ -36,6 +40,7 @@ export abstract class PeriodicPass {
   abstract once(): Promise<number>;
 
   async stop(): Promise<void> {
+    this.stopping = true;
     if (this.timer) clearInterval(this.timer);
     await this.running;
   }
@@ -69,7 +74,7 @@ export class PeriodicCleanup extends PeriodicPass {
     for (;;) {
       const { rowCount } = await this.db.query(this.sql, [this.batch]);
       total += rowCount ?? 0;
-      if ((rowCount ?? 0) < this.batch) {
+      if ((rowCount ?? 0) < this.batch || this.stopping) {
         return total;
       }
     }

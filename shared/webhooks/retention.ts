@@ -81,8 +81,12 @@ class Walk {
 
   constructor(private readonly sql: string) {}
 
-  /** Deletes what it may from `full ? low : frontier` up to the first row within the retention; returns how many. */
-  async pass(db: Db, batch: number, seconds: number, full: boolean): Promise<number> {
+  /**
+   * Deletes what it may from `full ? low : frontier` up to the first row within the retention, or
+   * until `stopping()` says so between statements (every row up to `after` was looked at, so the
+   * next pass goes on from there); returns how many.
+   */
+  async pass(db: Db, batch: number, seconds: number, full: boolean, stopping: () => boolean): Promise<number> {
     const start = full ? this.low : this.frontier;
     let after = start;
     let deleted = 0;
@@ -97,7 +101,7 @@ class Walk {
         after = Number(r.edge) - 1;
         break;
       }
-      if (r.seen < batch) break;
+      if (r.seen < batch || stopping()) break;
     }
     this.frontier = after;
     if (start === this.low) this.low = firstKept === null ? after : firstKept - 1;
@@ -117,7 +121,8 @@ export class EventRetention extends PeriodicPass {
     private readonly recheckMs = 3_600_000,
   ) {
     super(logger, 'events and webhook batches older than EVENT_RETENTION_DAYS were deleted', intervalMs, 'debug');
-    this.seconds = Math.round(retentionDays * 86_400);
+    // At least a second: a retention too short to round to one would otherwise delete nothing.
+    this.seconds = retentionDays > 0 ? Math.max(1, Math.round(retentionDays * 86_400)) : 0;
   }
 
   /** One pass: batches first (a dead letter's events go in the same pass), then events; returns the rows deleted. */
@@ -125,7 +130,8 @@ export class EventRetention extends PeriodicPass {
     if (this.seconds === 0) return 0;
     const full = Date.now() - this.lastFullWalk >= this.recheckMs;
     if (full) this.lastFullWalk = Date.now();
-    const batches = await this.batches.pass(this.db, this.batch, this.seconds, full);
-    return batches + await this.events.pass(this.db, this.batch, this.seconds, full);
+    const stopping = () => this.stopping;
+    const batches = await this.batches.pass(this.db, this.batch, this.seconds, full, stopping);
+    return batches + (this.stopping ? 0 : await this.events.pass(this.db, this.batch, this.seconds, full, stopping));
   }
 }

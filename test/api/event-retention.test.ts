@@ -127,6 +127,26 @@ test('later passes: newly aged rows at once, kept rows on the next full walk (a 
   assert.deepEqual(await idsIn('webhook_batches', [deadBatch, deliveredBatch]), []);
 });
 
+test('a shutdown waits for the statement under way, not for the rest of a long pass; a retention under a second still deletes', async () => {
+  await db.query('TRUNCATE events, outbox, webhook_batches');
+  const old = await writeEvents(30_000, null, 40);
+  // 100 rows a statement: the pass takes 300 statements.
+  const retention = new EventRetention(db, logger, 30, 10, 100);
+  retention.start();
+  await waitFor(async () => (await idsIn('events', old)).length < old.length, 10_000, 'the first pass deleting');
+  await retention.stop();
+  const left = (await idsIn('events', old)).length;
+  assert.ok(left > 0, 'stop() returned before the pass had deleted every aged row');
+  // Nothing more goes once stop() has returned; the next start reads on and takes the rest.
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  assert.equal((await idsIn('events', old)).length, left);
+  assert.equal(await new EventRetention(db, logger, 30, 60_000, 5_000).once(), left);
+
+  // 0.000001 days is 0.09 s: counted as a second, not rounded to 0 (which would delete nothing).
+  const recent = await writeEvents(2, null, 1);
+  assert.equal(await new EventRetention(db, logger, 0.000001, 60_000, 100).once(), recent.length);
+});
+
 test('through the service: lookups and dead-letter calls once rows are gone; a replay never POSTs an empty array', { timeout: 90_000 }, async () => {
   let svc: TestService | undefined;
   let ok: Receiver | undefined;
