@@ -60,8 +60,8 @@ export async function deliverBatch(db: Db, box: SecretBox, client: WebhookClient
   if (events.length === 0) {
     // The event retention never deletes the events of a pending or dead batch (retention.ts), but
     // events deleted by hand, or by a policy of the operator's own, would make this an empty array.
-    await markDead(db, batchId, 'its events are no longer stored');
-    return { kind: 'dead' };
+    // Another delivery of the batch (a duplicate job) may have settled it meanwhile: then it is gone.
+    return await markDead(db, batchId, 'its events are no longer stored') ? { kind: 'dead' } : { kind: 'gone' };
   }
   const result = await postBatch(client, {
     webhookId: batch.webhook_id, url: batch.url,
@@ -128,12 +128,13 @@ export async function recordOutcomes(db: Db, outcomes: Array<{ batchId: number; 
   return new Map(rows.map((r) => [Number(r.id), r.attempts]));
 }
 
-/** Dead-letters a pending batch; `reason`, when given, becomes its last error. */
-export async function markDead(db: Db, batchId: number, reason?: string): Promise<void> {
-  await db.query(
+/** Dead-letters a pending batch; `reason`, when given, becomes its last error. False: it was not pending. */
+export async function markDead(db: Db, batchId: number, reason?: string): Promise<boolean> {
+  const { rowCount } = await db.query(
     `UPDATE webhook_batches SET status = 'dead', dead_at = now(), updated_at = now(), last_error = coalesce($2, last_error)
       WHERE id = $1 AND status = 'pending'`,
     [batchId, reason ?? null]);
+  return (rowCount ?? 0) > 0;
 }
 
 export interface DeadBatch {

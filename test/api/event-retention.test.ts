@@ -11,6 +11,7 @@ import assert from 'node:assert/strict';
 import { createPool, type Db } from '../../shared/db/pool.js';
 import { relayOnce } from '../../shared/webhooks/relay.js';
 import { EventRetention } from '../../shared/webhooks/retention.js';
+import { markDead } from '../../shared/webhooks/deliver.js';
 import { createLogger } from '../../shared/logger.js';
 import { startReceiver, startTestService, waitFor, type Receiver, type TestService } from '../support/harness.js';
 import { sendMessage } from '../support/trails.js';
@@ -113,6 +114,10 @@ test('later passes: newly aged rows at once, kept rows on the next full walk (a 
   const deliveredBatch = await settleBatch(url('later'), 'delivered', 20, 20);
   const retention = new EventRetention(db, logger, 30, 60_000, 2, 3_600_000);
   assert.equal(await retention.once(), 0, 'the dead letter died 5 days ago: kept with its events');
+  // A delivery that finds its events gone dead-letters only a pending batch (deliver.ts): a batch
+  // that another delivery settled meanwhile keeps its outcome and is not counted twice.
+  assert.equal(await markDead(db, deadBatch, 'its events are no longer stored'), false);
+  assert.equal((await db.query(`SELECT 1 FROM webhook_batches WHERE id = $1 AND dead_at < now() - interval '4 days'`, [deadBatch])).rowCount, 1);
 
   // Both age: the next pass (not a full walk) reads on from where the last one stopped.
   await db.query(`UPDATE events SET created_at = now() - interval '40 days' WHERE id = ANY($1)`, [delivered]);
