@@ -5,7 +5,9 @@
 # reporter ends with every failing test and its error, so the tail of a CI log names what failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+# A node_modules that is a link to another checkout's is that checkout's to install: `npm ci` here
+# would empty it through the link.
+if [ ! -L node_modules ] && { [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; }; then
   npm ci --no-audit --no-fund >&2
 fi
 if [ "$#" -gt 0 ]; then
