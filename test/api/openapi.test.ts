@@ -230,6 +230,16 @@ test('admin answers fit the document', async () => {
   assert.equal((await call('admin', 'DELETE', `/admin/api/senders/${sender.body.id}`, { admin: true })).status, 404);
   assert.equal((await call('admin', 'DELETE', '/admin/api/carriers/docsv', { admin: true })).status, 200);
   assert.deepEqual(checker.unexercised('admin'), []);
+  // Every admin call reads or writes Postgres: each lists the storage outage's 503 (the answer itself is held
+  // against the document in test/api/storage-outage.test.ts, which stops Postgres).
+  for (const [template, methods] of Object.entries(documents.admin.paths as Record<string, Record<string, { responses: Record<string, any> }>>)) { // eslint-disable-line @typescript-eslint/no-explicit-any
+    for (const [method, op] of Object.entries(methods)) {
+      const unavailable = op.responses['503'];
+      assert.match(unavailable?.description ?? '', /^SERVICE_UNAVAILABLE: Postgres/, `${method} ${template}`);
+      checker.validate(unavailable.content['application/json'].schema, { error: 'SERVICE_UNAVAILABLE', message: 'Service temporarily unavailable: nothing was accepted; retry later' }, `${method} ${template} 503`);
+      assert.ok(unavailable.headers?.['Retry-After'], `${method} ${template}: Retry-After`);
+    }
+  }
 });
 
 test('a body over 256 KB: each family answers it as documented, and a code field says PAYLOAD_TOO_LARGE, not BAD_REQUEST', async () => {

@@ -16,6 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { startTestService, createTestDatabase, ADMIN_TOKEN, waitFor, type TestService, type TestResponse } from '../support/harness.js';
+import { OpenApiChecker } from '../support/openapi.js';
 
 const PG_BIN = process.env.PG_BIN ?? '/usr/lib/postgresql/15/bin';
 const UNAVAILABLE = 'Service temporarily unavailable: nothing was accepted; retry later';
@@ -29,6 +30,7 @@ let sendKey = '';
 let restKey = '';
 let verifyKey = '';
 let accountId = 0;
+let adminDocument: OpenApiChecker | null = null;
 
 async function freePort(): Promise<number> {
   const server = net.createServer();
@@ -98,6 +100,7 @@ before(async () => {
   ({ apiKey: sendKey, accountId } = send);
   restKey = rest.apiKey;
   verifyKey = verify.apiKey;
+  adminDocument = new OpenApiChecker({ admin: (await svc.request('GET', '/openapi/admin.json')).body });
 });
 
 after(async () => {
@@ -129,6 +132,11 @@ function calls(): Array<{ name: string; call: () => Promise<TestResponse>; body:
   const sending = (r: TestResponse) => assert.deepEqual(r.body, { Message: UNAVAILABLE });
   const rest = (r: TestResponse) => assert.deepEqual(r.body, { success: false, message: UNAVAILABLE });
   const errorShape = (r: TestResponse) => assert.deepEqual(r.body, { error: 'SERVICE_UNAVAILABLE', message: UNAVAILABLE });
+  // The admin document lists the 503 with the body actually sent.
+  const adminShape = (method: string, p: string) => (r: TestResponse) => {
+    errorShape(r);
+    adminDocument!.check('admin', method, p, r.status, r.headers['content-type'], r.body);
+  };
   return [
     { name: 'POST /v2/message', call: () => raw('POST', '/v2/message', json(sendKey), message), body: sending },
     { name: 'POST /v2/messages', call: () => raw('POST', '/v2/messages', json(sendKey), [message]), body: sending },
@@ -143,9 +151,10 @@ function calls(): Array<{ name: string; call: () => Promise<TestResponse>; body:
     { name: 'POST /v1/verify-proof', call: () => raw('POST', '/v1/verify-proof', json(''), { phoneNumber: '420777123456', token: 'x', code: '1', timestamp: 't', proof: 'p' }), body: errorShape },
     { name: 'POST /sandbox/inbound', call: () => raw('POST', '/sandbox/inbound', json(sendKey), { gateway: 'sms', sender: '420777000111', recipient: '420700000001', body: 'hi' }), body: rest },
     { name: 'GET /sandbox/messages', call: () => raw('GET', '/sandbox/messages?phone_number=420777123456', { 'x-api-key': sendKey }), body: rest },
-    { name: 'GET /admin/api/accounts/:id', call: () => raw('GET', `/admin/api/accounts/${accountId}`, { authorization: `Bearer ${ADMIN_TOKEN}` }), body: errorShape },
+    { name: 'GET /admin/api/accounts/:id', call: () => raw('GET', `/admin/api/accounts/${accountId}`, { authorization: `Bearer ${ADMIN_TOKEN}` }), body: adminShape('GET', `/admin/api/accounts/${accountId}`) },
     { name: 'POST /admin/api/accounts/:id/credit', call: () => raw('POST', `/admin/api/accounts/${accountId}/credit`, { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, { czk: 5 }),
-      body: errorShape },
+      body: adminShape('POST', `/admin/api/accounts/${accountId}/credit`) },
+    { name: 'GET /admin/api/keys', call: () => raw('GET', '/admin/api/keys', { authorization: `Bearer ${ADMIN_TOKEN}` }), body: adminShape('GET', '/admin/api/keys') },
   ];
 }
 
