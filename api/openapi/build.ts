@@ -38,8 +38,16 @@ export interface Operation {
   /** Optional request headers by name. */
   headers?: Record<string, { description: string; schema: JsonSchema }>;
   body?: { schema: Joi.Schema | JsonSchema; type?: string; required?: boolean; description?: string };
+  /** A 413 is listed only when the operation has a `body`: a call that reads none cannot send one (see `operation`). */
   responses: Record<number, Answer>;
 }
+
+/**
+ * A body over the cap (413) comes only from reading one (api/middleware/body.ts), and only handlers
+ * whose operation documents a `body` read one: an operation without a body (a GET, a DELETE) never
+ * lists 413, even when it shares its family's error answers with the calls that read one.
+ */
+const answersOf = (op: Operation): Array<[string, Answer]> => Object.entries(op.responses).filter(([status]) => op.body !== undefined || status !== '413');
 
 function isJoi(value: unknown): value is Joi.Schema {
   return typeof value === 'object' && value !== null && 'describe' in value && typeof (value as { describe: unknown }).describe === 'function' && '$_root' in value;
@@ -78,7 +86,7 @@ export function operation(op: Operation): JsonSchema {
         content: { [op.body.type ?? 'application/json']: { schema: schemaOf(op.body.schema) } },
       },
     }),
-    responses: Object.fromEntries(Object.entries(op.responses).map(([status, answer]) => [status, {
+    responses: Object.fromEntries(answersOf(op).map(([status, answer]) => [status, {
       description: answer.description,
       ...(answer.headers && { headers: answer.headers }),
       ...(answer.schema && { content: { [answer.type ?? 'application/json']: { schema: schemaOf(answer.schema) } } }),

@@ -69,6 +69,18 @@ test('every document is a valid OpenAPI 3.1 document; the webhooks one has webho
   assert.equal(message.properties.to.maxItems, 10);
 });
 
+test('413 is listed exactly on the operations that read a body, in the families that answer a body over the cap with 413', () => {
+  // The sending families answer an oversized body 400 (D2; the XML API its error 102); webhooks are the receivers' calls.
+  const answer413 = new Set(['rest', 'verification', 'whatsapp', 'admin']);
+  for (const name of FAMILIES) {
+    for (const [template, methods] of Object.entries((documents[name].paths ?? {}) as Record<string, Record<string, { requestBody?: unknown; responses: Record<string, unknown> }>>)) {
+      for (const [method, op] of Object.entries(methods)) {
+        assert.equal('413' in op.responses, op.requestBody !== undefined && answer413.has(name), `${name}: ${method.toUpperCase()} ${template}`);
+      }
+    }
+  }
+});
+
 test('sending, legacy, simple and XML answers fit their documents', async () => {
   const msg = { body: 'docs', to: [{ phone_number: '420777300100' }], callback: receiver.url, payload: { n: 1 } };
   assert.equal((await call('sending', 'POST', '/v2/message', { body: msg })).status, 200);
