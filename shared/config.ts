@@ -302,17 +302,28 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
   });
 }
 
+const MAX_PORT = 65535;
+
 /**
- * Why METRICS_PORT would take PORT's port, or null. `roles` are the processes that open a
- * METRICS_PORT listener, each on METRICS_PORT + its place in the list (a `web` or `all` process:
- * itself alone; `switchboard start`: the Procfile's roles, the web role first), one of which
- * listens on PORT too. It is checked before anything listens: otherwise the second listener fails
- * with EADDRINUSE, whose words blame another program. Workers alone are not checked (they do not
- * listen on PORT). Port 0 (any free port) never collides.
+ * Why METRICS_PORT cannot serve `roles`, or null: the roles' ports would run past 65535, or one of
+ * them would be PORT. `roles` are the processes that open a METRICS_PORT listener, each on
+ * METRICS_PORT + its place in the list (a `web` or `all` process: itself alone; `switchboard
+ * start`: the Procfile's roles, the web role first), one of which listens on PORT too. It is
+ * checked before anything listens: otherwise a role past 65535 fails its own config check and the
+ * supervisor restarts it until it gives up, and a second listener on PORT fails with EADDRINUSE,
+ * whose words blame another program. Workers alone are not checked (they do not listen on PORT).
+ * Port 0 (any free port) never collides.
  */
 export function metricsPortCollision(config: Pick<Config, 'port' | 'metricsPort'>, roles: readonly string[]): string | null {
   const { port, metricsPort } = config;
-  if (metricsPort === null || metricsPort === 0 || port === 0) return null;
+  if (metricsPort === null || metricsPort === 0) return null;
+  const last = metricsPort + roles.length - 1;
+  if (last > MAX_PORT) {
+    return `METRICS_PORT: switchboard start gives each of its ${roles.length} roles METRICS_PORT + its place in the Procfile ` +
+      `(${metricsPort} to ${last}), so ${roles[MAX_PORT - metricsPort + 1]} would take ${MAX_PORT + 1}, past the last port (${MAX_PORT}); ` +
+      `choose a METRICS_PORT of at most ${MAX_PORT - roles.length + 1}`;
+  }
+  if (port === 0) return null;
   const index = port - metricsPort;
   if (index < 0 || index >= roles.length) return null;
   if (roles.length === 1) {

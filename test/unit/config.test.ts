@@ -200,3 +200,19 @@ test('METRICS_PORT equal to PORT (or, under switchboard start, PORT among its ro
   const worker = run({ ...down, PORT: '47311', METRICS_PORT: '47311' }, 'worker');
   assert.doesNotMatch(worker.stderr, /METRICS_PORT: 47311 is also PORT/, 'a worker does not listen on PORT');
 });
+
+test('under switchboard start, a METRICS_PORT whose roles\' ports run past 65535 is refused naming the range, before anything starts', () => {
+  const roles = ['web', 'worker_sms', 'worker_channels'];
+  const at = (port: string, metrics: string) => loadConfig({ PORT: port, METRICS_PORT: metrics });
+  assert.equal(metricsPortCollision(at('8080', '65533'), roles), null, 'the last role takes 65535');
+  assert.match(metricsPortCollision(at('8080', '65534'), roles)!,
+    /^METRICS_PORT: switchboard start gives each of its 3 roles METRICS_PORT \+ its place in the Procfile \(65534 to 65536\), so worker_channels would take 65536, past the last port \(65535\); choose a METRICS_PORT of at most 65533$/);
+  assert.match(metricsPortCollision(at('0', '65535'), roles)!, /\(65535 to 65537\), so worker_sms would take 65536, /, 'PORT 0 does not hide it');
+  assert.equal(metricsPortCollision(at('8080', '65535'), ['all']), null, 'one process takes METRICS_PORT alone');
+  assert.equal(metricsPortCollision(at('8080', '0'), roles), null, 'port 0: any free port');
+  // Through the command: refused at once (Postgres is unreachable, so a start that went on would fail on it instead).
+  const start = run({ DATABASE_URL: 'postgres://127.0.0.1:1/switchboard', MIGRATE_ON_START: 'false', PORT: '47313', METRICS_PORT: '65533' }, 'start');
+  assert.equal(start.status, 1);
+  assert.match(start.stderr, /METRICS_PORT: switchboard start gives each of its 6 roles METRICS_PORT \+ its place in the Procfile \(65533 to 65538\), so worker_priority would take 65536, past the last port \(65535\); choose a METRICS_PORT of at most 65530/);
+  assert.doesNotMatch(start.stderr, /Cannot reach|could not start/);
+});
