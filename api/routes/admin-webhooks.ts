@@ -3,7 +3,8 @@ import type { AdminExtension } from './admin.js';
 import { readJsonBody } from '../middleware/body.js';
 import { validate } from '../../shared/validation.js';
 import { listDeadBatches, reviveDeadBatches } from '../../shared/webhooks/deliver.js';
-import { enqueueBatches } from '../../shared/webhooks/jobs.js';
+import { enqueueReplayed } from '../../shared/webhooks/jobs.js';
+import { requestLogger } from '../middleware/request-log.js';
 import { deadBatchesQuerySchema, deadReplaySchema } from '../../shared/domain/admin-schemas.js';
 
 export const webhookAdmin: AdminExtension = (router, ctx) => {
@@ -19,7 +20,7 @@ export const webhookAdmin: AdminExtension = (router, ctx) => {
       ...(input.since && { since: input.since }),
     });
     const { rows } = await ctx.db.query<{ id: number; url: string }>('SELECT id, url FROM webhook_batches WHERE id = ANY($1)', [ids]);
-    await enqueueBatches(ctx.queues, rows, ctx.config.webhookRetryScheduleMs.length);
+    await enqueueReplayed(ctx.queues, rows, ctx.config.webhookRetryScheduleMs.length, requestLogger(req, ctx.logger));
     res.json({ replayed: ids.length });
   });
 };

@@ -97,7 +97,7 @@ export function restRouter(ctx: AppContext): Router {
 
   router.post('/v1/webhooks/replay', async (req, res) => {
     const key = await auth(req);
-    const result = await replayDeliveries(ctx.db, ctx.queues, key, await readJsonBody(req), ctx.config.webhookRetryScheduleMs.length);
+    const result = await replayDeliveries(ctx.db, ctx.queues, key, await readJsonBody(req), ctx.config.webhookRetryScheduleMs.length, requestLogger(req, ctx.logger));
     res.json({ success: true, ...result });
   });
 

@@ -11,7 +11,8 @@ import type { ApiKeyRecord } from '../domain/keys.js';
 import { webhookJobId } from '../queues.js';
 import { isoInstant, validate } from '../validation.js';
 import { badRequest } from '../errors.js';
-import { enqueueBatches } from './jobs.js';
+import { enqueueReplayed } from './jobs.js';
+import type { Logger } from '../logger.js';
 import { stripCredentials } from './deliver.js';
 import { byId } from '../collections.js';
 
@@ -113,7 +114,9 @@ export async function listDeliveries(db: Db, redis: Redis, queues: Queues, key: 
 export const MAX_REPLAY = 1000;
 
 /** `POST /v1/webhooks/replay`: the key's own dead letters (one by id, or all since a time) are delivered again. */
-export async function replayDeliveries(db: Db, queues: Queues, key: ApiKeyRecord, body: unknown, retries: number): Promise<{ replayed: number; ids: number[] }> {
+export async function replayDeliveries(
+  db: Db, queues: Queues, key: ApiKeyRecord, body: unknown, retries: number, logger: Logger,
+): Promise<{ replayed: number; ids: number[] }> {
   const input = validate(replayBodySchema, body, { convert: true });
   const [accountId, keyId] = scope(key);
   const { rows } = await db.query<{ id: string; url: string }>(
@@ -132,6 +135,6 @@ export async function replayDeliveries(db: Db, queues: Queues, key: ApiKeyRecord
   // An UPDATE returns its rows in the order its plan met them, not the subquery's: sorted here, so
   // `ids` ascend whatever the plan (the API documents them so).
   const batches = rows.map((r) => ({ id: Number(r.id), url: r.url })).sort(byId);
-  await enqueueBatches(queues, batches, retries);
+  await enqueueReplayed(queues, batches, retries, logger);
   return { replayed: batches.length, ids: batches.map((b) => b.id) };
 }

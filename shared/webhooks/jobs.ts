@@ -59,6 +59,27 @@ export async function enqueueBatches(queues: Queues, batches: Array<{ id: number
   })));
 }
 
+/**
+ * Queues the batches a replay made pending again (REST and admin). The replay is committed by
+ * then: when Redis cannot take the jobs, the batches are delivered all the same, as the recovery
+ * sweep queues a pending batch after a minute without progress (workers/recovery.ts). So the
+ * failure is logged, and the call answers what it replayed at once: while Redis is down the
+ * queue's client holds commands until it reconnects (the call hung for the whole outage), and a
+ * 503 saying nothing was accepted would be untrue (a retry would replay nothing: the batches are
+ * no longer dead).
+ */
+export async function enqueueReplayed(queues: Queues, batches: Array<{ id: number; url: string }>, retries: number, logger: Logger): Promise<void> {
+  try {
+    if (batches.length > 0 && (await queues.webhooks.backend.client).status !== 'ready') {
+      throw new Error('Redis is not connected');
+    }
+    await enqueueBatches(queues, batches, retries);
+  } catch (err) {
+    logger.warn({ err: (err as Error).message, batches: batches.length },
+      'replayed webhook batches not queued; the recovery sweep queues them once they have waited a minute');
+  }
+}
+
 /** Jobs for batches whose attempt failed, each after its delay (`retryDelay`). */
 export async function enqueueRetries(
   queues: Queues, batches: Array<{ id: number; url: string; delayMs: number }>, schedule: number[],

@@ -172,6 +172,22 @@ test('with Redis down a verification start answers 503 at once and a sending cal
   // Accepting a message needs Postgres only: it is stored, and the recovery sweep queues it later.
   const sent = await s.request('POST', '/v2/message', { body: message, headers: { 'x-api-key': sendKey } });
   assert.equal(sent.status, 200, sent.text);
+  // So does a replay of dead letters: committed pending in Postgres, answered as replayed (not a 503
+  // saying nothing was accepted: a retry would replay nothing), queued later by the recovery sweep.
+  const [restAccount] = await s.sql<{ account_id: string; id: string }>('SELECT account_id, id FROM api_keys WHERE account_id <> $1 ORDER BY id LIMIT 1', [accountId]);
+  const dead = await s.sql<{ id: string }>(
+    `INSERT INTO webhook_batches (webhook_id, account_id, key_id, url, event_ids, status, dead_at)
+     SELECT 'msg_outage' || g, $1, $2, 'https://receiver.example.test/hooks', ARRAY[g]::bigint[], 'dead', now() FROM generate_series(1, 2) AS g RETURNING id`,
+    [restAccount!.account_id, restAccount!.id]);
+  const [restBatch, adminBatch] = dead.map((r) => Number(r.id));
+  const restReplay = await s.request('POST', '/v1/webhooks/replay', { body: { id: restBatch }, headers: { 'x-api-key': restKey } });
+  assert.equal(restReplay.status, 200, restReplay.text);
+  assert.deepEqual(restReplay.body, { success: true, replayed: 1, ids: [restBatch] });
+  const adminReplay = await s.request('POST', '/admin/api/webhooks/replay', { body: { id: adminBatch }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  assert.equal(adminReplay.status, 200, adminReplay.text);
+  assert.deepEqual(adminReplay.body, { replayed: 1 });
+  assert.deepEqual((await s.sql<{ status: string }>('SELECT status FROM webhook_batches WHERE id = ANY($1) ORDER BY id', [[restBatch, adminBatch]])).map((r) => r.status),
+    ['pending', 'pending']);
   // Readiness says so within its one 2 s check (the stores and the carriers' states at once: it took 4 s).
   const probed = Date.now();
   const ready = await s.request('GET', '/health/ready');
