@@ -429,13 +429,13 @@ const whatsapp: DocumentSpec = {
 const adminError = required({ error: str, message: str });
 /** Every admin call reads or writes Postgres (the error handler's storage-outage answer, api/middleware/errors.ts). */
 const retryAfter = { 'Retry-After': { description: 'Seconds to wait before retrying', schema: { type: 'integer', minimum: 1 } } };
-const adminUnavailable = (stores: string) => ({
-  description: `SERVICE_UNAVAILABLE: ${stores} cannot be reached; retry later`, schema: required({ error: Joi.valid('SERVICE_UNAVAILABLE'), message: str }), headers: retryAfter,
-});
+const adminUnavailable = {
+  description: 'SERVICE_UNAVAILABLE: Postgres cannot be reached; retry later', schema: required({ error: Joi.valid('SERVICE_UNAVAILABLE'), message: str }), headers: retryAfter,
+};
 const adminErrors = {
   400: { description: 'Bad input; the message names the field', schema: adminError },
   401: { description: 'Missing or wrong ADMIN_TOKEN', schema: adminError },
-  503: adminUnavailable('Postgres'),
+  503: adminUnavailable,
 };
 const noAccount = { 404: { description: 'No such account', schema: adminError } };
 const noKey = { 404: { description: 'No such key', schema: adminError } };
@@ -504,7 +504,7 @@ const admin: DocumentSpec = {
     '/admin/api/webhooks/replay': {
       post: {
         summary: 'Replay dead letters', body: json(Joi.alternatives(required({ id: int.min(1) }), required({ key_id: int.min(1), since: iso }))),
-        responses: { 200: { description: 'Back to pending', schema: required({ replayed: int }) }, ...adminBodyErrors, 503: adminUnavailable('Postgres or Redis (the replayed batches are queued there)') },
+        responses: { 200: { description: 'Back to pending (queued at once, or by the recovery sweep about a minute later while Redis is down)', schema: required({ replayed: int }) }, ...adminBodyErrors },
       },
     },
     '/admin/api/carriers': {
