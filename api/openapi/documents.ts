@@ -487,7 +487,7 @@ const admin: DocumentSpec = {
     '/admin/api/keys/{id}/credit': { post: { summary: 'Top up an own-credit sub-key', path: id, body: json(keyCreditSchema), responses: { 200: { description: 'Balance', schema: required({ id: int, currency: str, balance: num }) }, ...adminBodyErrors, ...noKey } } },
     '/admin/api/prices': {
       get: { summary: 'Price rows', responses: { 200: { description: 'Prices', schema: required({ prices: Joi.array().items(priceRow) }) }, ...adminErrors } },
-      put: { summary: 'Upsert price rows (longest prefix wins)', body: json(pricesSchema), responses: { 200: { description: 'Rows written', schema: required({ updated: int }) }, ...adminBodyErrors } },
+      put: { summary: 'Upsert price rows (longest prefix wins; rows with an operator other than 0 are stored but price nothing: no connector learns a destination\'s operator)', body: json(pricesSchema), responses: { 200: { description: 'Rows written', schema: required({ updated: int }) }, ...adminBodyErrors } },
     },
     '/admin/api/numbers': {
       post: {
