@@ -78,6 +78,15 @@ export function statusPartitionOf(report: { attemptId?: number; carrier?: string
 export const WEBHOOK_QUEUE = 'webhooks';
 
 /**
+ * Whether a queue's Redis connection is up. While Redis is down the queue's client holds commands
+ * until it reconnects, so a caller whose work is already safe in Postgres (accepted messages,
+ * replayed webhook batches) asks first and leaves the work to the recovery sweep at once.
+ */
+export async function isQueueConnected(queue: Queue): Promise<boolean> {
+  return (await queue.backend.client).status === 'ready';
+}
+
+/**
  * The BullMQ prefix of a queue. One Redis: `prefix` (REDIS_PREFIX), so keys stay
  * `sb:sms.priority:wait`, as every version wrote them (delayed jobs and status batches survive an
  * upgrade). A Redis Cluster: `{sb:sms.priority}`, a hash tag per queue (BullMQ's documented way:

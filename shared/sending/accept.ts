@@ -14,7 +14,7 @@ import { Semaphore } from '../semaphore.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { ApiKeyRecord } from '../domain/keys.js';
-import { Queues, laneOfTag, LANE_NUMBER } from '../queues.js';
+import { Queues, laneOfTag, LANE_NUMBER, isQueueConnected } from '../queues.js';
 import { stepOf } from '../channels/index.js';
 import { addDispatchJobs, callJob, messageJob, type QueuedDispatchJob } from '../engine/dispatch-jobs.js';
 import { messageSchema, messageSchemaWithRecipients, MAX_RECIPIENTS, stepMissingBody, unstorableText, effectiveFlow, type MessageInput } from './message-schema.js';
@@ -255,14 +255,10 @@ export async function acceptMessages(deps: AcceptDeps, key: ApiKeyRecord, inputs
   return result;
 }
 
-/**
- * Whether the queues a call's jobs go to are connected. While Redis is down their client holds
- * commands until it reconnects: the caller would wait for the whole outage for work that is
- * already safe in Postgres, so acceptance leaves it to the recovery sweep at once instead.
- */
+/** Whether the queues a call's jobs go to are connected (`isQueueConnected`). */
 async function queuesConnected(queues: Queues, jobs: QueuedDispatchJob[]): Promise<boolean> {
   for (const name of new Set(jobs.map((j) => j.queue))) {
-    if ((await queues.dispatchByName(name).backend.client).status !== 'ready') {
+    if (!(await isQueueConnected(queues.dispatchByName(name)))) {
       return false;
     }
   }

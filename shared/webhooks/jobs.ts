@@ -6,7 +6,7 @@
 import type { JobsOptions } from 'bullmq';
 import type { Db } from '../db/pool.js';
 import type { Logger } from '../logger.js';
-import { webhookJobId, type Queues, type WebhookJob } from '../queues.js';
+import { isQueueConnected, webhookJobId, type Queues, type WebhookJob } from '../queues.js';
 import { markDead } from './deliver.js';
 import { countDeadLettered } from '../metrics.js';
 
@@ -70,7 +70,7 @@ export async function enqueueBatches(queues: Queues, batches: Array<{ id: number
  */
 export async function enqueueReplayed(queues: Queues, batches: Array<{ id: number; url: string }>, retries: number, logger: Logger): Promise<void> {
   try {
-    if (batches.length > 0 && (await queues.webhooks.backend.client).status !== 'ready') {
+    if (batches.length > 0 && !(await isQueueConnected(queues.webhooks))) {
       throw new Error('Redis is not connected');
     }
     await enqueueBatches(queues, batches, retries);
