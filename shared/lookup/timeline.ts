@@ -10,7 +10,7 @@
  * `(recipient_id, step)`, carrier refs by attempt, events by recipient, batches as webhooks.ts says.
  */
 import type { Queryable } from '../db/pool.js';
-import type { AttemptState, Channel } from '../channels/index.js';
+import { stepOf, type AttemptState, type Channel, type FlowStep } from '../channels/index.js';
 import type { ApiKeyRecord } from '../domain/keys.js';
 import { parseIdRef, type IdRef } from '../sending/ids.js';
 import { endReason, type EndReason } from './reasons.js';
@@ -45,6 +45,8 @@ interface RecipientRow {
   created_at: Date;
   request_id: string;
   tag: string;
+  /** The message's flow: the channel a recipient fell back to before its next attempt exists. */
+  flow: FlowStep[];
 }
 
 /**
@@ -57,7 +59,7 @@ async function findRecipients(db: Queryable, key: KeyRef, ref: IdRef): Promise<{
   params.push(...(ref.kind === 'indexed' ? [ref.messageId] : [ref.prefix, `${ref.prefix}~`]));
   const { rows } = await db.query<RecipientRow>(
     `SELECT r.id, r.public_id, r.idx, r.phone, r.raw_phone, r.state, r.step, r.due_at, m.id AS message_id, m.account_id, m.key_id,
-            m.created_at, m.request_id, m.tag
+            m.created_at, m.request_id, m.tag, m.flow
        FROM messages m
        JOIN recipients r ON r.account_id = m.account_id AND r.created_at = m.created_at AND r.message_id = m.id
       WHERE ${messageWhere} AND m.account_id = $1 AND ($2::bigint IS NULL OR m.key_id = $2)
@@ -243,7 +245,10 @@ function recipientView(
       priceEur += a.price_eur;
     }
     const reason = endReason(a.state, a.result_info);
-    const next = attempts.find((b) => b.step === a.step + 1);
+    // The step that followed: its attempt, or (while it waits for its time, before its attempt
+    // exists) the flow's next step, once the recipient has moved on to it.
+    const next = attempts.find((b) => b.step === a.step + 1)?.channel
+      ?? (r.step > a.step && r.flow[a.step + 1] ? stepOf(r.flow[a.step + 1]!).channel : undefined);
     const refused = reason !== null && REFUSED_BEFORE_LEAVING.has(reason);
     const final = a.state === 'undelivered' || a.state === 'failed' || a.state === 'rejected';
     return {
@@ -255,7 +260,7 @@ function recipientView(
       receipt_at: iso(a.delivered_at) ?? (final && a.reached_sent ? a.updated_at.toISOString() : null),
       carrier_refs: refs.filter((c) => c.attempt_id === a.id).map((c) => ({ ref: c.ref, part: c.part, state: c.state })),
       end_reason: reason,
-      fell_back_to: reason !== null && next ? next.channel : null,
+      fell_back_to: reason !== null && next ? next : null,
     };
   });
   return {

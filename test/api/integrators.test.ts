@@ -126,6 +126,28 @@ test('lookup of a fallback chain: the Viber attempt ends "not a user", the SMS a
   assert.match(bad.body.message, /^message_id: /);
 });
 
+test('lookup while a fallback step waits for its time: the ended step already names the channel it fell back to', async () => {
+  const res = await sendBatch(key, [{
+    body: 'Your parcel', to: [{ phone_number: '420777300404' }], flow: [{ viber: { sender: 'Shop' } }, { sms: { sender: 'Shop' } }],
+  }]);
+  const messageId = res.body.accepted[0].message_id as string;
+  const recipientId = async (): Promise<number> => (await svc.sql<{ id: number }>(
+    'SELECT id FROM recipients WHERE message_id = $1', [messageId]))[0]!.id;
+  await waitFor(async () => (await count('SELECT count(*)::int AS n FROM attempts WHERE recipient_id = $1 AND step = 1', [await recipientId()])) === 1,
+    10_000, 'the SMS step started');
+  // As the recipient stands when the SMS step is outside its delivery window: moved on to step 1,
+  // due later, its attempt not yet written.
+  const id = await recipientId();
+  await svc.sql('DELETE FROM attempts WHERE recipient_id = $1 AND step = 1', [id]);
+  await svc.sql("UPDATE recipients SET due_at = now() + interval '1 hour' WHERE id = $1", [id]);
+  const r = (await lookup(key, messageId)).body.recipients[0];
+  assert.equal(r.result, 'queued');
+  assert.match(r.result_info, /^Waiting until /);
+  assert.equal(r.attempts.length, 1);
+  assert.equal(r.attempts[0].end_reason, 'not_a_user');
+  assert.equal(r.attempts[0].fell_back_to, 'sms', 'the flow moved on to SMS, whose attempt is not written yet');
+});
+
 test('lookup: a key sees its own messages, the primary key also its sub-keys\'; anything else is 404; ids of /v2/message recipients work', async () => {
   const other = await svc.createAccount();
   const sub = await post(key, '/v1/apikey/add', { shared: true, currency: 'CZK' });
