@@ -1,9 +1,9 @@
 /**
  * Work the sweep's process does every `intervalMs`: one pass at a time; a pass that did something
- * is logged at `level` (what it did, and how many rows), a failed pass is logged, and the next
- * interval tries again. A pass made of several statements looks at `stopping` between them: a
- * shutdown waits for the statement under way, not for the rest of a long pass (a backlog of rows
- * to delete can take minutes, and the process's other roles stop after this one).
+ * is logged at `level` (what it did, how many rows, and its `detail`), a failed pass is logged,
+ * and the next interval tries again. A pass made of several statements looks at `stopping` between
+ * them: a shutdown waits for the statement under way, not for the rest of a long pass (a backlog of
+ * rows to delete can take minutes, and the process's other roles stop after this one).
  */
 import type { Db } from './pool.js';
 import type { Logger } from '../logger.js';
@@ -25,7 +25,7 @@ export abstract class PeriodicPass {
     this.timer = setInterval(() => {
       if (!this.running) {
         this.running = this.once().then((rows) => {
-          if (rows > 0) this.logger[this.level]({ rows }, this.what);
+          if (rows > 0) this.logger[this.level]({ rows, ...this.detail() }, this.what);
         }, (err: unknown) => {
           this.logger.error({ err: (err as Error).message }, `${this.what} failed`);
         }).finally(() => {
@@ -38,6 +38,11 @@ export abstract class PeriodicPass {
 
   /** One pass; returns how many rows it touched. */
   abstract once(): Promise<number>;
+
+  /** What the last pass did beyond its row count, logged with it (e.g. rows per table); none by default. */
+  protected detail(): Record<string, number> {
+    return {};
+  }
 
   async stop(): Promise<void> {
     this.stopping = true;
