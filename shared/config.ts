@@ -85,6 +85,13 @@ export interface Config {
    */
   eventRetentionDays: number;
   /**
+   * How long the records of sent messages and inbound messages are kept (MESSAGE_RETENTION_DAYS,
+   * default 0: forever; else at least MIN_MESSAGE_RETENTION_DAYS, and at least EVENT_RETENTION_DAYS
+   * when that is set); the sweep deletes older messages whose work is over, with all their rows
+   * (shared/engine/message-retention.ts). Events are then kept no longer (`eventRetentionDaysOf`).
+   */
+  messageRetentionDays: number;
+  /**
    * Lanes (as lane numbers: 0 priority, 1 transactional, 2 promotional) whose attempts are never
    * sent twice after a crash or an unanswered submit (AT_MOST_ONCE_LANES, names; default none:
    * every lane at-least-once).
@@ -166,6 +173,8 @@ const schema = Joi.object({
   RECEIPT_WAIT_HOURS: Joi.number().min(0.001).max(24 * 365).default(72),
   // 0: kept forever (as before the setting existed: an upgrade deletes nothing by surprise).
   EVENT_RETENTION_DAYS: Joi.number().min(0).max(3650).default(0),
+  // 0: kept forever, as for events; else at least MIN_MESSAGE_RETENTION_DAYS (checked below).
+  MESSAGE_RETENTION_DAYS: Joi.number().min(0).max(3650).default(0),
   AT_MOST_ONCE_LANES: Joi.string().allow('').pattern(/^(priority|transactional|promotional)(,(priority|transactional|promotional))*$/)
     .messages({ 'string.pattern.base': 'must be a comma-separated list of priority, transactional, promotional' }),
   DISPATCH_LOCK_MS: Joi.number().integer().min(2000).max(300_000).default(10_000),
@@ -203,6 +212,47 @@ export function weakAdminToken(token: string): string | null {
   if (token.length < PRODUCTION_ADMIN_TOKEN_LENGTH) return `is shorter than ${PRODUCTION_ADMIN_TOKEN_LENGTH} characters`;
   if (new Set(token).size < 8) return 'has too few distinct characters';
   return null;
+}
+
+/**
+ * The shortest MESSAGE_RETENTION_DAYS (other than 0, forever): a week. It covers what refers to a
+ * message for days after it was sent: an account's reply window is 7 days unless changed (a reply
+ * is matched to the latest message sent to its number within it, which must still be stored); an
+ * idempotency key answers a repeated call with its messages' ids for 24 hours; Meta delivers a
+ * WhatsApp webhook again until it is answered (for about a day, its documentation says, "though
+ * this may vary"), and an inbound message delivered again is recognised by its stored row. (A
+ * carrier's reports are not among these: a message whose attempts may still hear from their
+ * carrier is kept however old, see engine/message-retention.ts.)
+ */
+export const MIN_MESSAGE_RETENTION_DAYS = 7;
+
+/**
+ * What is wrong with MESSAGE_RETENTION_DAYS beside EVENT_RETENTION_DAYS (both already numbers in
+ * range), as problems to report. A message's events go with it, so a message retention shorter
+ * than the event retention would cut that short: refused, rather than one setting quietly
+ * overriding the other.
+ */
+function messageRetentionProblems(messageDays: number, eventDays: number): string[] {
+  if (messageDays === 0) return [];
+  if (messageDays < MIN_MESSAGE_RETENTION_DAYS) {
+    return [`MESSAGE_RETENTION_DAYS: must be 0 (keep forever) or at least ${MIN_MESSAGE_RETENTION_DAYS} (days): replies are matched ` +
+      `to messages of the last 7 days by default (an account's reply_window_days), and idempotency keys and WhatsApp's redelivered ` +
+      `webhooks refer to them for a day or so`];
+  }
+  if (eventDays > 0 && messageDays < eventDays) {
+    return [`MESSAGE_RETENTION_DAYS: must be at least EVENT_RETENTION_DAYS (${eventDays}) when both are set: a message's events are deleted ` +
+      `with it, so a shorter message retention would cut the event retention short`];
+  }
+  return [];
+}
+
+/**
+ * How long events and webhook batches are kept: EVENT_RETENTION_DAYS, or when that is 0 (unset),
+ * MESSAGE_RETENTION_DAYS: events carry the messages' numbers and texts (inbound events theirs
+ * alone), so they are never kept longer than the messages. 0: forever.
+ */
+export function eventRetentionDaysOf(config: Pick<Config, 'eventRetentionDays' | 'messageRetentionDays'>): number {
+  return config.eventRetentionDays > 0 ? config.eventRetentionDays : config.messageRetentionDays;
 }
 
 /** ACCEPT_LARGE_CALL_CONCURRENCY_ALONE unless set (or ACCEPT_LARGE_CALL_CONCURRENCY when that is larger). */
@@ -245,6 +295,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
   if (largeCallsAlone < value.ACCEPT_LARGE_CALL_CONCURRENCY) {
     problems.push(`ACCEPT_LARGE_CALL_CONCURRENCY_ALONE: must be at least ACCEPT_LARGE_CALL_CONCURRENCY (${value.ACCEPT_LARGE_CALL_CONCURRENCY}): it is the turns of large calls when no small call needs the narrower ones`);
   }
+  problems.push(...messageRetentionProblems(value.MESSAGE_RETENTION_DAYS, value.EVENT_RETENTION_DAYS));
   if (problems.length > 0) {
     throw new ConfigError(problems);
   }
@@ -287,6 +338,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     recoverySweepMs: value.RECOVERY_SWEEP_MS,
     receiptWaitHours: value.RECEIPT_WAIT_HOURS,
     eventRetentionDays: value.EVENT_RETENTION_DAYS,
+    messageRetentionDays: value.MESSAGE_RETENTION_DAYS,
     atMostOnceLanes: value.AT_MOST_ONCE_LANES ? String(value.AT_MOST_ONCE_LANES).split(',').map((l) => ['priority', 'transactional', 'promotional'].indexOf(l)) : [],
     dispatchLockMs: value.DISPATCH_LOCK_MS,
     migrateOnStart: value.MIGRATE_ON_START ?? null,

@@ -103,7 +103,7 @@ const sending: DocumentSpec = {
         path: { id: { description: 'A message id (20 hexadecimal characters) or a recipient id' } },
         responses: {
           200: { description: 'The message; with EVENT_RETENTION_DAYS set, events older than the retention are no longer listed (the attempts are)', schema: lookupAnswer },
-          400: sendErrors[400], 404: { description: 'Unknown, or not visible to this key', schema: sendError },
+          400: sendErrors[400], 404: { description: 'Unknown, not visible to this key, or deleted: with MESSAGE_RETENTION_DAYS set, a message older than the retention whose work is over is deleted', schema: sendError },
         },
       },
     },
@@ -236,7 +236,7 @@ const rest: DocumentSpec = {
         summary: 'Sent messages of a day, one row per recipient', query: messagesQuery,
         responses: {
           200: {
-            description: 'A page',
+            description: 'A page; with MESSAGE_RETENTION_DAYS set, messages older than the retention whose work is over are deleted and no longer listed',
             schema: ok({
               messages: Joi.array().items(required({
                 message_id: str, message_parts: int, ts_sent: int, ts_delivered: int, sent: int, delivered: int, nondelivered: int, body: str, sender: str, to: str, flow: str,

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { userInfo } from 'node:os';
-import { loadConfig, ConfigError, metricsPortCollision } from '../../shared/config.js';
+import { loadConfig, ConfigError, eventRetentionDaysOf, metricsPortCollision } from '../../shared/config.js';
 
 test('defaults for development', () => {
   const c = loadConfig({});
@@ -62,6 +62,32 @@ test('EVENT_RETENTION_DAYS: 0 (keep forever) by default, else days up to 3650, f
   assert.equal(loadConfig({ EVENT_RETENTION_DAYS: '3650' }).eventRetentionDays, 3650);
   for (const [bad, message] of [['-1', /must be greater than or equal to 0/], ['3651', /must be less than or equal to 3650/], ['a month', /must be a number/]] as const) {
     assert.throws(() => loadConfig({ EVENT_RETENTION_DAYS: bad }), (err: unknown) => err instanceof ConfigError && new RegExp(`EVENT_RETENTION_DAYS: ${message.source}`).test(err.message), bad);
+  }
+});
+
+test('MESSAGE_RETENTION_DAYS: 0 (keep forever) by default, else at least 7 days and at least EVENT_RETENTION_DAYS; events follow it unless set', () => {
+  const none = loadConfig({});
+  assert.equal(none.messageRetentionDays, 0);
+  assert.equal(eventRetentionDaysOf(none), 0, 'an upgrade deletes nothing');
+  for (const [value, days] of [['0', 0], ['7', 7], ['30', 30], ['7.5', 7.5], ['3650', 3650]] as const) {
+    assert.equal(loadConfig({ MESSAGE_RETENTION_DAYS: value }).messageRetentionDays, days, value);
+  }
+  // Events are kept no longer than messages: EVENT_RETENTION_DAYS when set, else the message retention.
+  assert.equal(eventRetentionDaysOf(loadConfig({ MESSAGE_RETENTION_DAYS: '90' })), 90);
+  assert.equal(eventRetentionDaysOf(loadConfig({ MESSAGE_RETENTION_DAYS: '90', EVENT_RETENTION_DAYS: '30' })), 30);
+  assert.equal(eventRetentionDaysOf(loadConfig({ MESSAGE_RETENTION_DAYS: '30', EVENT_RETENTION_DAYS: '30' })), 30);
+  assert.equal(eventRetentionDaysOf(loadConfig({ EVENT_RETENTION_DAYS: '30' })), 30);
+  const refused: Array<[Record<string, string>, RegExp]> = [
+    [{ MESSAGE_RETENTION_DAYS: '-1' }, /must be greater than or equal to 0/],
+    [{ MESSAGE_RETENTION_DAYS: '3651' }, /must be less than or equal to 3650/],
+    [{ MESSAGE_RETENTION_DAYS: 'a month' }, /must be a number/],
+    [{ MESSAGE_RETENTION_DAYS: '6.9' }, /must be 0 \(keep forever\) or at least 7 \(days\): replies are matched/],
+    [{ MESSAGE_RETENTION_DAYS: '0.5' }, /must be 0 \(keep forever\) or at least 7/],
+    [{ MESSAGE_RETENTION_DAYS: '30', EVENT_RETENTION_DAYS: '60' }, /must be at least EVENT_RETENTION_DAYS \(60\) when both are set/],
+  ];
+  for (const [env, message] of refused) {
+    assert.throws(() => loadConfig(env), (err: unknown) => err instanceof ConfigError && new RegExp(`MESSAGE_RETENTION_DAYS: ${message.source}`).test(err.message)
+      && err.problems.length === 1, JSON.stringify(env));
   }
 });
 
