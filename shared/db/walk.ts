@@ -19,7 +19,7 @@ export const WALK_CUTOFF = 'now() - make_interval(secs => $3::float8)';
  * first row within the retention (`edge`, or null), the last aged row, and the first aged row it
  * kept.
  */
-export function walkSql(table: 'events' | 'webhook_batches' | 'inbound_messages', deletable: string): string {
+export function walkSql(table: 'events' | 'webhook_batches' | 'inbound_messages' | 'validations', deletable: string): string {
   return `WITH w AS (SELECT id, created_at FROM ${table} WHERE id > $1 ORDER BY id LIMIT $2),
        edge AS (SELECT min(id) AS id FROM w WHERE created_at >= ${WALK_CUTOFF}),
        aged AS (SELECT id FROM w WHERE id < coalesce((SELECT id FROM edge), 9223372036854775807)),

@@ -31,7 +31,8 @@
  * `(account_id, created_at)`; attempts by `(recipient_id, step)`; refs by `carrier_refs_attempt`;
  * sandbox copies by their unique attempt id; events by `events_recipient`): no index of its own.
  * A message still at work is kept and looked at again by the next full walk (at most once per
- * `recheckMs`). `inbound_messages` are walked the same way and go at their age. WhatsApp's
+ * `recheckMs`). `inbound_messages` and the verification API's sessions (`validations`, expired
+ * minutes after their start) are walked the same way and go at their age. WhatsApp's
  * customer-service windows (`whatsapp_windows`, one row per business number and person, when the
  * person last wrote) whose last message is older than the retention go too, walked by their key
  * on each full walk: a window more than 24 hours old is closed, as no row is.
@@ -40,9 +41,9 @@
  * sweep processes) that meet delete a message once, the second finding its rows gone. What is
  * not deleted: idempotency keys (they expire after 24 hours, less than the shortest retention),
  * parked receipts (RECEIPT_WAIT_HOURS, ParkedReceiptExpiry), suppressions (an opt-out outlives the
- * messages it came from), validations (the verification API's sessions; a deleted message's
- * `message_id` and `recipient_id` there are read only while the session's code copy exists, a day
- * after it expired at most), and webhook batches (the event retention's).
+ * messages it came from), and webhook batches (the event retention's). A verification session's
+ * `recipient_id` names its code SMS, which is as old as it, and is read only while the session's
+ * code copy exists (a day after it expired at most).
  */
 import type { Db } from '../db/pool.js';
 import type { Logger } from '../logger.js';
@@ -126,6 +127,15 @@ const MESSAGES_SQL = `WITH w AS (SELECT id, message_id, created_at FROM recipien
 const INBOUND_SQL = walkSql('inbound_messages', 'true');
 
 /**
+ * Verification sessions (the verification API's `validations`: a number, a code's hash, the proof's
+ * MAC) started longer ago than the retention, all of them: a session expires minutes after its
+ * start (D8), so an aged one is long over, and its code SMS is a message of the same age. `$1`,
+ * `$2`, `$3`: as `walkSql` says. A later verify or proof check of its token answers 404, as for an
+ * unknown token.
+ */
+const VALIDATIONS_SQL = walkSql('validations', 'true');
+
+/**
  * One statement of the windows' walk, in key order. `$1`, `$2`: the key after which it reads
  * (phone number id, person; '' and '' from the start); `$3`: the most rows it reads; `$4`: the
  * retention in seconds. It deletes those of them whose person last wrote longer ago than the
@@ -142,10 +152,12 @@ const WINDOWS_SQL = `WITH w AS (SELECT phone_number_id, user_number FROM whatsap
             (SELECT phone_number_id FROM tail) AS last_phone_number_id, (SELECT user_number FROM tail) AS last_user_number`;
 
 /** What a pass deleted, per table (logged with it). */
-type Deleted = Record<'messages' | 'recipients' | 'attempts' | 'carrier_refs' | 'sandbox_messages' | 'events' | 'inbound_messages' | 'whatsapp_windows', number>;
+type Deleted = Record<
+  'messages' | 'recipients' | 'attempts' | 'carrier_refs' | 'sandbox_messages' | 'events' | 'inbound_messages' | 'validations' | 'whatsapp_windows', number
+>;
 
 const nothingDeleted = (): Deleted => ({
-  messages: 0, recipients: 0, attempts: 0, carrier_refs: 0, sandbox_messages: 0, events: 0, inbound_messages: 0, whatsapp_windows: 0,
+  messages: 0, recipients: 0, attempts: 0, carrier_refs: 0, sandbox_messages: 0, events: 0, inbound_messages: 0, validations: 0, whatsapp_windows: 0,
 });
 
 export class MessageRetention extends PeriodicPass {
@@ -153,6 +165,7 @@ export class MessageRetention extends PeriodicPass {
   private readonly receiptWaitSeconds: number;
   private readonly messages = new Walk<MessagesRow>(MESSAGES_SQL);
   private readonly inbound = new Walk(INBOUND_SQL);
+  private readonly validations = new Walk(VALIDATIONS_SQL);
   /** The windows' walk under way: the last key it read (null: none under way; one starts with each full walk). */
   private windowsAfter: [string, string] | null = null;
   private lastFullWalk = -Infinity;
@@ -167,13 +180,13 @@ export class MessageRetention extends PeriodicPass {
     private readonly db: Db, logger: Logger, retentionDays: number, receiptWaitHours: number, intervalMs = 60_000,
     private readonly batch = 500, private readonly recheckMs = 3_600_000,
   ) {
-    super(logger, 'messages and inbound messages older than MESSAGE_RETENTION_DAYS were deleted', intervalMs, 'info');
+    super(logger, 'messages, inbound messages and verification sessions older than MESSAGE_RETENTION_DAYS were deleted', intervalMs, 'info');
     // At least a second: a retention too short to round to one would otherwise delete nothing.
     this.seconds = retentionDays > 0 ? Math.max(1, Math.round(retentionDays * 86_400)) : 0;
     this.receiptWaitSeconds = Math.round(receiptWaitHours * 3_600);
   }
 
-  /** One pass: messages with their rows, then inbound messages, then (with a full walk) windows; returns the rows deleted. */
+  /** One pass: messages with their rows, then inbound messages, verification sessions, then (with a full walk) windows; returns the rows deleted. */
   async once(): Promise<number> {
     this.deleted = nothingDeleted();
     if (this.seconds === 0) return 0;
@@ -192,6 +205,9 @@ export class MessageRetention extends PeriodicPass {
     if (this.stopping) return total;
     d.inbound_messages = await this.inbound.pass(this.db, this.batch, [this.seconds], full, stopping);
     total += d.inbound_messages;
+    if (this.stopping) return total;
+    d.validations = await this.validations.pass(this.db, this.batch, [this.seconds], full, stopping);
+    total += d.validations;
     if (this.stopping) return total;
     if (full && this.windowsAfter === null) this.windowsAfter = ['', ''];
     if (this.windowsAfter !== null) {

@@ -195,6 +195,10 @@ test('old messages whose work is over go with all their rows; newer ones, and th
     `INSERT INTO inbound_messages (account_id, gateway, sender, recipient, body, sent_at, created_at)
      SELECT 1, 'sms', '420777000111', 'Info', 'Hi ' || d, now(), now() - make_interval(days => d) FROM unnest(ARRAY[40, 31, 20]) AS d`);
   await db.query(
+    `INSERT INTO validations (token, account_id, key_id, phone, status, code_hash, attempts_remaining, started_at, expires_at, created_at)
+     SELECT 'tok-' || d, 1, 1, '420777000222', 'verified', '\\x00', 3, now() - make_interval(days => d),
+            now() - make_interval(days => d) + interval '10 minutes', now() - make_interval(days => d) FROM unnest(ARRAY[45, 35, 25]) AS d`);
+  await db.query(
     `INSERT INTO whatsapp_windows (phone_number_id, user_number, last_inbound_at)
      SELECT 'pn' || (d % 2), '420777' || d, now() - make_interval(hours => d * 24 - 12) FROM generate_series(1, 40) AS d`);
 
@@ -211,10 +215,12 @@ test('old messages whose work is over go with all their rows; newer ones, and th
   assert.deepEqual(await rowsOf(kept), keptRows, 'every row of a kept message stayed');
   assert.deepEqual((await db.query<{ body: string }>('SELECT body FROM inbound_messages ORDER BY id')).rows.map((r) => r.body), ['Hi 20']);
   assert.equal((await db.query<{ n: number }>('SELECT count(*)::int AS n FROM whatsapp_windows')).rows[0]!.n, 30, 'windows 30.5 to 39.5 days old went');
+  assert.deepEqual((await db.query<{ token: string }>('SELECT token FROM validations ORDER BY id')).rows.map((r) => r.token), ['tok-25'],
+    'verification sessions started longer ago than the retention went');
   assert.deepEqual({ ...(retention as unknown as { detail(): Record<string, number> }).detail() }, {
-    ...doneRows, inbound_messages: 2, whatsapp_windows: 10,
+    ...doneRows, inbound_messages: 2, validations: 2, whatsapp_windows: 10,
   }, 'what the pass logs');
-  assert.equal(deleted, 4 + 6 + 6 + 6 + 6 + 12 + 2 + 10);
+  assert.equal(deleted, 4 + 6 + 6 + 6 + 6 + 12 + 2 + 2 + 10);
 
   // Run again (or by a second sweep): nothing more.
   assert.equal(await new MessageRetention(db, logger, 30, RECEIPT_WAIT_HOURS, 60_000, 2).once(), 0);
@@ -222,7 +228,7 @@ test('old messages whose work is over go with all their rows; newer ones, and th
 });
 
 test('events a delivery still needs stay when their message goes; the relay and the event rules still hold for them', async () => {
-  await db.query('TRUNCATE messages, recipients, attempts, carrier_refs, sandbox_messages, events, outbox, webhook_batches, inbound_messages');
+  await db.query('TRUNCATE messages, recipients, attempts, carrier_refs, sandbox_messages, events, outbox, webhook_batches, inbound_messages, validations');
   const url = (name: string) => `https://${name}.example.test/hooks`;
   const noCallback = await writeMessage({ days: 40 });
   const delivered = await writeMessage({ days: 40, callback: url('delivered') });
