@@ -15,7 +15,7 @@ export type RoleCommand =
 
 /**
  * Reads the Procfile as a process manager would run it. `web: npm run start:web` is resolved through
- * package.json's scripts to `bash scripts/start.sh web`, which runs
+ * package.json's scripts to `exec bash scripts/start.sh web`, which runs
  * `node $(cat scripts/node-flags) dist/bin/switchboard.js web` (the compiled service; the suite
  * builds once, so start.sh's own build check is not needed). Any other command (for example
  * `node $(cat scripts/node-flags) dist/bin/switchboard.js web`) is run by `sh -c` as it is.
@@ -42,7 +42,7 @@ export function resolveProcfile(procfile: string, scripts: Record<string, string
     if (script === undefined) {
       throw new Error(`Procfile: ${role} runs "npm run ${npm[1]}", which package.json does not define`);
     }
-    const start = /^bash scripts\/start\.sh(?:\s+(.*))?$/.exec(script.trim());
+    const start = /^(?:exec\s+)?bash scripts\/start\.sh(?:\s+(.*))?$/.exec(script.trim());
     if (!start) {
       out.push({ role, kind: 'shell', line: script });
       continue;

@@ -20,13 +20,13 @@ const ENTRY = 'dist/bin/switchboard.js';
 describe('resolveProcfile', () => {
   const scripts = {
     'start:web': 'bash scripts/start.sh web',
-    'start:worker:sms': 'bash scripts/start.sh worker --pools=sms --lanes=transactional,promotional',
+    'start:worker:sms': 'exec bash scripts/start.sh worker --pools=sms --lanes=transactional,promotional',
     'start:other': 'node somewhere.js',
   };
   type Case = [name: string, procfile: string, expected: ReturnType<typeof resolveProcfile>];
   const cases: Case[] = [
     ['npm script through start.sh', 'web: npm run start:web', [{ role: 'web', kind: 'node', args: [...FLAGS, ENTRY, 'web'] }]],
-    ['start.sh with pools and lanes', 'worker_sms: npm run start:worker:sms',
+    ['exec start.sh (as package.json has it) with pools and lanes', 'worker_sms: npm run start:worker:sms',
       [{ role: 'worker_sms', kind: 'node', args: [...FLAGS, ENTRY, 'worker', '--pools=sms', '--lanes=transactional,promotional'] }]],
     ['arguments after -- are appended', 'w: npm run start:web -- --pools=relay',
       [{ role: 'w', kind: 'node', args: [...FLAGS, ENTRY, 'web', '--pools=relay'] }]],

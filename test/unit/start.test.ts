@@ -5,7 +5,11 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { decideRestart, describeStderr, NO_EXITS, PROCFILE_PROCESSES, RELEASE_ARGS, RESTART_POLICY, type ExitHistory, type RestartDecision } from '../../services/start.js';
 import { procfileCommands } from '../../scripts/bench/stack.js';
 
@@ -53,4 +57,40 @@ test('the supervisor runs the Procfile\'s lines, in its order, with its argument
     ['release', [...RELEASE_ARGS]],
     ...PROCFILE_PROCESSES.map((p) => [p.name, [...p.args]]),
   ]);
+});
+
+test('SIGTERM to `npm start` (and the other start scripts, `npm run dev`) reaches the service, not only npm\'s shell', async (t) => {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { scripts: Record<string, string> };
+  const starts = Object.entries(pkg.scripts).filter(([name, line]) => line.includes('scripts/start.sh') || name === 'dev');
+  assert.ok(starts.some(([name]) => name === 'start'), 'npm start runs scripts/start.sh');
+  // npm runs a script with `sh -c` (dash here) and passes SIGTERM to that shell only: a shell that
+  // does not exec its command dies of it and leaves the service running without a parent.
+  for (const [name, line] of starts) assert.match(line, /^exec /, `${name}: the shell must exec the service`);
+
+  // The real thing: npm with package.json's own `start` line, scripts/start.sh a stand-in that says
+  // whether the signal reached it.
+  const dir = mkdtempSync(path.join(tmpdir(), 'sb-npm-start-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  mkdirSync(path.join(dir, 'scripts'));
+  writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'npm-start-signal', version: '1.0.0', private: true, scripts: { start: pkg.scripts.start } }));
+  writeFileSync(path.join(dir, 'scripts', 'start.sh'),
+    'trap \'echo TERM >> got; exit 0\' TERM\necho $$ > started\nwhile :; do sleep 0.1; done\n');
+  const npm = spawn('npm', ['start', '--silent'], { cwd: dir, stdio: 'ignore', detached: true });
+  const exited = new Promise<number | null>((resolve) => npm.on('exit', (code) => resolve(code)));
+  const started = path.join(dir, 'started');
+  for (let i = 0; i < 200 && !existsSync(started); i++) await delay(50);
+  const pid = Number(readFileSync(started, 'utf8').trim());
+  try {
+    npm.kill('SIGTERM');
+    await exited;
+    for (let i = 0; i < 40 && !existsSync(path.join(dir, 'got')); i++) await delay(50);
+    assert.ok(existsSync(path.join(dir, 'got')), 'scripts/start.sh got the SIGTERM sent to npm');
+  } finally {
+    try {
+      process.kill(-npm.pid!, 'SIGKILL');
+    } catch { /* gone */ }
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch { /* gone */ }
+  }
 });
