@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { FAMILIES, type Family } from './channels/index.js';
+import { SMS_SENDER, SMS_SENDER_RULE } from './channels/sms.js';
 import type { RedisClusterTarget } from './redis.js';
 
 export interface Config {
@@ -148,7 +149,7 @@ const schema = Joi.object({
   ADMIN_TOKEN: Joi.string().min(16).allow(''),
   SANDBOX: bool,
   ALLOW_PRIVATE_CALLBACKS: bool,
-  DEFAULT_SENDER: Joi.string().min(1).max(15).default('Info'),
+  DEFAULT_SENDER: Joi.string().pattern(SMS_SENDER).messages({ 'string.pattern.base': SMS_SENDER_RULE }).default('Info'),
   LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
   SMPP_URL: Joi.string().pattern(/^s?smpps?:\/\//).allow(''),
   WHATSAPP_GRAPH_URL: Joi.string().uri({ scheme: ['http', 'https'] }).default('https://graph.facebook.com'),

@@ -23,10 +23,13 @@ export interface SmsAttempt extends AttemptBase {
   smsGateway: SmsGateway;
 }
 
-/** Alphanumeric sender name (max 11) or a dedicated number without `+` (max 15 digits). */
-const SMS_SENDER = /^(?:[0-9]{1,15}|(?=.*[A-Za-z])[A-Za-z0-9 .&_-]{1,11})$/;
-const smsSender = Joi.string().custom(worded((value: string) =>
-  SMS_SENDER.test(value) ? null : 'must be an alphanumeric name of at most 11 characters or a number of at most 15 digits without +'));
+/**
+ * Alphanumeric sender name (max 11) or a dedicated number without `+` (max 15 digits): a step's
+ * `sender`, and the defaults that stand in for it (an account's `default_sender`, `DEFAULT_SENDER`).
+ */
+export const SMS_SENDER = /^(?:[0-9]{1,15}|(?=.*[A-Za-z])[A-Za-z0-9 .&_-]{1,11})$/;
+export const SMS_SENDER_RULE = 'must be an alphanumeric name of at most 11 characters or a number of at most 15 digits without +';
+const smsSender = Joi.string().custom(worded((value: string) => SMS_SENDER.test(value) ? null : SMS_SENDER_RULE));
 
 function gatewayOf(step: { gateway?: unknown } | undefined): SmsGateway {
   const gateway = step?.gateway;

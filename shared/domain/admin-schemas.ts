@@ -4,6 +4,7 @@ import type { NewAccount, AccountSettings } from './accounts.js';
 import type { PriceRow } from './prices.js';
 import { isValidCountry } from '../phone/normalize.js';
 import { CHANNELS, FAMILIES } from '../channels/index.js';
+import { SMS_SENDER, SMS_SENDER_RULE } from '../channels/sms.js';
 import { MAX_KEYWORD_LENGTH, normalizeKeyword } from '../suppression/keywords.js';
 import { isoInstant } from '../validation.js';
 
@@ -11,7 +12,9 @@ const country = Joi.string().length(2).uppercase().custom((v: string, helpers) =
   isValidCountry(v.toUpperCase()) ? v.toUpperCase() : helpers.error('any.invalid'));
 // Checked as given, whatever the caller's conversion: a fifth decimal is refused, not rounded (the CLI's 0.00001 became 0).
 const money = Joi.number().precision(4).min(-1e12).max(1e12).prefs({ convert: false });
-const sender = Joi.string().min(1).max(15).pattern(/^[A-Za-z0-9 .&_-]+$/);
+// What a step's sms.sender may be (the default stands in for it): a name of up to 11 characters
+// with a letter, or a number of up to 15 digits.
+const sender = Joi.string().pattern(SMS_SENDER).messages({ 'string.pattern.base': SMS_SENDER_RULE });
 
 export const newAccountSchema = Joi.object<NewAccount>({
   name: Joi.string().max(200).allow(''),

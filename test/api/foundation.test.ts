@@ -101,6 +101,30 @@ test('account settings are patched and validated', async () => {
   assert.match(bad.body.message, /^verification_template/);
 });
 
+test('an account\'s default_sender is what a step\'s sms.sender may be (it stands in for one)', async () => {
+  const { accountId } = await svc.createAccount();
+  for (const good of ['Shop', 'A&B shop.cz', '420777000111']) {
+    const res = await svc.admin('PATCH', `/accounts/${accountId}`, { default_sender: good });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.body.default_sender, good);
+  }
+  // Each of these the sending API refuses as flow[0].sms.sender; as the default they were stored
+  // and sent as the SMS sender (a 13-letter name, no letter at all, a + in a number).
+  const rule = 'must be an alphanumeric name of at most 11 characters or a number of at most 15 digits without +';
+  for (const bad of ['ABCDEFGHIJKLM', '-----', '+420777000111']) {
+    const res = await svc.admin('PATCH', `/accounts/${accountId}`, { default_sender: bad });
+    assert.equal(res.status, 400, `${bad}: ${res.text}`);
+    assert.equal(res.body.message, `default_sender: ${rule}`);
+    const created = await svc.admin('POST', '/accounts', { currency: 'CZK', default_sender: bad });
+    assert.equal(created.status, 400, `${bad}: ${created.text}`);
+    assert.equal(created.body.message, `default_sender: ${rule}`);
+    const refused = await svc.request('POST', '/v2/message', { body: { body: 'x', to: [{ phone_number: '420777777777' }], flow: [{ sms: { sender: bad } }] }, headers: { 'x-api-key': (await svc.createAccount()).apiKey } });
+    assert.equal(refused.status, 400);
+    assert.equal(refused.body.Message, `flow[0].sms.sender: ${rule}`);
+  }
+  assert.equal((await svc.admin('GET', `/accounts/${accountId}`)).body.default_sender, '420777000111');
+});
+
 test('prices are upserted and the longest prefix row is stored beside the default', async () => {
   const res = await svc.admin('PUT', '/prices', [{ channel: 'sms', prefix: '42060', price_czk: 2, price_eur: 0.08 }]);
   assert.deepEqual(res.body, { updated: 1 });

@@ -242,3 +242,16 @@ test('under switchboard start, a METRICS_PORT whose roles\' ports run past 65535
   assert.match(start.stderr, /METRICS_PORT: switchboard start gives each of its 6 roles METRICS_PORT \+ its place in the Procfile \(65533 to 65538\), so worker_priority would take 65536, past the last port \(65535\); choose a METRICS_PORT of at most 65530/);
   assert.doesNotMatch(start.stderr, /Cannot reach|could not start/);
 });
+
+test('DEFAULT_SENDER: what a step\'s sms.sender may be, else the start stops naming it', () => {
+  assert.equal(loadConfig({}).defaultSender, 'Info');
+  for (const good of ['Shop', 'My Shop 1', 'A&B_shop.cz', '420777000111', '123456789012345']) {
+    assert.equal(loadConfig({ DEFAULT_SENDER: good }).defaultSender, good, good);
+  }
+  // The sending API refuses each of these as a sender (11 characters at most for a name, with a
+  // letter; digits only, no +, for a number), so the default must not send with them either.
+  for (const bad of ['ABCDEFGHIJKLM', '-----', '+420777000111', 'Shop!', '1234567890123456']) {
+    assert.throws(() => loadConfig({ DEFAULT_SENDER: bad }),
+      (err: unknown) => err instanceof ConfigError && /DEFAULT_SENDER: must be an alphanumeric name of at most 11 characters or a number of at most 15 digits without \+/.test(err.message), bad);
+  }
+});
