@@ -71,12 +71,17 @@ export function checkEnvConnections(config: Config): void {
   }
 }
 
+/** A driver's error message ended as one sentence (ioredis' own end in a period: not two). */
+function sentence(message: string): string {
+  return /[.!?]$/.test(message) ? message : `${message}.`;
+}
+
 /** Creates the database when it is missing; unreachable Postgres is a StartupError saying how to start it. */
 export async function reachPostgres(config: Config): Promise<void> {
   try {
     await withTimeout(ensureDatabase(config.databaseUrl), 8000, 'Postgres');
   } catch (err) {
-    throw new StartupError(`Cannot reach PostgreSQL at ${redactUrl(config.databaseUrl)}: ${(err as Error).message}.\n` +
+    throw new StartupError(`Cannot reach PostgreSQL at ${redactUrl(config.databaseUrl)}: ${sentence((err as Error).message)}\n` +
       'Start it (on this kind of machine: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start) or set DATABASE_URL.');
   }
 }
@@ -91,7 +96,7 @@ export async function connectRedis(config: Config): Promise<Redis> {
     return redis;
   } catch (err) {
     redis.disconnect();
-    throw new StartupError(`Cannot reach Redis at ${describeRedisTarget(target, redactUrl)}: ${(err as Error).message}.\n` +
+    throw new StartupError(`Cannot reach Redis at ${describeRedisTarget(target, redactUrl)}: ${sentence((err as Error).message)}\n` +
       (config.redisCluster
         ? 'Check REDIS_CLUSTER_NODES (seed nodes of a Redis Cluster whose slots are all assigned).'
         : 'Start it (on this kind of machine: redis-server --daemonize yes --port 6379) or set REDIS_URL.'));

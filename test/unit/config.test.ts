@@ -114,6 +114,8 @@ test('unreachable Postgres or Redis is said plainly, with how to start it, and d
   const redis = run({ DATABASE_URL: 'postgres://root@127.0.0.1:5432/switchboard_cfgtest', REDIS_URL: 'redis://127.0.0.1:1' });
   assert.equal(redis.status, 1);
   assert.match(redis.stderr, /Cannot reach Redis at redis:\/\/127\.0\.0\.1:1/);
+  assert.doesNotMatch(redis.stderr, /\.\.\n/, 'one period after the reason (it read "Connection is closed..")');
+  assert.doesNotMatch(pg.stderr, /\.\.\n/);
   spawnSync('psql', ['-h', '127.0.0.1', '-U', 'root', '-d', 'postgres', '-c', 'DROP DATABASE IF EXISTS switchboard_cfgtest'], { encoding: 'utf8' });
 });
 
