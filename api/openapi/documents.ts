@@ -454,8 +454,8 @@ const account = required({
 });
 const keyListing = required({
   id: int, account_id: int, is_primary: bool, key_prefix: str, note: str.allow(''), shared: bool, currency: str.valid('CZK', 'EUR'), balance: num,
-  default_callback_url: nullable(str), disabled: bool, created_at: iso,
-}).keys({ scope });
+  default_callback_url: nullable(str), disabled: bool, scope: scope.required(), created_at: iso,
+});
 const priceRow = required({ channel: str.valid(...CHANNELS), prefix: str.allow(''), operator: int, price_czk: num, price_eur: num });
 const connectionView = obj({
   name: str.required(), kind: str.required(), config: Joi.object().unknown(true).required().description('secrets masked'), routes: Joi.array().items(str.allow('')).required(),

@@ -1,7 +1,7 @@
 /** Accounts, balances and their settings: the operations behind the admin API and the CLI. */
 import { withTx, type Db, type Queryable } from '../db/pool.js';
 import { notFound, badRequest } from '../errors.js';
-import { generateApiKey } from './keys.js';
+import { generateApiKey, type KeyScope } from './keys.js';
 import { unitsLiteral } from './money.js';
 import type { SecretBox } from '../secrets/sealed.js';
 import { VERIFICATION_SECRET, WEBHOOK_SECRET, rowSecretAssignment } from '../secrets/row-secrets.js';
@@ -228,12 +228,14 @@ export interface KeyListing {
   balance: number;
   default_callback_url: string | null;
   disabled: boolean;
+  /** What the key may use (migration 020): `full`, `api` or `rest-api`. */
+  scope: KeyScope;
   created_at: string;
 }
 
 export async function listKeys(db: Queryable, accountId?: number): Promise<KeyListing[]> {
   const { rows } = await db.query<Omit<KeyListing, 'created_at'> & { created_at: Date }>(
-    `SELECT id, account_id, is_primary, key_prefix, note, shared, currency, balance, default_callback_url, disabled, created_at
+    `SELECT id, account_id, is_primary, key_prefix, note, shared, currency, balance, default_callback_url, disabled, scope, created_at
        FROM api_keys ${accountId === undefined ? '' : 'WHERE account_id = $1'} ORDER BY id`,
     accountId === undefined ? [] : [accountId],
   );

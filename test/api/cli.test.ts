@@ -39,6 +39,7 @@ test('credit:add, accounts:set, prices:set, keys:list', () => {
   const keys = cli('keys:list', '--account', String(account.account_id)).out.keys;
   assert.equal(keys.length, 1);
   assert.equal(keys[0].is_primary, true);
+  assert.equal(keys[0].scope, 'full', 'a key listing says what the key may use, as the REST list does');
   assert.ok(!('key_hash' in keys[0]));
 });
 
