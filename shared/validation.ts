@@ -40,14 +40,29 @@ export function describeJoiError(error: Joi.ValidationError, rootLabel = 'body')
 }
 
 /**
+ * The problem to report of a value `schema` refused (`error`, found with `abortEarly`): an unknown
+ * property when the value has one, else the first problem. A misspelt field (`prefx`, `phone`) is
+ * then named as the one not allowed, rather than reported as its right spelling missing. Runs only
+ * on a refused value: the value is validated again to see all its problems.
+ */
+export function mostTellingError(schema: Joi.Schema, value: unknown, opts: Joi.ValidationOptions, error: Joi.ValidationError): Joi.ValidationError {
+  if (error.details[0]?.type === 'object.unknown') return error;
+  const all = schema.validate(value, { ...opts, abortEarly: false }).error;
+  const unknown = all?.details.find((d) => d.type === 'object.unknown');
+  return unknown ? new Joi.ValidationError(unknown.message, [unknown], value) : error;
+}
+
+/**
  * Validate and return the typed value, or throw a 400 AppError naming the field. Every string of
  * the value is also checked once here, whatever the schema: Postgres refuses NUL characters in
  * text, and nothing a client sends may reach it in a form that makes it fail.
  */
 export function validate<T>(schema: Joi.Schema<T>, value: unknown, opts: Joi.ValidationOptions = {}): T {
-  const result = schema.validate(value, { abortEarly: true, convert: false, ...opts });
+  const options = { abortEarly: true, convert: false, ...opts };
+  const result = schema.validate(value, options);
   if (result.error) {
-    throw badRequest(describeJoiError(result.error), 'VALIDATION', { field: fieldPath(result.error.details[0]?.path ?? []) });
+    const error = options.abortEarly ? mostTellingError(schema, value, options, result.error) : result.error;
+    throw badRequest(describeJoiError(error), 'VALIDATION', { field: fieldPath(error.details[0]?.path ?? []) });
   }
   const unstorable = findUnstorable(result.value, '');
   if (unstorable !== null) {

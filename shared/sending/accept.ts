@@ -18,7 +18,7 @@ import { Queues, laneOfTag, LANE_NUMBER, isQueueConnected } from '../queues.js';
 import { stepOf } from '../channels/index.js';
 import { addDispatchJobs, callJob, messageJob, type QueuedDispatchJob } from '../engine/dispatch-jobs.js';
 import { messageSchema, messageSchemaWithRecipients, MAX_RECIPIENTS, stepMissingBody, unstorableText, effectiveFlow, type MessageInput } from './message-schema.js';
-import { describeJoiError } from '../validation.js';
+import { describeJoiError, mostTellingError } from '../validation.js';
 import { normalizePhone } from '../phone/normalize.js';
 import { resolveSendAt, validateDeliveryWindow, nextSendInstant } from '../schedule/window.js';
 import { checkCallbackUrl } from '../net/ssrf.js';
@@ -88,9 +88,10 @@ export function prepareMessage(raw: unknown, key: ApiKeyRecord, config: Config, 
     schema = wideSchemas.get(maxRecipients) ?? messageSchemaWithRecipients(maxRecipients);
     wideSchemas.set(maxRecipients, schema);
   }
-  const { value, error } = schema.validate(raw, { abortEarly: true, convert: false });
+  const options = { abortEarly: true, convert: false };
+  const { value, error } = schema.validate(raw, options);
   if (error) {
-    return describeJoiError(error, 'message');
+    return describeJoiError(mostTellingError(schema, raw, options, error), 'message');
   }
   const input = value as MessageInput;
   const unstorable = unstorableText(input);

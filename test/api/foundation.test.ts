@@ -48,6 +48,10 @@ test('admin API refuses a missing or wrong token', async () => {
   const misspelt = await svc.request('GET', '/admin/api/keys?acount_id=2', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
   assert.equal(misspelt.status, 400, misspelt.text);
   assert.match(misspelt.body.message, /^acount_id: unknown query parameter \(allowed: account_id\)$/);
+  // A misspelt body field is named as not allowed (it was reported as its right spelling missing).
+  const typo = await svc.admin('PUT', '/prices', [{ channel: 'sms', prefx: '420', price_czk: 1, price_eur: 0.04 }]);
+  assert.equal(typo.status, 400, typo.text);
+  assert.match(typo.body.message, /^\[0\]\.prefx: is not allowed$/);
   // The scheme's name is case-insensitive (RFC 9110): it was refused with 401.
   assert.equal((await svc.request('GET', '/admin/api/prices', { headers: { authorization: `bearer ${ADMIN_TOKEN}` } })).status, 200);
   assert.equal((await svc.request('GET', '/admin/api/prices', { headers: { authorization: `BEARER ${ADMIN_TOKEN}` } })).status, 200);

@@ -231,6 +231,8 @@ const fieldCases: Case[] = [
   ['phone_number a number', valid({ to: [{ phone_number: 420777777777 }] }), /^to\[0\]\.phone_number: must be a string$/],
   ['phone_number empty', valid({ to: [{ phone_number: '' }] }), /^to\[0\]\.phone_number: /],
   ['phone_number missing in the 3rd recipient', valid({ to: [...to(TEST_NUMBER, TEST_NUMBER), {}] }), /^to\[2\]\.phone_number: is required$/],
+  // A misspelt field is named as the one not allowed, not as its right spelling missing.
+  ['phone_number misspelt', valid({ to: [{ phone: TEST_NUMBER }] }), /^to\[0\]\.phone: is not allowed$/],
   ['phone_number not a number at all (D2: settled later as [302])', valid({ to: to('call me maybe') }), 'ok'],
   ['phone_number of 100 characters (D2: any non-empty string)', valid({ to: to('1'.repeat(100)) }), 'ok'],
   ['duplicates in to are sent as given', valid({ to: to(TEST_NUMBER, TEST_NUMBER) }), 'ok'],
