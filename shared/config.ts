@@ -151,7 +151,8 @@ const schema = Joi.object({
   ALLOW_PRIVATE_CALLBACKS: bool,
   DEFAULT_SENDER: Joi.string().pattern(SMS_SENDER).messages({ 'string.pattern.base': SMS_SENDER_RULE }).default('Info'),
   LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
-  SMPP_URL: Joi.string().pattern(/^s?smpps?:\/\//).allow(''),
+  SMPP_URL: Joi.string().pattern(/^s?smpps?:\/\//).allow('')
+    .messages({ 'string.pattern.base': 'must start with smpp://, smpps:// or ssmpp:// (smpp://system_id:password@host:port)' }),
   WHATSAPP_GRAPH_URL: Joi.string().uri({ scheme: ['http', 'https'] }).default('https://graph.facebook.com'),
   WHATSAPP_GRAPH_VERSION: Joi.string().pattern(/^v\d+\.\d+$/).default('v25.0').messages({ 'string.pattern.base': 'must look like v25.0' }),
   ...Object.fromEntries(FAMILIES.map((f) => [concurrencyVariable(f), Joi.number().integer().min(1).max(1000).default(DEFAULT_POOL_CONCURRENCY[f])])),
@@ -188,6 +189,14 @@ const schema = Joi.object({
   WHATSAPP_ONBOARDING_CONNECTION: Joi.string().pattern(/^[A-Za-z0-9_-]{1,40}$/).allow(''),
   WHATSAPP_SDK_URL: Joi.string().uri({ scheme: ['http', 'https'] }).allow(''),
 }).unknown(true);
+
+/** Joi's messages that quote the refused value, reworded without it (see loadConfig). */
+const VALUE_FREE_MESSAGES = {
+  'string.pattern.base': '{{#label}} fails to match the required pattern: {{#regex}}',
+  'string.pattern.name': '{{#label}} fails to match the {{#name}} pattern',
+  'string.pattern.invert.base': '{{#label}} matches the inverted pattern: {{#regex}}',
+  'string.pattern.invert.name': '{{#label}} matches the inverted {{#name}} pattern',
+};
 
 /** 32 bytes from 64 hex characters or base64 (standard or url-safe), else null. */
 function parseKey(text: string): Buffer | null {
@@ -271,7 +280,9 @@ export class ConfigError extends Error {
 
 /** Validate an environment object (default: `process.env`, after an optional `.env` file). */
 export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
-  const { value, error } = schema.validate(env, { abortEarly: false, convert: true });
+  // A refused value is never repeated in the message: the variables hold secrets (SMPP_URL's
+  // password), and the message is printed and logged. Joi's pattern message quotes the value.
+  const { value, error } = schema.validate(env, { abortEarly: false, convert: true, messages: VALUE_FREE_MESSAGES });
   if (error) {
     throw new ConfigError(error.details.map((d) => `${String(d.path[0])}: ${d.message.replace(/^"[^"]+" /, '')}`));
   }

@@ -257,3 +257,17 @@ test('DEFAULT_SENDER: what a step\'s sms.sender may be, else the start stops nam
       (err: unknown) => err instanceof ConfigError && /DEFAULT_SENDER: must be an alphanumeric name of at most 11 characters or a number of at most 15 digits without \+/.test(err.message), bad);
   }
 });
+
+test('a refused variable is named without repeating its value: SMPP_URL with another scheme does not print its password', () => {
+  for (const bad of ['smtp://sys:S3cretPassw0rd@smsc.example:2775', 'http://sys:S3cretPassw0rd@smsc.example:2775']) {
+    assert.throws(() => loadConfig({ SMPP_URL: bad }), (err: unknown) => {
+      assert.ok(err instanceof ConfigError);
+      assert.match(err.message, /SMPP_URL: must start with smpp:\/\/, smpps:\/\/ or ssmpp:\/\//);
+      assert.doesNotMatch(err.message, /S3cretPassw0rd/);
+      return true;
+    }, bad);
+  }
+  // Any pattern a variable must match: named, the value not quoted.
+  assert.throws(() => loadConfig({ REDIS_PREFIX: 'S3cret value!' }), (err: unknown) =>
+    err instanceof ConfigError && /REDIS_PREFIX: fails to match the required pattern/.test(err.message) && !/S3cret value/.test(err.message));
+});
