@@ -9,6 +9,7 @@ import { AppError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import { isStorageUnavailable, STORAGE_RETRY_AFTER_S } from '../../shared/storage-unavailable.js';
 import { BodyError, CLIENT_ABORTED } from './body.js';
+import { maskPath } from './request-log.js';
 
 /** The message of every family's 503 (issue 22): nothing of the call was stored. */
 export const UNAVAILABLE_MESSAGE = 'Service temporarily unavailable: nothing was accepted; retry later';
@@ -22,6 +23,15 @@ export function requestPath(req: Request): string {
 }
 
 /**
+ * The request's path as logs show it: the secrets some paths carry (a carrier callback's token, a
+ * verification session's token) masked, as on the request log's own line.
+ */
+function loggedPath(req: Request): string {
+  const path = maskPath((req.originalUrl || req.url).split('?')[0]!);
+  return path.length > MAX_PATH_IN_MESSAGE ? `${path.slice(0, MAX_PATH_IN_MESSAGE)}…` : path;
+}
+
+/**
  * Translate the family-independent failures; anything else is returned unchanged (the family's
  * own errors, and program errors that stay a 500). A 503 gets its `Retry-After` header here.
  */
@@ -29,7 +39,7 @@ export function knownError(err: unknown, req: Request, res: Response, logger: Lo
   if (err instanceof AppError || err instanceof BodyError) {
     if (err instanceof BodyError && err.status === CLIENT_ABORTED) {
       // Nobody is left to read an answer: one line, no stack (a client giving up is not our fault).
-      logger.info({ method: req.method, path: requestPath(req) }, 'client closed the connection during the upload');
+      logger.info({ method: req.method, path: loggedPath(req) }, 'client closed the connection during the upload');
     }
     return err;
   }
@@ -38,7 +48,7 @@ export function knownError(err: unknown, req: Request, res: Response, logger: Lo
     return new AppError(400, 'BAD_REQUEST', `path: malformed percent-escape in ${requestPath(req)}`, { field: 'path' });
   }
   if (isStorageUnavailable(err)) {
-    logger.warn({ method: req.method, path: requestPath(req), err: (err as Error).message }, 'storage unavailable; answered 503');
+    logger.warn({ method: req.method, path: loggedPath(req), err: (err as Error).message }, 'storage unavailable; answered 503');
     res.set('Retry-After', String(STORAGE_RETRY_AFTER_S));
     return new AppError(503, 'SERVICE_UNAVAILABLE', UNAVAILABLE_MESSAGE);
   }

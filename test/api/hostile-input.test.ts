@@ -630,6 +630,27 @@ test('an upload the client abandons is logged as one info line without a stack',
   assert.ok(lines.every((l) => l.level < 50), JSON.stringify(lines));
 });
 
+test('an abandoned upload to a path that carries a secret is logged with the secret masked', async () => {
+  const url = new URL(svc.url);
+  const callbackToken = 'AbandonedCallbackToken0123456789abcdef';
+  const paths = [`/callbacks/viber/some-connection/${callbackToken}`, `/v1/validations/${ids.token}/verify`];
+  const before = logLines.length;
+  for (const path of paths) {
+    await new Promise<void>((resolve) => {
+      const socket = net.connect(Number(url.port), url.hostname, () => {
+        socket.write(`POST ${path} HTTP/1.1\r\nhost: ${url.host}\r\ncontent-type: application/json\r\nx-api-key: ${ids.verifyKey}\r\ncontent-length: 100000\r\n\r\n{"code":`);
+        setTimeout(() => { socket.destroy(); resolve(); }, 200);
+      });
+    });
+  }
+  await new Promise((r) => setTimeout(r, 300));
+  const lines = logLines.slice(before);
+  const aborted = lines.filter((l) => l.msg === 'client closed the connection during the upload') as Array<{ path?: string }>;
+  assert.deepEqual(aborted.map((l) => l.path), ['/callbacks/viber/some-connection/***', '/v1/validations/***/verify'], JSON.stringify(lines));
+  const logged = JSON.stringify(lines);
+  assert.ok(!logged.includes(callbackToken) && !logged.includes(ids.token), logged);
+});
+
 test('a client that sends its headers or its body a byte at a time is answered 408 and cut off at HTTP_REQUEST_TIMEOUT_MS', async () => {
   const url = new URL(svc.url);
   const trickle = (head: string, drip: string) => new Promise<{ answer: string; ms: number }>((resolve, reject) => {
