@@ -185,8 +185,11 @@ export async function ensureDatabase(databaseUrl: string): Promise<void> {
   try {
     await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
   } catch (err) {
-    // Another process created it between our probe and now.
-    if ((err as { code?: string }).code !== '42P04') {
+    // Another process created it between our probe and now: 42P04 (duplicate_database) when it
+    // had committed, 23505 on pg_database's name index when both CREATE DATABASEs ran at once
+    // (every role of a fresh deployment starting together).
+    const code = (err as { code?: string }).code;
+    if (code !== '42P04' && code !== '23505') {
       throw err;
     }
   } finally {

@@ -13,7 +13,8 @@ import pg from 'pg';
 import { loadConfig } from '../../shared/config.js';
 import { createLogger } from '../../shared/logger.js';
 import { startRuntime, StartupError } from '../../services/runtime.js';
-import { createTestDatabase, deleteRedisPrefix, uniqueName, REDIS_URL } from '../support/harness.js';
+import { ensureDatabase } from '../../shared/db/pool.js';
+import { createTestDatabase, deleteRedisPrefix, uniqueName, REDIS_URL, PG_BASE } from '../support/harness.js';
 
 const dbs: Array<{ drop(): Promise<void> }> = [];
 const prefixes: string[] = [];
@@ -40,6 +41,28 @@ function env(databaseUrl: string, extra: Record<string, string> = {}): Record<st
   prefixes.push(prefix);
   return { NODE_ENV: 'test', DATABASE_URL: databaseUrl, REDIS_URL, REDIS_PREFIX: prefix, LOG_LEVEL: 'silent', ...extra };
 }
+
+test('processes starting together on a missing database all find it created (none fails on the race)', async () => {
+  // Every role of a fresh deployment starts at once and each creates the database when missing:
+  // simultaneous CREATE DATABASEs fail with 23505 on pg_database's name index, not only 42P04.
+  const name = uniqueName('sb_test');
+  const url = new URL(PG_BASE);
+  url.pathname = `/${name}`;
+  dbs.push({
+    drop: async () => {
+      const c = new pg.Client({ connectionString: PG_BASE });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.end();
+    },
+  });
+  const results = await Promise.allSettled(Array.from({ length: 8 }, () => ensureDatabase(url.toString())));
+  const failed = results.flatMap((r) => (r.status === 'rejected' ? [`${(r.reason as { code?: string }).code}: ${(r.reason as Error).message}`] : []));
+  assert.deepEqual(failed, []);
+  const c = new pg.Client({ connectionString: url.toString() });
+  await c.connect();
+  await c.end();
+});
 
 test('a taken port is a StartupError naming the port, and nothing is left running', async () => {
   const taken = await takenPort();
