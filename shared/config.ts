@@ -137,12 +137,33 @@ const concurrencyVariable = (family: Family): string => `${family.toUpperCase()}
 const bool = Joi.boolean().truthy('1').falsy('0').sensitive(false);
 const list = Joi.string().pattern(/^\d+(,\d+)*$/);
 
+/**
+ * A URL Joi's `uri()` accepts that Node's URL parser (what pg and ioredis read it with) refuses, a
+ * port beyond 65535 for one: refused here, naming the variable, rather than a TypeError at connect.
+ * The value itself is never in the message (it may hold a password).
+ */
+function parsableUrl(value: string, helpers: Joi.CustomHelpers): string | Joi.ErrorReport {
+  return URL.canParse(value) ? value : helpers.error('url.unparsable');
+}
+
+/** REDIS_URL's path is a database number (`/0`) or nothing: ioredis sends SELECT NaN for any other. */
+function redisDatabasePath(value: string, helpers: Joi.CustomHelpers): string | Joi.ErrorReport {
+  return !URL.canParse(value) || /^\/?(\d+)?$/.test(new URL(value).pathname) ? value : helpers.error('url.redisDatabase');
+}
+
+const URL_MESSAGES = {
+  'url.unparsable': 'is not a URL that can be read (a port of 0 to 65535; %-escape reserved characters of the user name and password)',
+  'url.redisDatabase': 'must name a database by its number as its path (redis://host:6379/0), or none',
+};
+
 const schema = Joi.object({
   NODE_ENV: Joi.string().valid('production', 'development', 'test').default('development'),
   PORT: Joi.number().integer().min(0).max(65535).default(8080),
   HTTP_REQUEST_TIMEOUT_MS: Joi.number().integer().min(1000).max(600_000).default(30_000),
-  DATABASE_URL: Joi.string().uri({ scheme: ['postgres', 'postgresql'] }).default('postgres://127.0.0.1:5432/switchboard'),
-  REDIS_URL: Joi.string().uri({ scheme: ['redis', 'rediss'] }).default('redis://127.0.0.1:6379'),
+  DATABASE_URL: Joi.string().uri({ scheme: ['postgres', 'postgresql'] }).custom(parsableUrl)
+    .messages(URL_MESSAGES).default('postgres://127.0.0.1:5432/switchboard'),
+  REDIS_URL: Joi.string().uri({ scheme: ['redis', 'rediss'] }).custom(parsableUrl).custom(redisDatabasePath)
+    .messages(URL_MESSAGES).default('redis://127.0.0.1:6379'),
   REDIS_CLUSTER_NODES: Joi.string().allow(''),
   REDIS_PREFIX: Joi.string().pattern(/^[A-Za-z0-9_-]{1,40}$/).default('sb'),
   PUBLIC_URL: Joi.string().uri({ scheme: ['http', 'https'] }).default('http://localhost:8080'),
@@ -284,7 +305,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
   // password), and the message is printed and logged. Joi's pattern message quotes the value.
   const { value, error } = schema.validate(env, { abortEarly: false, convert: true, messages: VALUE_FREE_MESSAGES });
   if (error) {
-    throw new ConfigError(error.details.map((d) => `${String(d.path[0])}: ${d.message.replace(/^"[^"]+" /, '')}`));
+    // One problem per variable: the first rule it breaks (a value that is no URL at all is not also an unreadable one).
+    const first = error.details.filter((d, i, all) => all.findIndex((o) => o.path[0] === d.path[0]) === i);
+    throw new ConfigError(first.map((d) => `${String(d.path[0])}: ${d.message.replace(/^"[^"]+" /, '')}`));
   }
   const production = value.NODE_ENV === 'production';
   const credentialsKey = value.CREDENTIALS_KEY ? parseKey(value.CREDENTIALS_KEY) : null;

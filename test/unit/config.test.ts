@@ -95,6 +95,34 @@ const run = (env: Record<string, string>, command = 'all') => spawnSync(process.
   env: { ...process.env, LOG_LEVEL: 'silent', ...env }, encoding: 'utf8', timeout: 30_000,
 });
 
+test('a DATABASE_URL or REDIS_URL its driver cannot read is refused by name, its password never shown', () => {
+  // Joi's uri() took a port beyond 65535 (and REDIS_URL's any path): the start then failed with
+  // "TypeError: Invalid URL" or an uncaught "ERR value is not an integer" from SELECT NaN.
+  const problems = (env: Record<string, string>) => {
+    try {
+      loadConfig(env);
+    } catch (err) {
+      assert.ok(err instanceof ConfigError, String(err));
+      return err.problems;
+    }
+    return [];
+  };
+  for (const [name, value] of [['DATABASE_URL', 'postgres://u:hunter2@127.0.0.1:99999/db'], ['REDIS_URL', 'redis://:hunter2@127.0.0.1:99999']] as const) {
+    const found = problems({ [name]: value });
+    assert.equal(found.length, 1, found.join('\n'));
+    assert.match(found[0]!, new RegExp(`^${name}: is not a URL that can be read \\(a port of 0 to 65535`));
+    assert.doesNotMatch(found[0]!, /hunter2/);
+  }
+  assert.deepEqual(problems({ REDIS_URL: 'redis://127.0.0.1:6379/cache' }), ['REDIS_URL: must name a database by its number as its path (redis://host:6379/0), or none']);
+  assert.deepEqual(problems({ REDIS_URL: 'notaurl' }), ['REDIS_URL: must be a valid uri with a scheme matching the redis|rediss pattern']);
+  for (const ok of ['redis://127.0.0.1:6379', 'redis://127.0.0.1:6379/', 'redis://:pw@127.0.0.1:6379/3']) assert.deepEqual(problems({ REDIS_URL: ok }), [], ok);
+  // Through the entry: exit 1 with the variable's name, no stack.
+  const result = run({ REDIS_URL: 'redis://127.0.0.1:6379/cache' });
+  assert.equal(result.status, 1);
+  assert.match(result.stderr, /REDIS_URL: must name a database by its number/);
+  assert.doesNotMatch(result.stderr, /\n\s+at /, 'no stack');
+});
+
 test('a bad variable stops the process at start with its name', () => {
   const result = run({ PORT: '-1' });
   assert.equal(result.status, 1);
