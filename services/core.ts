@@ -93,7 +93,6 @@ export async function connectRedis(config: Config): Promise<Redis> {
   try {
     await withTimeout(redis.connect(), 5000, 'Redis');
     await redis.ping();
-    return redis;
   } catch (err) {
     redis.disconnect();
     throw new StartupError(`Cannot reach Redis at ${describeRedisTarget(target, redactUrl)}: ${sentence((err as Error).message)}\n` +
@@ -101,6 +100,19 @@ export async function connectRedis(config: Config): Promise<Redis> {
         ? 'Check REDIS_CLUSTER_NODES (seed nodes of a Redis Cluster whose slots are all assigned).'
         : 'Start it (on this kind of machine: redis-server --daemonize yes --port 6379) or set REDIS_URL.'));
   }
+  // A database number the server does not have: ioredis reports the failed SELECT as an event and
+  // goes on in database 0, so every queue and counter would silently land there. Ask ourselves.
+  const db = config.redisCluster ? 0 : Number(new URL(config.redisUrl).pathname.slice(1) || 0);
+  if (db > 0) {
+    try {
+      await withTimeout(redis.select(db), 5000, 'Redis');
+    } catch (err) {
+      redis.disconnect();
+      throw new StartupError(`REDIS_URL: Redis at ${describeRedisTarget(target, redactUrl)} cannot use database ${db}: ${sentence((err as Error).message)}\n` +
+        'Name a database the server has (its `databases` setting; 16 by default: 0 to 15) in REDIS_URL.');
+    }
+  }
+  return redis;
 }
 
 /** The Redis this process uses: one server (REDIS_URL) or a cluster's seed nodes (REDIS_CLUSTER_NODES). */

@@ -147,6 +147,14 @@ test('unreachable Postgres or Redis is said plainly, with how to start it, and d
   spawnSync('psql', ['-h', '127.0.0.1', '-U', 'root', '-d', 'postgres', '-c', 'DROP DATABASE IF EXISTS switchboard_cfgtest'], { encoding: 'utf8' });
 });
 
+test('a REDIS_URL database the server does not have stops the start naming REDIS_URL (ioredis went on in database 0)', () => {
+  const result = run({ DATABASE_URL: 'postgres://root@127.0.0.1:5432/switchboard_cfgtest_db', REDIS_URL: 'redis://127.0.0.1:6379/99' });
+  spawnSync('psql', ['-h', '127.0.0.1', '-U', 'root', '-d', 'postgres', '-c', 'DROP DATABASE IF EXISTS switchboard_cfgtest_db'], { encoding: 'utf8' });
+  assert.equal(result.status, 1, result.stderr);
+  assert.match(result.stderr, /REDIS_URL: Redis at redis:\/\/127\.0\.0\.1:6379\/99 cannot use database 99: ERR DB index is out of range\./);
+  assert.doesNotMatch(result.stderr, /\n\s+at /, 'no stack');
+});
+
 test('production refuses a default or short ADMIN_TOKEN, naming it; unset or long and random is accepted', () => {
   const prod = (token?: string) => loadConfig({ NODE_ENV: 'production', CREDENTIALS_KEY: KEY, ...(token !== undefined && { ADMIN_TOKEN: token }) });
   for (const [token, why] of [
