@@ -9,26 +9,28 @@ import { AppError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import { isStorageUnavailable, STORAGE_RETRY_AFTER_S } from '../../shared/storage-unavailable.js';
 import { BodyError, CLIENT_ABORTED } from './body.js';
-import { maskPath } from './request-log.js';
+import { maskPath, requestLogger } from './request-log.js';
 
 /** The message of every family's 503 (issue 22): nothing of the call was stored. */
 export const UNAVAILABLE_MESSAGE = 'Service temporarily unavailable: nothing was accepted; retry later';
 
 const MAX_PATH_IN_MESSAGE = 200;
 
+const cut = (path: string): string => (path.length > MAX_PATH_IN_MESSAGE ? `${path.slice(0, MAX_PATH_IN_MESSAGE)}…` : path);
+const rawPath = (req: Request): string => (req.originalUrl || req.url).split('?')[0]!;
+
 /** The request's path as received (not decoded), cut to a length fit for an error message. */
 export function requestPath(req: Request): string {
-  const path = (req.originalUrl || req.url).split('?')[0]!;
-  return path.length > MAX_PATH_IN_MESSAGE ? `${path.slice(0, MAX_PATH_IN_MESSAGE)}…` : path;
+  return cut(rawPath(req));
 }
 
 /**
- * The request's path as logs show it: the secrets some paths carry (a carrier callback's token, a
- * verification session's token) masked, as on the request log's own line.
+ * A line about a request: through the request's logger (its `reqId`), naming the path with the
+ * tokens in it masked (a verification session's, a carrier callback's) as the request's own line
+ * does; masked before it is cut to length, so that no part of a token is shown.
  */
-function loggedPath(req: Request): string {
-  const path = maskPath((req.originalUrl || req.url).split('?')[0]!);
-  return path.length > MAX_PATH_IN_MESSAGE ? `${path.slice(0, MAX_PATH_IN_MESSAGE)}…` : path;
+function logFor(req: Request, logger: Logger): [Logger, string] {
+  return [requestLogger(req, logger), cut(maskPath(rawPath(req)))];
 }
 
 /**
@@ -39,7 +41,8 @@ export function knownError(err: unknown, req: Request, res: Response, logger: Lo
   if (err instanceof AppError || err instanceof BodyError) {
     if (err instanceof BodyError && err.status === CLIENT_ABORTED) {
       // Nobody is left to read an answer: one line, no stack (a client giving up is not our fault).
-      logger.info({ method: req.method, path: loggedPath(req) }, 'client closed the connection during the upload');
+      const [log, path] = logFor(req, logger);
+      log.info({ method: req.method, path }, 'client closed the connection during the upload');
     }
     return err;
   }
@@ -48,7 +51,8 @@ export function knownError(err: unknown, req: Request, res: Response, logger: Lo
     return new AppError(400, 'BAD_REQUEST', `path: malformed percent-escape in ${requestPath(req)}`, { field: 'path' });
   }
   if (isStorageUnavailable(err)) {
-    logger.warn({ method: req.method, path: loggedPath(req), err: (err as Error).message }, 'storage unavailable; answered 503');
+    const [log, path] = logFor(req, logger);
+    log.warn({ method: req.method, path, err: (err as Error).message }, 'storage unavailable; answered 503');
     res.set('Retry-After', String(STORAGE_RETRY_AFTER_S));
     return new AppError(503, 'SERVICE_UNAVAILABLE', UNAVAILABLE_MESSAGE);
   }

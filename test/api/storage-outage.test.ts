@@ -14,9 +14,11 @@ import { mkdtempSync, rmSync, chownSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { startTestService, createTestDatabase, ADMIN_TOKEN, waitFor, type TestService, type TestResponse } from '../support/harness.js';
 import { OpenApiChecker } from '../support/openapi.js';
+import { createLogger } from '../../shared/logger.js';
 
 const PG_BIN = process.env.PG_BIN ?? '/usr/lib/postgresql/15/bin';
 const UNAVAILABLE = 'Service temporarily unavailable: nothing was accepted; retry later';
@@ -88,7 +90,14 @@ before(async () => {
   redis = startRedis();
   await waitFor(redisAnswers, 10_000, 'the test Redis');
   const database = await createTestDatabase(`postgres://root@127.0.0.1:${pgPort}/postgres`);
-  svc = await startTestService({ role: 'web', database, env: { REDIS_URL: `redis://127.0.0.1:${redisPort}` } });
+  // Every line the service logs is kept (with the service's own redaction), to be read by the tests.
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString('utf8').split('\n')) if (line) logLines.push(line);
+      done();
+    },
+  });
+  svc = await startTestService({ role: 'web', database, env: { REDIS_URL: `redis://127.0.0.1:${redisPort}` }, logger: createLogger('info', 'switchboard', sink) });
   // BullMQ prints every reconnect failure of a queue without an error listener (issue 22 item 5,
   // not this file's subject): keep this file's output readable.
   for (const queue of svc.runtime.queues.all()) {
@@ -117,6 +126,8 @@ after(async () => {
   removeEverything();
   dir = '';
 });
+
+const logLines: string[] = [];
 
 const json = (key: string) => ({ 'x-api-key': key, 'content-type': 'application/json' });
 const form = { 'content-type': 'application/x-www-form-urlencoded' };
@@ -224,4 +235,31 @@ test('with Postgres stopped every API family answers 503 with Retry-After, and s
   const sent = await s.request('POST', '/v2/messages', { body: [message], headers: { 'x-api-key': sendKey } });
   assert.equal(sent.status, 200, sent.text);
   assert.equal(sent.body.accepted.length, 1);
+});
+
+test('with Postgres stopped, the 503 lines carry the request id and mask the tokens of the path', { timeout: 45_000 }, async () => {
+  const s = svc!;
+  const from = logLines.length;
+  stopPostgres();
+  try {
+    const verify = await s.request('POST', '/v1/validations/SessionToken0123456789/verify', {
+      body: { code: '123456' }, headers: { 'x-api-key': verifyKey, 'x-request-id': 'outage-verify-1' },
+    });
+    assert.equal(verify.status, 503, verify.text);
+    const callback = await s.request('POST', '/callbacks/viber/some-connection/CallbackToken0123456789', {
+      body: {}, headers: { 'x-request-id': 'outage-callback-1' },
+    });
+    assert.equal(callback.status, 503, callback.text);
+  } finally {
+    startPostgres();
+  }
+  await waitFor(async () => (await s.request('GET', '/v1/credit', { headers: { 'x-api-key': restKey } })).status === 200, 15_000, 'the service to recover');
+  const lines = logLines.slice(from);
+  const leaked = lines.filter((l) => l.includes('SessionToken0123456789') || l.includes('CallbackToken0123456789'));
+  assert.deepEqual(leaked, [], 'no line names a token of the path');
+  const outage = lines.map((l) => JSON.parse(l) as { msg: string; reqId?: string; path?: string }).filter((l) => l.msg === 'storage unavailable; answered 503');
+  assert.deepEqual(outage.map((l) => [l.reqId, l.path]), [
+    ['outage-verify-1', '/v1/validations/***/verify'],
+    ['outage-callback-1', '/callbacks/viber/some-connection/***'],
+  ]);
 });
