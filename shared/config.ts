@@ -166,7 +166,7 @@ const schema = Joi.object({
     .messages(URL_MESSAGES).default('redis://127.0.0.1:6379'),
   REDIS_CLUSTER_NODES: Joi.string().allow(''),
   REDIS_PREFIX: Joi.string().pattern(/^[A-Za-z0-9_-]{1,40}$/).default('sb'),
-  PUBLIC_URL: Joi.string().uri({ scheme: ['http', 'https'] }).default('http://localhost:8080'),
+  PUBLIC_URL: Joi.string().uri({ scheme: ['http', 'https'] }).custom(parsableUrl).messages(URL_MESSAGES).default('http://localhost:8080'),
   ADMIN_TOKEN: Joi.string().min(16).allow(''),
   SANDBOX: bool,
   ALLOW_PRIVATE_CALLBACKS: bool,
@@ -174,7 +174,7 @@ const schema = Joi.object({
   LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
   SMPP_URL: Joi.string().pattern(/^s?smpps?:\/\//).allow('')
     .messages({ 'string.pattern.base': 'must start with smpp://, smpps:// or ssmpp:// (smpp://system_id:password@host:port)' }),
-  WHATSAPP_GRAPH_URL: Joi.string().uri({ scheme: ['http', 'https'] }).default('https://graph.facebook.com'),
+  WHATSAPP_GRAPH_URL: Joi.string().uri({ scheme: ['http', 'https'] }).custom(parsableUrl).messages(URL_MESSAGES).default('https://graph.facebook.com'),
   WHATSAPP_GRAPH_VERSION: Joi.string().pattern(/^v\d+\.\d+$/).default('v25.0').messages({ 'string.pattern.base': 'must look like v25.0' }),
   ...Object.fromEntries(FAMILIES.map((f) => [concurrencyVariable(f), Joi.number().integer().min(1).max(1000).default(DEFAULT_POOL_CONCURRENCY[f])])),
   STATUS_PARTITIONS: Joi.number().integer().min(1).max(64).default(4),
@@ -208,7 +208,7 @@ const schema = Joi.object({
   CREDENTIALS_KEY: Joi.string().allow('').custom((v: string, helpers) => (v === '' || parseKey(v) ? v : helpers.error('any.invalid')))
     .messages({ 'any.invalid': 'must be 32 bytes as 64 hex characters or base64 (e.g. `openssl rand -hex 32`)' }),
   WHATSAPP_ONBOARDING_CONNECTION: Joi.string().pattern(/^[A-Za-z0-9_-]{1,40}$/).allow(''),
-  WHATSAPP_SDK_URL: Joi.string().uri({ scheme: ['http', 'https'] }).allow(''),
+  WHATSAPP_SDK_URL: Joi.string().uri({ scheme: ['http', 'https'] }).custom(parsableUrl).messages(URL_MESSAGES).allow(''),
 }).unknown(true);
 
 /** Joi's messages that quote the refused value, reworded without it (see loadConfig). */

@@ -107,7 +107,8 @@ test('a DATABASE_URL or REDIS_URL its driver cannot read is refused by name, its
     }
     return [];
   };
-  for (const [name, value] of [['DATABASE_URL', 'postgres://u:hunter2@127.0.0.1:99999/db'], ['REDIS_URL', 'redis://:hunter2@127.0.0.1:99999']] as const) {
+  for (const [name, value] of [['DATABASE_URL', 'postgres://u:hunter2@127.0.0.1:99999/db'], ['REDIS_URL', 'redis://:hunter2@127.0.0.1:99999'],
+    ['PUBLIC_URL', 'http://u:hunter2@example.com:65536/'], ['WHATSAPP_GRAPH_URL', 'https://u:hunter2@graph.example:70000']] as const) {
     const found = problems({ [name]: value });
     assert.equal(found.length, 1, found.join('\n'));
     assert.match(found[0]!, new RegExp(`^${name}: is not a URL that can be read \\(a port of 0 to 65535`));
