@@ -8,6 +8,15 @@
  */
 import type { Db } from './pool.js';
 
+/**
+ * A retention of `days` (fractions allowed) as the seconds a walk's statement takes: 0 (keep
+ * everything) stays 0, anything else is at least a second, since a retention too short to round
+ * to one would otherwise delete nothing.
+ */
+export function retentionSeconds(days: number): number {
+  return days > 0 ? Math.max(1, Math.round(days * 86_400)) : 0;
+}
+
 /** The cutoff of a walk's statement, from `$3`: the retention in seconds. */
 export const WALK_CUTOFF = 'now() - make_interval(secs => $3::float8)';
 

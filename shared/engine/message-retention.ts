@@ -48,7 +48,7 @@
 import type { Db } from '../db/pool.js';
 import type { Logger } from '../logger.js';
 import { PeriodicPass } from '../db/periodic-cleanup.js';
-import { Walk, WALK_CUTOFF, walkSql, type WalkRow } from '../db/walk.js';
+import { retentionSeconds, Walk, WALK_CUTOFF, walkSql, type WalkRow } from '../db/walk.js';
 import { NO_DELIVERY_NEEDS } from '../webhooks/retention.js';
 import { CHANNEL_MODULES, CHANNELS } from '../channels/index.js';
 
@@ -181,8 +181,7 @@ export class MessageRetention extends PeriodicPass {
     private readonly batch = 500, private readonly recheckMs = 3_600_000,
   ) {
     super(logger, 'messages, inbound messages and verification sessions older than MESSAGE_RETENTION_DAYS were deleted', intervalMs, 'info');
-    // At least a second: a retention too short to round to one would otherwise delete nothing.
-    this.seconds = retentionDays > 0 ? Math.max(1, Math.round(retentionDays * 86_400)) : 0;
+    this.seconds = retentionSeconds(retentionDays);
     this.receiptWaitSeconds = Math.round(receiptWaitHours * 3_600);
   }
 

@@ -24,7 +24,7 @@
 import type { Db } from '../db/pool.js';
 import type { Logger } from '../logger.js';
 import { PeriodicPass } from '../db/periodic-cleanup.js';
-import { Walk, WALK_CUTOFF, walkSql } from '../db/walk.js';
+import { retentionSeconds, Walk, WALK_CUTOFF, walkSql } from '../db/walk.js';
 import { eventIdSpan } from '../lookup/webhooks.js';
 
 /**
@@ -63,8 +63,7 @@ export class EventRetention extends PeriodicPass {
     private readonly recheckMs = 3_600_000,
   ) {
     super(logger, 'events and webhook batches older than EVENT_RETENTION_DAYS were deleted', intervalMs, 'debug');
-    // At least a second: a retention too short to round to one would otherwise delete nothing.
-    this.seconds = retentionDays > 0 ? Math.max(1, Math.round(retentionDays * 86_400)) : 0;
+    this.seconds = retentionSeconds(retentionDays);
   }
 
   /** One pass: batches first (a dead letter's events go in the same pass), then events; returns the rows deleted. */
